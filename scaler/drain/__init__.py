@@ -1,0 +1,1 @@
+"""Drainability rules (cluster-autoscaler\x27s twelve) and PDB accounting."""

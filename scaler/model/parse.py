@@ -1,0 +1,596 @@
+"""Parse Kubernetes API JSON (as ``kubectl get -o json`` prints it) into slim records.
+
+Every function takes one API object as a ``dict`` and returns a record, or raises
+:class:`ObjectError` naming the object and the bad field. Pod requests follow Kubernetes'
+``resourcehelper.PodRequests`` (``k8s.io/component-helpers/resource``): containers summed, the
+max with each init container (plus the sidecars started before it), restartable init containers
+(sidecars) added, pod overhead added; a pod-level ``spec.resources.requests`` wins for CPU and
+memory. A container with a limit but no request for a resource requests its limit, as the API
+server's defaulting does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores
+from scaler.model.records import (
+    TAINT_TO_BE_DELETED,
+    Controller,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    NodeMetrics,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    OwnerRef,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodAffinityTerm,
+    PodDisruptionBudget,
+    PodMetrics,
+    QoSClass,
+    Resources,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+    Volume,
+)
+
+__all__ = [
+    "ObjectError",
+    "parse_controller",
+    "parse_duration_seconds",
+    "parse_label_selector",
+    "parse_node",
+    "parse_node_metrics",
+    "parse_pdb",
+    "parse_pod",
+    "parse_pod_metrics",
+    "parse_pv",
+    "parse_pvc",
+    "parse_resources",
+    "parse_time",
+]
+
+Obj = Mapping[str, Any]
+
+
+class ObjectError(ValueError):
+    """An API object is malformed; the message names the object and the bad field or value."""
+
+
+def _ident(obj: Obj) -> str:
+    kind = obj.get("kind") or "object"
+    raw_meta = obj.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+    ns, name = meta.get("namespace"), meta.get("name")
+    return f"{kind} {ns + '/' if ns else ''}{name or '<unnamed>'}"
+
+
+def _map(obj: Obj, key: str, where: Obj) -> Mapping[str, Any]:
+    v = obj.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise ObjectError(f"{_ident(where)}: field {key!r} must be an object, got {v!r}")
+    return v
+
+
+def _list(obj: Obj, key: str, where: Obj) -> list[Any]:
+    v = obj.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise ObjectError(f"{_ident(where)}: field {key!r} must be a list, got {v!r}")
+    return v
+
+
+def _str_map(obj: Obj, key: str, where: Obj) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(obj, key, where).items()}
+
+
+def _required(obj: Obj, key: str, where: Obj) -> Any:
+    v = obj.get(key)
+    if v is None or v == "":
+        raise ObjectError(f"{_ident(where)}: missing required field {key!r}")
+    return v
+
+
+def _int(v: Any, field: str, where: Obj) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ObjectError(f"{_ident(where)}: field {field!r} must be an integer, got {v!r}")
+    return v
+
+
+def parse_time(value: Any, field: str = "timestamp", where: Obj | None = None) -> float:
+    """Parse an RFC 3339 timestamp (``2026-11-04T14:00:00Z``) into Unix seconds.
+
+    Raises:
+        ObjectError: not a valid RFC 3339 time (message names the value).
+    """
+    if not isinstance(value, str):
+        raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}")
+    try:
+        text = value.replace("Z", "+00:00").replace("z", "+00:00")
+        t = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return t.timestamp()
+
+
+def parse_duration_seconds(value: str) -> float:
+    """Parse a Go-style duration (``30s``, ``2m``, ``1h30m``, ``500ms``) or a bare number of
+    seconds into seconds.
+
+    Raises:
+        ValueError: the value is not a duration (message names it).
+    """
+    import re
+
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"invalid duration {value!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def parse_resources(raw: Mapping[str, Any], where: Obj, field: str) -> Resources:
+    """Parse a ``ResourceList`` (``{"cpu": "250m", "memory": "1Gi", ...}``) into
+    :class:`Resources`. ``pods`` is parsed as a count; other names go to ``extended``.
+
+    Raises:
+        ObjectError: a malformed quantity (message names the object, field and value).
+    """
+    cpu = mem = eph = pods = 0
+    ext: dict[str, int] = {}
+    try:
+        for name, value in raw.items():
+            if name == "cpu":
+                cpu = parse_millicores(value)
+            elif name == "memory":
+                mem = parse_bytes(value)
+            elif name == "ephemeral-storage":
+                eph = parse_bytes(value)
+            elif name == "pods":
+                pods = parse_count(value)
+            elif name == "storage":
+                continue
+            else:
+                ext[name] = parse_count(value)
+    except QuantityError as e:
+        raise ObjectError(f"{_ident(where)}: {field}: {e}") from None
+    return Resources(cpu, mem, eph, pods, ext)
+
+
+def parse_label_selector(raw: Any, where: Obj, field: str = "selector") -> LabelSelector | None:
+    """Parse a ``metav1.LabelSelector``; ``None`` stays ``None``.
+
+    Raises:
+        ObjectError: malformed selector.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ObjectError(f"{_ident(where)}: field {field!r} must be an object, got {raw!r}")
+    exprs = []
+    for e in _list(raw, "matchExpressions", where):
+        op = e.get("operator")
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ObjectError(f"{_ident(where)}: {field}: unknown selector operator {op!r}")
+        exprs.append(LabelSelectorRequirement(str(e.get("key", "")), op, tuple(e.get("values") or ())))
+    return LabelSelector(_str_map(raw, "matchLabels", where), tuple(exprs))
+
+
+def _node_selector_terms(raw: Any, where: Obj) -> tuple[NodeSelectorTerm, ...]:
+    terms = []
+    for t in raw or ():
+
+        def reqs(key: str, t: Mapping[str, Any] = t) -> tuple[NodeSelectorRequirement, ...]:
+            out = []
+            for r in _list(t, key, where):
+                op = r.get("operator")
+                if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                    raise ObjectError(f"{_ident(where)}: unknown node selector operator {op!r}")
+                out.append(NodeSelectorRequirement(str(r.get("key", "")), op, tuple(r.get("values") or ())))
+            return tuple(out)
+
+        terms.append(NodeSelectorTerm(reqs("matchExpressions"), reqs("matchFields")))
+    return tuple(terms)
+
+
+def _controller_ref(meta: Mapping[str, Any], where: Obj) -> OwnerRef | None:
+    for o in _list(meta, "ownerReferences", where):
+        if o.get("controller"):
+            return OwnerRef(
+                str(o.get("kind", "")),
+                str(o.get("name", "")),
+                str(o.get("uid", "")),
+                str(o.get("apiVersion", "")),
+            )
+    return None
+
+
+def _container_requests(c: Mapping[str, Any], where: Obj) -> tuple[Resources, bool, bool]:
+    """(requests, has any request/limit, is guaranteed-shaped) for one container."""
+    res = _map(c, "resources", where)
+    limits = _map(res, "limits", where)
+    requests = dict(_map(res, "requests", where))
+    for name, value in limits.items():
+        requests.setdefault(name, value)  # API-server defaulting: request defaults to limit
+    name = f"container {c.get('name')!r} resources"
+    parsed_req = parse_resources(requests, where, name)
+    parsed_lim = parse_resources(limits, where, name)
+    guaranteed = (
+        parsed_lim.cpu_millicores > 0
+        and parsed_lim.memory_bytes > 0
+        and parsed_req.cpu_millicores == parsed_lim.cpu_millicores
+        and parsed_req.memory_bytes == parsed_lim.memory_bytes
+    )
+    return parsed_req, bool(requests or limits), guaranteed
+
+
+def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
+    """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``).
+
+    Raises:
+        ObjectError: a malformed quantity.
+    """
+    total = Resources()
+    any_set = False
+    all_guaranteed = True
+    for c in _list(spec, "containers", where):
+        r, s, g = _container_requests(c, where)
+        total = total + r
+        any_set |= s
+        all_guaranteed &= g
+    sidecars = Resources()
+    init_max = Resources()
+    for c in _list(spec, "initContainers", where):
+        r, s, g = _container_requests(c, where)
+        any_set |= s
+        all_guaranteed &= g
+        if c.get("restartPolicy") == "Always":
+            total = total + r
+            sidecars = sidecars + r
+            init_max = init_max.max(sidecars)
+        else:
+            init_max = init_max.max(r + sidecars)
+    total = total.max(init_max)
+    pod_level = _map(_map(spec, "resources", where), "requests", where)
+    if pod_level:
+        pl = parse_resources(pod_level, where, "spec.resources.requests")
+        total = Resources(
+            pl.cpu_millicores if "cpu" in pod_level else total.cpu_millicores,
+            pl.memory_bytes if "memory" in pod_level else total.memory_bytes,
+            total.ephemeral_storage_bytes,
+            0,
+            total.extended,
+        )
+    overhead = _map(spec, "overhead", where)
+    if overhead:
+        total = total + parse_resources(overhead, where, "spec.overhead")
+    total = Resources(
+        total.cpu_millicores,
+        total.memory_bytes,
+        total.ephemeral_storage_bytes,
+        1,
+        {k: v for k, v in total.extended.items() if v},
+    )
+    if not any_set:
+        qos = QoSClass.BEST_EFFORT
+    elif all_guaranteed:
+        qos = QoSClass.GUARANTEED
+    else:
+        qos = QoSClass.BURSTABLE
+    return total, qos
+
+
+def _affinity_terms(raw: list[Any], where: Obj) -> tuple[PodAffinityTerm, ...]:
+    out = []
+    for t in raw:
+        topo = t.get("topologyKey")
+        if not topo:
+            raise ObjectError(f"{_ident(where)}: pod affinity term without topologyKey")
+        out.append(
+            PodAffinityTerm(
+                parse_label_selector(t.get("labelSelector"), where, "labelSelector"),
+                str(topo),
+                tuple(t.get("namespaces") or ()),
+                t.get("namespaceSelector") is not None and not (t.get("namespaceSelector") or {}),
+            )
+        )
+    return tuple(out)
+
+
+def parse_pod(obj: Obj) -> Pod:
+    """Parse a v1 Pod.
+
+    Raises:
+        ObjectError: missing metadata.name/namespace, malformed quantities, selectors or times.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    status = _map(obj, "status", obj)
+    name = _required(meta, "name", obj)
+    namespace = meta.get("namespace") or "default"
+    requests, computed_qos = pod_requests(spec, obj)
+    qos_raw = status.get("qosClass")
+    try:
+        qos = QoSClass(qos_raw) if qos_raw else computed_qos
+    except ValueError:
+        raise ObjectError(f"{_ident(obj)}: unknown qosClass {qos_raw!r}") from None
+    affinity = _map(spec, "affinity", obj)
+    node_aff = _map(
+        _map(affinity, "nodeAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+    )
+    required_node_affinity = (
+        _node_selector_terms(node_aff.get("nodeSelectorTerms"), obj) if node_aff else None
+    )
+    pod_aff = _list(_map(affinity, "podAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj)
+    anti = _list(
+        _map(affinity, "podAntiAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+    )
+    spread = []
+    for c in _list(spec, "topologySpreadConstraints", obj):
+        spread.append(
+            TopologySpreadConstraint(
+                max_skew=_int(c.get("maxSkew", 1), "maxSkew", obj),
+                topology_key=str(_required(c, "topologyKey", obj)),
+                when_unsatisfiable=str(c.get("whenUnsatisfiable", "DoNotSchedule")),
+                label_selector=parse_label_selector(c.get("labelSelector"), obj, "labelSelector"),
+                min_domains=c.get("minDomains"),
+                node_affinity_policy=str(c.get("nodeAffinityPolicy") or "Honor"),
+                node_taints_policy=str(c.get("nodeTaintsPolicy") or "Ignore"),
+                match_label_keys=tuple(c.get("matchLabelKeys") or ()),
+            )
+        )
+    ports = []
+    for c in _list(spec, "containers", obj) + _list(spec, "initContainers", obj):
+        for p in _list(c, "ports", obj):
+            hp = p.get("hostPort")
+            if hp:
+                ports.append(
+                    (
+                        str(p.get("protocol") or "TCP"),
+                        str(p.get("hostIP") or "0.0.0.0"),
+                        _int(hp, "hostPort", obj),
+                    )
+                )
+    volumes = []
+    for v in _list(spec, "volumes", obj):
+        kinds = [k for k in v if k != "name"]
+        kind = kinds[0] if kinds else "emptyDir"
+        medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
+        claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
+        volumes.append(Volume(str(v.get("name", "")), kind, medium, claim))
+    created = meta.get("creationTimestamp")
+    deleted = meta.get("deletionTimestamp")
+    priority = spec.get("priority")
+    tgps = spec.get("terminationGracePeriodSeconds")
+    return Pod(
+        namespace=str(namespace),
+        name=str(name),
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        node_name=str(spec.get("nodeName") or ""),
+        requests=requests,
+        labels=_str_map(meta, "labels", obj),
+        annotations=_str_map(meta, "annotations", obj),
+        controller=_controller_ref(meta, obj),
+        phase=str(status.get("phase") or "Pending"),
+        priority=_int(priority, "spec.priority", obj) if priority is not None else 0,
+        qos_class=qos,
+        restart_policy=str(spec.get("restartPolicy") or "Always"),
+        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else 0.0,
+        deletion_ts=parse_time(deleted, "metadata.deletionTimestamp", obj) if deleted else None,
+        termination_grace_seconds=_int(tgps, "terminationGracePeriodSeconds", obj)
+        if tgps is not None
+        else 30,
+        tolerations=tuple(
+            Toleration(
+                str(t.get("key") or ""),
+                str(t.get("operator") or "Equal"),
+                str(t.get("value") or ""),
+                str(t.get("effect") or ""),
+            )
+            for t in _list(spec, "tolerations", obj)
+        ),
+        node_selector=_str_map(spec, "nodeSelector", obj),
+        required_node_affinity=required_node_affinity,
+        required_affinity=_affinity_terms(pod_aff, obj),
+        required_anti_affinity=_affinity_terms(anti, obj),
+        topology_spread=tuple(spread),
+        host_ports=tuple(ports),
+        volumes=tuple(volumes),
+    )
+
+
+def parse_node(obj: Obj) -> Node:
+    """Parse a v1 Node.
+
+    Raises:
+        ObjectError: missing name or ``status.allocatable``, malformed quantities or taints.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    status = _map(obj, "status", obj)
+    name = _required(meta, "name", obj)
+    alloc_raw = _map(status, "allocatable", obj)
+    if not alloc_raw:
+        raise ObjectError(f"{_ident(obj)}: missing required field 'status.allocatable'")
+    allocatable = parse_resources(alloc_raw, obj, "status.allocatable")
+    taints = []
+    tbd: float | None = None
+    for t in _list(spec, "taints", obj):
+        key = t.get("key")
+        if not key:
+            raise ObjectError(f"{_ident(obj)}: taint without key: {t!r}")
+        taint = Taint(str(key), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
+        taints.append(taint)
+        if key == TAINT_TO_BE_DELETED:
+            try:
+                tbd = float(taint.value)
+            except ValueError:
+                tbd = 0.0
+    ready = False
+    ready_ts = 0.0
+    for c in _list(status, "conditions", obj):
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+            if c.get("lastTransitionTime"):
+                ready_ts = parse_time(c["lastTransitionTime"], "Ready.lastTransitionTime", obj)
+    created = meta.get("creationTimestamp")
+    return Node(
+        name=str(name),
+        allocatable=allocatable,
+        labels=_str_map(meta, "labels", obj),
+        annotations=_str_map(meta, "annotations", obj),
+        taints=tuple(taints),
+        unschedulable=bool(spec.get("unschedulable")),
+        ready=ready,
+        ready_transition_ts=ready_ts,
+        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else 0.0,
+        provider_id=str(spec.get("providerID") or ""),
+        uid=str(meta.get("uid") or ""),
+        to_be_deleted_ts=tbd,
+    )
+
+
+def _usage(obj: Obj, usage: Mapping[str, Any]) -> tuple[int, int]:
+    if "cpu" not in usage or "memory" not in usage:
+        raise ObjectError(f"{_ident(obj)}: usage must have cpu and memory, got {dict(usage)!r}")
+    try:
+        return parse_millicores(usage["cpu"]), parse_bytes(usage["memory"])
+    except QuantityError as e:
+        raise ObjectError(f"{_ident(obj)}: usage: {e}") from None
+
+
+def _window(obj: Obj) -> float:
+    w = obj.get("window")
+    if w is None:
+        return 0.0
+    try:
+        return parse_duration_seconds(str(w))
+    except ValueError:
+        raise ObjectError(f"{_ident(obj)}: invalid window {w!r}") from None
+
+
+def parse_node_metrics(obj: Obj) -> NodeMetrics:
+    """Parse a metrics.k8s.io/v1beta1 NodeMetrics item.
+
+    Raises:
+        ObjectError: missing name, timestamp or usage, or malformed quantities.
+    """
+    meta = _map(obj, "metadata", obj)
+    cpu, mem = _usage(obj, _map(obj, "usage", obj))
+    return NodeMetrics(
+        name=str(_required(meta, "name", obj)),
+        timestamp=parse_time(_required(obj, "timestamp", obj), "timestamp", obj),
+        window_seconds=_window(obj),
+        cpu_millicores=cpu,
+        memory_bytes=mem,
+    )
+
+
+def parse_pod_metrics(obj: Obj) -> PodMetrics:
+    """Parse a metrics.k8s.io/v1beta1 PodMetrics item, summing its containers' usage.
+
+    Raises:
+        ObjectError: missing name, timestamp or container usage, or malformed quantities.
+    """
+    meta = _map(obj, "metadata", obj)
+    cpu = mem = 0
+    for c in _list(obj, "containers", obj):
+        c_cpu, c_mem = _usage(obj, _map(c, "usage", obj))
+        cpu += c_cpu
+        mem += c_mem
+    return PodMetrics(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(_required(meta, "name", obj)),
+        timestamp=parse_time(_required(obj, "timestamp", obj), "timestamp", obj),
+        window_seconds=_window(obj),
+        cpu_millicores=cpu,
+        memory_bytes=mem,
+    )
+
+
+def parse_pdb(obj: Obj) -> PodDisruptionBudget:
+    """Parse a policy/v1 PodDisruptionBudget (``status.disruptionsAllowed`` defaults to 0).
+
+    Raises:
+        ObjectError: missing name or malformed selector.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    status = _map(obj, "status", obj)
+    allowed = status.get("disruptionsAllowed", 0)
+    return PodDisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(_required(meta, "name", obj)),
+        selector=parse_label_selector(spec.get("selector"), obj, "spec.selector"),
+        disruptions_allowed=_int(allowed, "status.disruptionsAllowed", obj),
+    )
+
+
+def parse_controller(obj: Obj) -> Controller:
+    """Parse a workload controller (ReplicaSet, ReplicationController, StatefulSet, DaemonSet,
+    Job, Deployment).
+
+    Raises:
+        ObjectError: missing name or a non-integer ``spec.replicas``.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    kind = str(_required(obj, "kind", obj))
+    replicas = spec.get("replicas")
+    if replicas is None and kind in ("ReplicaSet", "ReplicationController", "StatefulSet", "Deployment"):
+        replicas = 1  # API default
+    return Controller(
+        kind=kind,
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(_required(meta, "name", obj)),
+        uid=str(meta.get("uid") or ""),
+        replicas=_int(replicas, "spec.replicas", obj) if replicas is not None else None,
+        owner=_controller_ref(meta, obj),
+    )
+
+
+def parse_pv(obj: Obj) -> PersistentVolume:
+    """Parse a v1 PersistentVolume (labels and required node affinity).
+
+    Raises:
+        ObjectError: missing name or malformed affinity.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    required = _map(_map(spec, "nodeAffinity", obj), "required", obj)
+    return PersistentVolume(
+        name=str(_required(meta, "name", obj)),
+        labels=_str_map(meta, "labels", obj),
+        node_affinity=_node_selector_terms(required.get("nodeSelectorTerms"), obj) if required else None,
+    )
+
+
+def parse_pvc(obj: Obj) -> PersistentVolumeClaim:
+    """Parse a v1 PersistentVolumeClaim.
+
+    Raises:
+        ObjectError: missing name.
+    """
+    meta = _map(obj, "metadata", obj)
+    spec = _map(obj, "spec", obj)
+    return PersistentVolumeClaim(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(_required(meta, "name", obj)),
+        volume_name=str(spec.get("volumeName") or ""),
+    )

@@ -1,0 +1,120 @@
+"""Exact parsing of Kubernetes resource quantities.
+
+A quantity is ``<sign><digits>[.<digits>]<suffix>`` where the suffix is a binary SI suffix
+(``Ki Mi Gi Ti Pi Ei``), a decimal SI suffix (``n u m "" k M G T P E``) or a decimal exponent
+(``e3``, ``E-2``). The grammar follows ``k8s.io/apimachinery/pkg/api/resource/quantity.go``.
+Values are kept as :class:`fractions.Fraction`, so nothing is lost to floating point, and are
+rounded *up* to whole units like ``Quantity.MilliValue()`` and ``Quantity.Value()`` do.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+__all__ = [
+    "QuantityError",
+    "parse_bytes",
+    "parse_count",
+    "parse_millicores",
+    "parse_quantity",
+]
+
+
+class QuantityError(ValueError):
+    """Raised when a string is not a valid Kubernetes quantity; the message names the value."""
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?:(?P<bin>Ki|Mi|Gi|Ti|Pi|Ei)|(?P<exp>[eE][+-]?[0-9]+)|(?P<dec>[numkMGTPE]?))$"
+)
+# Exponents beyond this are refused rather than building astronomically large integers.
+_MAX_EXPONENT = 64
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse a Kubernetes quantity into an exact rational number of base units.
+
+    Args:
+        value: a quantity string such as ``"250m"``, ``"1.5Gi"`` or ``"1e3"``; ints are
+            accepted as they are, and floats only when they are finite (YAML may load ``0.5``).
+
+    Returns:
+        The exact value in base units (cores for CPU, bytes for memory).
+
+    Raises:
+        QuantityError: the value is not a valid quantity (message names the value).
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"invalid quantity {value!r}")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"invalid quantity {value!r}")
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"invalid quantity {value!r}")
+    m = _QUANTITY.match(value.strip())
+    if not m or value != value.strip():
+        raise QuantityError(f"invalid quantity {value!r}")
+    number = Fraction(m["num"])
+    if m["bin"]:
+        number *= _BINARY[m["bin"]]
+    elif m["exp"]:
+        exponent = int(m["exp"][1:])
+        if abs(exponent) > _MAX_EXPONENT:
+            raise QuantityError(f"invalid quantity {value!r}: exponent out of range")
+        number *= Fraction(10) ** exponent
+    else:
+        number *= _DECIMAL[m["dec"] or ""]
+    return -number if m["sign"] == "-" else number
+
+
+def _ceil_nonnegative(value: str | int | float, scale: int, what: str) -> int:
+    q = parse_quantity(value)
+    if q < 0:
+        raise QuantityError(f"negative {what} quantity {value!r}")
+    return math.ceil(q * scale)
+
+
+def parse_millicores(value: str | int | float) -> int:
+    """Parse a CPU quantity into whole millicores, rounding up like ``MilliValue()``.
+
+    Raises:
+        QuantityError: malformed or negative quantity.
+    """
+    return _ceil_nonnegative(value, 1000, "cpu")
+
+
+def parse_bytes(value: str | int | float) -> int:
+    """Parse a memory or storage quantity into whole bytes, rounding up like ``Value()``.
+
+    Raises:
+        QuantityError: malformed or negative quantity.
+    """
+    return _ceil_nonnegative(value, 1, "byte")
+
+
+def parse_count(value: str | int | float) -> int:
+    """Parse a countable quantity (pods, ``nvidia.com/gpu``, hugepages) into a whole number.
+
+    Raises:
+        QuantityError: malformed or negative quantity.
+    """
+    return _ceil_nonnegative(value, 1, "count")

@@ -1,0 +1,442 @@
+"""Slim, immutable records of the cluster objects the engine reads.
+
+Raw API JSON is parsed once, at the edge (:mod:`scaler.model.parse`); the engine only sees these
+records. Units are fixed: CPU in millicores, memory and storage in bytes, times in Unix seconds
+(float), counts as ints. Kubernetes client model classes never appear here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "ANNOTATION_DAEMONSET_POD",
+    "ANNOTATION_MIRROR",
+    "ANNOTATION_SAFE_TO_EVICT",
+    "ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES",
+    "ANNOTATION_SCALE_DOWN_DISABLED",
+    "LABEL_HOSTNAME",
+    "LABEL_NODEPOOL",
+    "LABEL_ZONE",
+    "LABEL_ZONE_BETA",
+    "TAINT_DELETION_CANDIDATE",
+    "TAINT_TO_BE_DELETED",
+    "Controller",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "Node",
+    "NodeMetrics",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "OwnerRef",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Pod",
+    "PodAffinityTerm",
+    "PodDisruptionBudget",
+    "PodMetrics",
+    "QoSClass",
+    "Resources",
+    "Taint",
+    "Toleration",
+    "TopologySpreadConstraint",
+    "Volume",
+]
+
+# Well-known keys (cluster-autoscaler's names; see reference §1c).
+ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+ANNOTATION_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+ANNOTATION_DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
+TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
+TAINT_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
+LABEL_NODEPOOL = "cloud.google.com/gke-nodepool"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_ZONE_BETA = "failure-domain.beta.kubernetes.io/zone"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+
+_EMPTY: Mapping[str, str] = {}
+_EMPTY_INT: Mapping[str, int] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """A resource vector: CPU in millicores, memory and ephemeral storage in bytes, a pod count,
+    and extended resources (``nvidia.com/gpu``, ``hugepages-2Mi``, …) as whole units."""
+
+    cpu_millicores: int = 0
+    memory_bytes: int = 0
+    ephemeral_storage_bytes: int = 0
+    pods: int = 0
+    extended: Mapping[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: Resources) -> Resources:
+        ext = dict(self.extended)
+        for k, v in other.extended.items():
+            ext[k] = ext.get(k, 0) + v
+        return Resources(
+            self.cpu_millicores + other.cpu_millicores,
+            self.memory_bytes + other.memory_bytes,
+            self.ephemeral_storage_bytes + other.ephemeral_storage_bytes,
+            self.pods + other.pods,
+            ext,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        ext = dict(self.extended)
+        for k, v in other.extended.items():
+            ext[k] = ext.get(k, 0) - v
+        return Resources(
+            self.cpu_millicores - other.cpu_millicores,
+            self.memory_bytes - other.memory_bytes,
+            self.ephemeral_storage_bytes - other.ephemeral_storage_bytes,
+            self.pods - other.pods,
+            ext,
+        )
+
+    def max(self, other: Resources) -> Resources:
+        """Per-resource maximum of two vectors."""
+        ext = dict(self.extended)
+        for k, v in other.extended.items():
+            ext[k] = max(ext.get(k, 0), v)
+        return Resources(
+            max(self.cpu_millicores, other.cpu_millicores),
+            max(self.memory_bytes, other.memory_bytes),
+            max(self.ephemeral_storage_bytes, other.ephemeral_storage_bytes),
+            max(self.pods, other.pods),
+            ext,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint. ``effect`` is ``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (``operator`` is ``Equal`` or ``Exists``; empty effect matches all)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """True when this toleration matches ``taint`` (``v1helper.TolerationsTolerateTaint``)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    """One ``matchExpressions`` entry of a label selector (In, NotIn, Exists, DoesNotExist)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when ``labels`` satisfy this requirement."""
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A ``metav1.LabelSelector``. An empty selector matches everything; ``None`` where the API
+    allows a null selector means "matches nothing" and is modelled by the caller."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when every matchLabels pair and every expression holds for ``labels``."""
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        return all(r.matches(labels) for r in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """A node-affinity requirement: In, NotIn, Exists, DoesNotExist, Gt, Lt."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when the node ``labels`` satisfy the requirement (Gt/Lt compare integers)."""
+        if self.operator in ("Gt", "Lt"):
+            if self.key not in labels or len(self.values) != 1:
+                return False
+            try:
+                have, want = int(labels[self.key]), int(self.values[0])
+            except ValueError:
+                return False
+            return have > want if self.operator == "Gt" else have < want
+        return LabelSelectorRequirement(self.key, self.operator, self.values).matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """A node selector term: all expressions (on labels) and field requirements (on the node
+    name, ``metadata.name``) must hold. An empty term matches no node, as in the scheduler."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """True when the node named ``node_name`` with ``labels`` satisfies the term."""
+        if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(r.matches(labels) for r in self.match_expressions):
+            return False
+        fields = {"metadata.name": node_name}
+        return all(r.matches(fields) for r in self.match_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A required pod (anti-)affinity term. ``namespaces`` empty and no namespace selector means
+    the pod's own namespace; ``namespace_selector`` set (even empty) widens it by labels, which we
+    approximate as "all namespaces" when empty (namespace labels are not in the snapshot)."""
+
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+
+    def selects(self, owner_namespace: str, pod: Pod) -> bool:
+        """True when ``pod`` is matched by this term declared by a pod in ``owner_namespace``."""
+        if self.label_selector is None:
+            return False
+        if not self.all_namespaces:
+            allowed = self.namespaces or (owner_namespace,)
+            if pod.namespace not in allowed:
+                return False
+        return self.label_selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    """A pod topology spread constraint (only ``DoNotSchedule`` ones are filters)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    label_selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Volume:
+    """A pod volume. ``kind`` is the volume source key (``emptyDir``, ``hostPath``,
+    ``persistentVolumeClaim``, ``configMap``, …); ``medium`` is the emptyDir medium."""
+
+    name: str
+    kind: str
+    medium: str = ""
+    claim_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The controller owner reference of a pod or workload."""
+
+    kind: str
+    name: str
+    uid: str = ""
+    api_version: str = ""
+
+
+class QoSClass(StrEnum):
+    """Kubernetes pod QoS class."""
+
+    BEST_EFFORT = "BestEffort"
+    BURSTABLE = "Burstable"
+    GUARANTEED = "Guaranteed"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the engine needs it.
+
+    ``requests`` is the pod's effective request (containers summed, max with each init
+    container, sidecars added, overhead added), with ``pods=1``. Times are Unix seconds.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    requests: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    controller: OwnerRef | None = None
+    phase: str = "Running"
+    priority: int = 0
+    qos_class: QoSClass = QoSClass.BURSTABLE
+    restart_policy: str = "Always"
+    creation_ts: float = 0.0
+    deletion_ts: float | None = None
+    termination_grace_seconds: int = 30
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    required_affinity: tuple[PodAffinityTerm, ...] = ()
+    required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[tuple[str, str, int], ...] = ()  # (protocol, hostIP, port)
+    volumes: tuple[Volume, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_mirror(self) -> bool:
+        """A static pod's mirror (``kubernetes.io/config.mirror`` annotation)."""
+        return ANNOTATION_MIRROR in self.annotations
+
+    @property
+    def is_daemonset(self) -> bool:
+        """CA's ``pod_util.IsDaemonSetPod``: DaemonSet controller, or the ``daemonset-pod``
+        annotation set to ``"true"``."""
+        if self.controller is not None and self.controller.kind == "DaemonSet":
+            return True
+        return self.annotations.get(ANNOTATION_DAEMONSET_POD) == "true"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Phase Succeeded or Failed: the pod holds no resources on its node."""
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node. ``allocatable`` carries the pod capacity in ``pods``. ``node_group`` is the GKE
+    node pool (label ``cloud.google.com/gke-nodepool``) or ``""``."""
+
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    ready_transition_ts: float = 0.0
+    creation_ts: float = 0.0
+    provider_id: str = ""
+    uid: str = ""
+    to_be_deleted_ts: float | None = None  # value of the ToBeDeleted taint, Unix seconds
+
+    @property
+    def node_group(self) -> str:
+        """The GKE node pool name, or ``""`` when the node is not in one."""
+        return self.labels.get(LABEL_NODEPOOL, "")
+
+    @property
+    def zone(self) -> str:
+        """``topology.kubernetes.io/zone`` (or the beta label), or ``""``."""
+        return self.labels.get(LABEL_ZONE) or self.labels.get(LABEL_ZONE_BETA, "")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetrics:
+    """metrics.k8s.io NodeMetrics: usage at ``timestamp`` (Unix seconds) over ``window_seconds``."""
+
+    name: str
+    timestamp: float
+    window_seconds: float
+    cpu_millicores: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodMetrics:
+    """metrics.k8s.io PodMetrics summed over containers."""
+
+    namespace: str
+    name: str
+    timestamp: float
+    window_seconds: float
+    cpu_millicores: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """A policy/v1 PDB. ``selector`` ``None`` (null) selects nothing, as in policy/v1.
+    ``disruptions_allowed`` is ``status.disruptionsAllowed``."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+
+    def matches(self, pod: Pod) -> bool:
+        """True when the PDB covers ``pod`` (same namespace, selector matches labels)."""
+        return (
+            self.selector is not None
+            and pod.namespace == self.namespace
+            and self.selector.matches(pod.labels)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Controller:
+    """A workload controller: ReplicaSet, ReplicationController, StatefulSet, DaemonSet, Job or
+    Deployment. ``replicas`` is ``spec.replicas`` (``None`` where the kind has none)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    replicas: int | None = None
+    owner: OwnerRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    """A PV with its zone constraint: the zone labels and any required node affinity."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    """A PVC and the PV it is bound to (``volume_name``, empty while unbound)."""
+
+    namespace: str
+    name: str
+    volume_name: str = ""

@@ -1,0 +1,1 @@
+"""Removal simulation: working state, filter plugins, and the node-removal simulator."""

@@ -1,0 +1,1 @@
+"""Where cluster state comes from: snapshot files, or the live API server."""
