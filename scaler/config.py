@@ -19,7 +19,59 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from scaler.model.parse import parse_duration_seconds
 
-__all__ = ["ConfigError", "NodeGroupSpec", "ScalerConfig", "load_config_file", "parse_node_group_spec"]
+__all__ = [
+    "FLAG_GROUPS",
+    "FLAG_HELP",
+    "ConfigError",
+    "NodeGroupSpec",
+    "ScalerConfig",
+    "load_config_file",
+    "parse_node_group_spec",
+]
+
+
+# Help text of every key, grouped as the README and `scaler dry-run --help` present them.
+FLAG_GROUPS: dict[str, dict[str, str]] = {
+    "Utilization and eligibility": {
+        "scale_down_utilization_threshold": "A node is underutilized when its utilization (max of cpu and memory, "
+        "fraction 0-1) is <= this value (CA default 0.5).",
+        "utilization_source": "usage: real usage from metrics.k8s.io (default); requests: cluster-autoscaler's "
+        "requests-based utilization, for comparison.",
+        "ignore_daemonsets_utilization": "Remove DaemonSet pods (their usage, or their requests with "
+        "--utilization-source=requests) from numerator and denominator.",
+        "ignore_mirror_pods_utilization": "The same for mirror (static) pods.",
+        "max_metrics_age": "NodeMetrics older than this (seconds or Go duration, default 2m) count as missing: "
+        "the node is MetricsUnavailable, never idle.",
+        "scale_down_unready_enabled": "Consider NotReady nodes for scale-down.",
+        "scale_down_unneeded_time": "How long a Ready node must stay unneeded before it is deleted (live mode).",
+        "scale_down_unready_time": "How long a NotReady node must stay unneeded before it is deleted (live mode).",
+        "unremovable_node_recheck_timeout": "A node found unremovable is not re-checked for this long (live mode).",
+        "nodes": "MIN:MAX:POOL size limits of a node group (repeatable). Without it a group's min is 0.",
+    },
+    "Drain rules": {
+        "skip_nodes_with_local_storage": "Block nodes with pods using emptyDir (not Memory) or hostPath volumes.",
+        "skip_nodes_with_system_pods": "Block nodes with kube-system pods not covered by a PDB.",
+        "skip_nodes_with_custom_controller_pods": "Only RC/RS/Job/StatefulSet-owned pods count as replicated; "
+        "check their controllers exist.",
+        "min_replica_count": "Block pods whose ReplicaSet/ReplicationController has fewer replicas than this.",
+        "blocking_system_pod_disruption_timeout": "A kube-system pod without a PDB stops blocking once older "
+        "than this (CA 1.33+).",
+        "expendable_pods_priority_cutoff": "Pods with priority below this are ignored: they neither block nor move.",
+    },
+    "Simulation": {
+        "target_cpu_usage": "TargetUsage: a destination's cpu (usage + moved requests + pod request) must stay "
+        "<= this fraction of allocatable.",
+        "target_memory_usage": "TargetUsage: a destination's memory (usage + moved requests + pod request) must "
+        "stay < this fraction of allocatable.",
+        "filter_plugins": "Extra Filter plugins (comma-separated entry-point names); default TargetUsage.",
+        "score_plugins": "Score plugins (comma-separated entry-point names); default none: first fit.",
+    },
+    "Actuation budgets": {
+        "max_scale_down_parallelism": "Maximum nodes deleted at once.",
+        "max_drain_parallelism": "Maximum non-empty nodes drained at once.",
+    },
+}
+FLAG_HELP: dict[str, str] = {k: v for group in FLAG_GROUPS.values() for k, v in group.items()}
 
 
 class ConfigError(ValueError):
@@ -46,6 +98,8 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
     if not m:
         raise ConfigError(f"--nodes: expected MIN:MAX:POOL, got {value!r}")
     lo, hi, name = int(m[1]), int(m[2]), m[3].rstrip("/").rsplit("/", 1)[-1]
+    if not name:  # "1:3:/" would otherwise escape as a pydantic ValidationError
+        raise ConfigError(f"--nodes: empty node group name in {value!r}")
     if lo > hi:
         raise ConfigError(f"--nodes: min {lo} is greater than max {hi} in {value!r}")
     return NodeGroupSpec(min_size=lo, max_size=hi, name=name)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
-from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores
+from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
     Controller,
@@ -68,7 +69,7 @@ def _ident(obj: Obj) -> str:
     raw_meta = obj.get("metadata")
     meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     ns, name = meta.get("namespace"), meta.get("name")
-    return f"{kind} {ns + '/' if ns else ''}{name or '<unnamed>'}"
+    return f"{kind} {f'{ns}/' if ns else ''}{name or '<unnamed>'}"
 
 
 def _map(obj: Obj, key: str, where: Obj) -> Mapping[str, Any]:
@@ -86,6 +87,9 @@ def _list(obj: Obj, key: str, where: Obj) -> list[Any]:
         return []
     if not isinstance(v, list):
         raise ObjectError(f"{_ident(where)}: field {key!r} must be a list, got {v!r}")
+    for item in v:
+        if not isinstance(item, Mapping):
+            raise ObjectError(f"{_ident(where)}: field {key!r} must hold objects, got {item!r}")
     return v
 
 
@@ -112,6 +116,9 @@ def parse_time(value: Any, field: str = "timestamp", where: Obj | None = None) -
     Raises:
         ObjectError: not a valid RFC 3339 time (message names the value).
     """
+    if isinstance(value, dt.datetime):  # an unquoted timestamp in a YAML file
+        t = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        return t.timestamp()
     if not isinstance(value, str):
         raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}")
     try:
@@ -131,15 +138,29 @@ def parse_duration_seconds(value: str) -> float:
     Raises:
         ValueError: the value is not a duration (message names it).
     """
+    import math
     import re
 
     text = value.strip()
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
-    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"invalid duration {value!r}")
+        return seconds
+    units = {
+        "ns": 1e-9,
+        "us": 1e-6,
+        "\u00b5s": 1e-6,
+        "\u03bcs": 1e-6,
+        "ms": 1e-3,
+        "s": 1.0,
+        "m": 60.0,
+        "h": 3600.0,
+    }
+    parts = re.findall(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)", text)
     if not parts or "".join(n + u for n, u in parts) != text:
         raise ValueError(f"invalid duration {value!r}")
     return sum(float(n) * units[u] for n, u in parts)
@@ -221,45 +242,86 @@ def _controller_ref(meta: Mapping[str, Any], where: Obj) -> OwnerRef | None:
     return None
 
 
-def _container_requests(c: Mapping[str, Any], where: Obj) -> tuple[Resources, bool, bool]:
-    """(requests, has any request/limit, is guaranteed-shaped) for one container."""
-    res = _map(c, "resources", where)
+# Resources that pod-level ``spec.resources`` may set and that decide the QoS class
+# (``resourcehelper.IsSupportedPodLevelResource``, ``qos.isSupportedQoSComputeResource``).
+_POD_LEVEL_RESOURCES = ("cpu", "memory")
+
+
+def _requests_and_limits(res: Mapping[str, Any], where: Obj) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """(requests, limits) of a ``ResourceRequirements``, a missing request defaulting to its limit."""
     limits = _map(res, "limits", where)
     requests = dict(_map(res, "requests", where))
     for name, value in limits.items():
         requests.setdefault(name, value)  # API-server defaulting: request defaults to limit
-    name = f"container {c.get('name')!r} resources"
-    parsed_req = parse_resources(requests, where, name)
-    parsed_lim = parse_resources(limits, where, name)
-    guaranteed = (
-        parsed_lim.cpu_millicores > 0
-        and parsed_lim.memory_bytes > 0
-        and parsed_req.cpu_millicores == parsed_lim.cpu_millicores
-        and parsed_req.memory_bytes == parsed_lim.memory_bytes
-    )
-    return parsed_req, bool(requests or limits), guaranteed
+    return requests, limits
+
+
+def _positive(raw: Mapping[str, Any], name: str, where: Obj, field: str) -> Fraction | None:
+    if name not in raw:
+        return None
+    try:
+        q = parse_quantity(raw[name])
+    except QuantityError as e:
+        raise ObjectError(f"{_ident(where)}: {field}: {e}") from None
+    return q if q > 0 else None
+
+
+def _qos_class(groups: list[tuple[Mapping[str, Any], Mapping[str, Any]]], where: Obj) -> QoSClass:
+    """Kubernetes' ``ComputePodQOS`` over (requests, limits) pairs: only CPU and memory count, and
+    only quantities above zero. Guaranteed needs every pair to limit both, and the summed requests
+    to equal the summed limits; BestEffort means no CPU or memory request or limit at all."""
+    requests: dict[str, Fraction] = {}
+    limits: dict[str, Fraction] = {}
+    guaranteed = True
+    for reqs, lims in groups:
+        for name in _POD_LEVEL_RESOURCES:
+            q = _positive(reqs, name, where, "resources.requests")
+            if q is not None:
+                requests[name] = requests.get(name, Fraction(0)) + q
+        found = 0
+        for name in _POD_LEVEL_RESOURCES:
+            q = _positive(lims, name, where, "resources.limits")
+            if q is not None:
+                found += 1
+                limits[name] = limits.get(name, Fraction(0)) + q
+        if found != len(_POD_LEVEL_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return QoSClass.BEST_EFFORT
+    if guaranteed and requests == limits:
+        return QoSClass.GUARANTEED
+    return QoSClass.BURSTABLE
 
 
 def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
-    """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``).
+    """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``,
+    ``qos.ComputePodQOS``).
+
+    Requests default as the API server's defaulting does: a container's missing request to its
+    limit; with pod-level limits, a missing pod-level CPU or memory request to the containers'
+    aggregate request, or to the pod-level limit when no container requests that resource.
+    Pod-level ``spec.resources``, when it sets CPU or memory, decides the QoS class instead of the
+    containers.
 
     Raises:
         ObjectError: a malformed quantity.
     """
     total = Resources()
-    any_set = False
-    all_guaranteed = True
+    container_rl: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+
+    def container(c: Mapping[str, Any]) -> Resources:
+        reqs, lims = _requests_and_limits(_map(c, "resources", where), where)
+        field = f"container {c.get('name')!r} resources"
+        parse_resources(lims, where, field)  # validate the limits too
+        container_rl.append((reqs, lims))
+        return parse_resources(reqs, where, field)
+
     for c in _list(spec, "containers", where):
-        r, s, g = _container_requests(c, where)
-        total = total + r
-        any_set |= s
-        all_guaranteed &= g
+        total = total + container(c)
     sidecars = Resources()
     init_max = Resources()
     for c in _list(spec, "initContainers", where):
-        r, s, g = _container_requests(c, where)
-        any_set |= s
-        all_guaranteed &= g
+        r = container(c)
         if c.get("restartPolicy") == "Always":
             total = total + r
             sidecars = sidecars + r
@@ -267,7 +329,20 @@ def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSCla
         else:
             init_max = init_max.max(r + sidecars)
     total = total.max(init_max)
-    pod_level = _map(_map(spec, "resources", where), "requests", where)
+    pod_res = _map(spec, "resources", where)
+    pod_lims = {k: v for k, v in _map(pod_res, "limits", where).items() if k in _POD_LEVEL_RESOURCES}
+    pod_level = {k: v for k, v in _map(pod_res, "requests", where).items() if k in _POD_LEVEL_RESOURCES}
+    if pod_lims:
+        parse_resources(pod_lims, where, "spec.resources.limits")
+        # defaultPodRequests: with pod-level limits set, a missing pod-level request defaults to the
+        # containers' aggregate request when any container requests it, else to the pod-level limit.
+        aggregate = {"cpu": f"{total.cpu_millicores}m", "memory": str(total.memory_bytes)}
+        for name in _POD_LEVEL_RESOURCES:
+            if name not in pod_level:
+                if any(name in reqs for reqs, _ in container_rl):
+                    pod_level[name] = aggregate[name]
+                elif name in pod_lims:
+                    pod_level[name] = pod_lims[name]
     if pod_level:
         pl = parse_resources(pod_level, where, "spec.resources.requests")
         total = Resources(
@@ -287,12 +362,10 @@ def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSCla
         1,
         {k: v for k, v in total.extended.items() if v},
     )
-    if not any_set:
-        qos = QoSClass.BEST_EFFORT
-    elif all_guaranteed:
-        qos = QoSClass.GUARANTEED
+    if pod_level or pod_lims:
+        qos = _qos_class([(pod_level, pod_lims)], where)
     else:
-        qos = QoSClass.BURSTABLE
+        qos = _qos_class(container_rl, where)
     return total, qos
 
 
@@ -391,7 +464,7 @@ def parse_pod(obj: Obj) -> Pod:
         priority=_int(priority, "spec.priority", obj) if priority is not None else 0,
         qos_class=qos,
         restart_policy=str(spec.get("restartPolicy") or "Always"),
-        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else 0.0,
+        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else None,
         deletion_ts=parse_time(deleted, "metadata.deletionTimestamp", obj) if deleted else None,
         termination_grace_seconds=_int(tgps, "terminationGracePeriodSeconds", obj)
         if tgps is not None

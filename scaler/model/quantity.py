@@ -73,7 +73,10 @@ def parse_quantity(value: str | int | float) -> Fraction:
     m = _QUANTITY.match(value.strip())
     if not m or value != value.strip():
         raise QuantityError(f"invalid quantity {value!r}")
-    number = Fraction(m["num"])
+    try:
+        number = Fraction(m["num"])
+    except ValueError:  # more digits than int() converts (sys.get_int_max_str_digits())
+        raise QuantityError(f"invalid quantity {value!r}: too many digits") from None
     if m["bin"]:
         number *= _BINARY[m["bin"]]
     elif m["exp"]:

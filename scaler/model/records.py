@@ -304,7 +304,7 @@ class Pod:
     priority: int = 0
     qos_class: QoSClass = QoSClass.BURSTABLE
     restart_policy: str = "Always"
-    creation_ts: float = 0.0
+    creation_ts: float | None = None  # None: unknown age (treated as young)
     deletion_ts: float | None = None
     termination_grace_seconds: int = 30
     tolerations: tuple[Toleration, ...] = ()

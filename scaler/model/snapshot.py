@@ -68,6 +68,9 @@ class ClusterSnapshot:
 
     Indexes (``pods_by_node``, ``node_by_name``) are derived at construction. ``has_pvs`` says
     whether PersistentVolumes were part of the input, which enables the VolumeZone filter.
+    ``workload_kinds`` are the controller kinds that were listed: the ReplicaCount drain rule
+    only reports ``ControllerNotFound`` for a kind that was listed (a snapshot without
+    ReplicationControllers says nothing about them).
     """
 
     now: float
@@ -80,7 +83,7 @@ class ClusterSnapshot:
     pvs: Mapping[str, PersistentVolume] = field(default_factory=dict)
     pvcs: Mapping[tuple[str, str], PersistentVolumeClaim] = field(default_factory=dict)
     has_pvs: bool = False
-    has_workloads: bool = False
+    workload_kinds: frozenset[str] = frozenset()
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
 
@@ -95,7 +98,7 @@ class ClusterSnapshot:
         pod_metrics: Iterable[PodMetrics] = (),
         pvs: Iterable[PersistentVolume] | None = None,
         pvcs: Iterable[PersistentVolumeClaim] = (),
-        has_workloads: bool | None = None,
+        workload_kinds: Iterable[str] | None = None,
     ) -> ClusterSnapshot:
         """Build a snapshot from records, computing the indexes.
 
@@ -121,10 +124,17 @@ class ClusterSnapshot:
             pvs={v.name: v for v in pv_list or ()},
             pvcs={(c.namespace, c.name): c for c in pvcs},
             has_pvs=pv_list is not None and len(pv_list) > 0,
-            has_workloads=bool(ctrl) if has_workloads is None else has_workloads,
+            workload_kinds=frozenset(c.kind for c in ctrl)
+            if workload_kinds is None
+            else frozenset(workload_kinds),
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
             node_by_name={n.name: n for n in node_t},
         )
+
+    @property
+    def has_workloads(self) -> bool:
+        """True when any workload controller kind was listed (CA's listers are available)."""
+        return bool(self.workload_kinds)
 
     def metrics_time(self) -> float | None:
         """The newest NodeMetrics timestamp (or PodMetrics if no node has any), else ``None``."""
@@ -169,13 +179,19 @@ def flatten_objects(doc: Any, source: str) -> list[dict[str, Any]]:
     return [dict(doc)]
 
 
-def build_snapshot(objects: Iterable[Mapping[str, Any]], now: float | None = None) -> ClusterSnapshot:
+def build_snapshot(
+    objects: Iterable[Mapping[str, Any]],
+    now: float | None = None,
+    workload_kinds: Iterable[str] | None = None,
+) -> ClusterSnapshot:
     """Parse raw API objects of any supported kind into a :class:`ClusterSnapshot`.
 
     Args:
         objects: API objects with ``kind`` set; later duplicates (same kind, namespace, name)
             replace earlier ones.
         now: evaluation time in Unix seconds; ``None`` uses the metrics timestamp.
+        workload_kinds: controller kinds that were listed (the live source lists them all);
+            ``None`` takes the kinds present among ``objects``.
 
     Raises:
         SnapshotError: an object is malformed, of an unknown kind, or ``now`` cannot be set
@@ -192,9 +208,10 @@ def build_snapshot(objects: Iterable[Mapping[str, Any]], now: float | None = Non
         "PersistentVolumeClaim": parse_pvc,
     }
     saw_pvs = False
-    saw_workloads = False
+    seen_kinds: set[str] = set()
     for obj in objects:
-        kind = obj.get("kind")
+        raw_kind = obj.get("kind")
+        kind = raw_kind if isinstance(raw_kind, str) else None  # a list or dict kind is unhashable
         raw_meta = obj.get("metadata")
         meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -203,13 +220,13 @@ def build_snapshot(objects: Iterable[Mapping[str, Any]], now: float | None = Non
                 parsed.setdefault(str(kind), {})[key] = kinds[str(kind)](obj)
                 saw_pvs |= kind == "PersistentVolume"
             elif kind in CONTROLLER_KINDS:
-                saw_workloads = True
+                seen_kinds.add(str(kind))
                 parsed.setdefault("Controller", {})[(str(kind), *key)] = parse_controller(obj)  # type: ignore[index]
             elif kind in IGNORED_KINDS:
                 continue
             else:
                 raise SnapshotError(
-                    f"unsupported object kind {kind!r} ({key[0] + '/' if key[0] else ''}{key[1]})"
+                    f"unsupported object kind {raw_kind!r} ({key[0] + '/' if key[0] else ''}{key[1]})"
                 )
         except ObjectError as e:
             raise SnapshotError(str(e)) from None
@@ -227,7 +244,7 @@ def build_snapshot(objects: Iterable[Mapping[str, Any]], now: float | None = Non
         pod_metrics=values("PodMetrics"),
         pvs=values("PersistentVolume") if saw_pvs else None,
         pvcs=values("PersistentVolumeClaim"),
-        has_workloads=saw_workloads,
+        workload_kinds=seen_kinds if workload_kinds is None else workload_kinds,
     )
     if now is None:
         now = snap.metrics_time()

@@ -1,0 +1,228 @@
+"""Command line: ``scaler dry-run``, ``scaler snapshot``, ``scaler schema``.
+
+Every engine setting is a flag with cluster-autoscaler's name (generated from
+:class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
+flags win over the file. Bad input of any kind prints one line ``scaler: error: …`` naming the
+bad value on stderr and exits with status 2, before anything is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+from scaler.config import FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
+from scaler.model.parse import ObjectError, parse_time
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+
+__all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example", "main"]
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input: the message is printed as one line and the exit status is 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def bundled_example() -> Path:
+    """Path of the example snapshot shipped inside the package (``bitbrains-gke-day1``)."""
+    return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    defaults = ScalerConfig()
+    for title, keys in FLAG_GROUPS.items():
+        group = parser.add_argument_group(title)
+        for key, text in keys.items():
+            flag = "--" + key.replace("_", "-")
+            default = getattr(defaults, key)
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            if isinstance(default, bool):
+                group.add_argument(
+                    flag, dest=key, nargs="?", const="true", metavar="true|false",
+                    default=argparse.SUPPRESS, help=f"{text} (default {str(default).lower()})",
+                )  # fmt: skip
+            elif key == "nodes":
+                group.add_argument(
+                    flag,
+                    dest=key,
+                    action="append",
+                    metavar="MIN:MAX:POOL",
+                    default=argparse.SUPPRESS,
+                    help=text,
+                )
+            else:
+                group.add_argument(
+                    flag, dest=key, default=argparse.SUPPRESS, help=f"{text} (default {shown})"
+                )
+    # CA's own spelling of this flag.
+    parser.add_argument(
+        "--blocking-system-pod-distruption-timeout",
+        dest="blocking_system_pod_disruption_timeout",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+
+
+def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
+    g = parser.add_argument_group("Cluster state")
+    if offline:
+        g.add_argument(
+            "--snapshot",
+            nargs="+",
+            metavar="PATH",
+            help="snapshot files or directories (kubectl get -o json|yaml output); "
+            "without it, the live cluster, else the bundled example",
+        )
+        g.add_argument(
+            "--now",
+            help="evaluation time (RFC 3339 or Unix seconds); default: the snapshot's "
+            "metrics timestamp, or the clock in live mode",
+        )
+    g.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
+    g.add_argument("--context", help="kubeconfig context")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``scaler`` argument parser (one line of error and exit 2 on bad flags)."""
+    parser = _Parser(prog="scaler", description="Usage-based scale-down for Kubernetes on GKE.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    dry = sub.add_parser("dry-run", help="report which nodes could be removed and why the others stay")
+    _add_source_flags(dry, offline=True)
+    dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
+    dry.add_argument("--output", "-o", choices=("table", "json"), default="table", help="report format")
+    _add_config_flags(dry)
+    snap = sub.add_parser("snapshot", help="save the live cluster state as snapshot files")
+    _add_source_flags(snap, offline=False)
+    snap.add_argument("--out", required=True, help="output directory (must be new or empty)")
+    snap.add_argument("--overwrite", action="store_true", help="replace files in a non-empty --out")
+    sub.add_parser("schema", help="print the JSON Schema of the dry-run report")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> ScalerConfig:
+    values: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        values.update(load_config_file(args.config))
+    known = set(ScalerConfig.model_fields)
+    for key, value in vars(args).items():
+        if key in known:
+            values[key] = value
+    return ScalerConfig.from_mapping(values)
+
+
+def _parse_now(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_time(text, "--now")
+    except ObjectError:
+        raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
+
+
+def _live_snapshot(
+    args: argparse.Namespace, now: float | None
+) -> tuple[ClusterSnapshot, list[dict[str, Any]], str]:
+    from scaler.sources.kube import load_live_snapshot, make_api_client
+
+    api = make_api_client(args.kubeconfig, args.context)
+    snap, objects = load_live_snapshot(api, time.time() if now is None else now)
+    return snap, objects, "live cluster"
+
+
+def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot, str]:
+    from scaler.sources.files import load_snapshot
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
+
+    now = _parse_now(args.now) if args.now else None
+    if args.snapshot:
+        return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
+    try:
+        snap, _, source = _live_snapshot(args, now)
+        return snap, source
+    except ClusterUnreachable as e:
+        if args.kubeconfig or args.context:
+            raise UsageError(f"cluster unreachable: {e}") from None
+        example = bundled_example()
+        err.print(
+            f"scaler: no --snapshot and no reachable cluster ({e}); using the bundled example {example}"
+        )
+        return load_snapshot([example], now), f"bundled example {example.name}"
+    except LiveSourceError as e:
+        raise UsageError(str(e)) from None
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    from scaler.engine import evaluate
+    from scaler.report.build import build_report, print_table, report_json
+
+    config = _config(args)
+    err = Console(stderr=True)
+    snapshot, source = _load_state(args, err)
+    evaluation = evaluate(snapshot, config)
+    report = build_report(evaluation, snapshot, source)
+    if args.output == "json":
+        sys.stdout.write(report_json(report) + "\n")
+    else:
+        out = Console(width=None if sys.stdout.isatty() else 200)
+        print_table(report, out)
+    return 0
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, fetch_objects, make_api_client
+    from scaler.sources.writer import write_snapshot
+
+    try:
+        api = make_api_client(args.kubeconfig, args.context)
+        objects = fetch_objects(api)
+    except (ClusterUnreachable, LiveSourceError) as e:
+        raise UsageError(f"cannot read the cluster: {e}") from None
+    try:
+        paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite)
+    except (ValueError, OSError) as e:
+        raise UsageError(str(e)) from None
+    Console(stderr=True).print(f"wrote {len(paths)} files to {args.out}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``scaler`` console script; returns the exit status."""
+    from scaler.simulator.registry import PluginError
+
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "dry-run":
+            return _dry_run(args)
+        if args.command == "snapshot":
+            return _snapshot(args)
+        from scaler.report.models import DryRunReport
+
+        sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")
+        return 0
+    except (UsageError, ConfigError, SnapshotError, PluginError) as e:
+        sys.stderr.write(f"scaler: error: {' '.join(str(e).split())}\n")
+        return EXIT_BAD_INPUT
+
+
+def _entry() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

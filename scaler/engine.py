@@ -1,0 +1,211 @@
+"""One scale-down evaluation: a pure function of a snapshot, a configuration and a clock.
+
+``evaluate`` runs utilization → eligibility → drain rules → removal simulation, and returns an
+:class:`Evaluation` with one :class:`NodeResult` per node. It never touches the network; the same
+snapshot and configuration always give the same result.
+
+Candidate order (documented, deterministic): empty nodes first, then ascending utilization, then
+node name. Each candidate is simulated in that order and a successful simulation is committed
+(CA ``core/scaledown/planner/planner.go categorizeNodes``), so PDB budgets, destinations' room and
+TargetUsage's Σ term are shared by all nodes of one evaluation. Unlike CA there is no time budget
+and no limit on the number of candidates: every candidate is simulated.
+
+Destinations: every other live node, in two tiers: nodes that are not candidates first, then
+candidates in reverse removal order (the ones least likely to be removed). A node that receives
+moved pods is no longer a candidate later in the evaluation (``DestinationForMovedPods``), so no
+pod is ever proposed to move onto a node that is itself reported removable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from scaler.config import ScalerConfig
+from scaler.drain.pdb import RemainingPdbTracker
+from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
+from scaler.eligibility import check_eligibility
+from scaler.model.records import Node, Pod
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.simulator.registry import load_filters, load_scorers
+from scaler.simulator.removal import RemovalSimulator
+from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
+from scaler.utilization import NodeUtilization, node_utilization
+
+__all__ = ["Evaluation", "NodeResult", "counted_pods", "evaluate"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    """The verdict on one node.
+
+    Attributes:
+        node: the node record.
+        utilization: its utilization (usage and requests).
+        status: removable-empty, removable-drain or unremovable.
+        reason: ``NoReason`` when removable.
+        detail: one human-readable line explaining the reason.
+        blocking_pod: the pod and its ``BlockingPodReason`` when ``reason`` is BlockedByPod.
+        moves: (pod, destination node) for every pod that would be re-placed.
+        daemonset_pods: DaemonSet pods on the node (not moved; evicted best effort).
+        rank: position in the removal order (0-based) for removable nodes, else ``None``.
+    """
+
+    node: Node
+    utilization: NodeUtilization
+    status: NodeStatus
+    reason: UnremovableReason
+    detail: str
+    blocking_pod: BlockingPod | None = None
+    moves: tuple[tuple[Pod, str], ...] = ()
+    daemonset_pods: tuple[Pod, ...] = ()
+    rank: int | None = None
+
+    @property
+    def removable(self) -> bool:
+        """True for removable-empty and removable-drain."""
+        return self.status is not NodeStatus.UNREMOVABLE
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The result of :func:`evaluate`: node results in node-name order, the time, the config."""
+
+    now: float
+    config: ScalerConfig
+    nodes: tuple[NodeResult, ...]
+
+    def removable(self) -> list[NodeResult]:
+        """Removable nodes in removal order."""
+        return sorted((r for r in self.nodes if r.removable), key=lambda r: r.rank or 0)
+
+    def reason_counts(self) -> Counter[str]:
+        """Number of unremovable nodes per reason."""
+        return Counter(r.reason.value for r in self.nodes if not r.removable)
+
+
+def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
+    """Pods that occupy each node: terminal pods and expendable pods (priority below
+    ``--expendable-pods-priority-cutoff``) are dropped, as CA drops them from its snapshot."""
+    cutoff = config.expendable_pods_priority_cutoff
+    return {
+        name: [p for p in pods if not p.is_terminal and p.priority >= cutoff]
+        for name, pods in snapshot.pods_by_node.items()
+    }
+
+
+def evaluate(
+    snapshot: ClusterSnapshot,
+    config: ScalerConfig,
+    *,
+    filters: Sequence[FilterPlugin] | None = None,
+    scorers: Sequence[ScorePlugin] | None = None,
+    recently_unremovable: Collection[str] = (),
+) -> Evaluation:
+    """Decide, for every node of ``snapshot`` at ``snapshot.now``, whether it can be removed.
+
+    Args:
+        snapshot: the cluster state.
+        config: thresholds and plugin selection.
+        filters, scorers: plugin instances; ``None`` loads them from ``config`` (built-ins plus
+            entry points).
+        recently_unremovable: nodes to skip as ``RecentlyUnremovable`` (live mode).
+
+    Raises:
+        scaler.simulator.registry.PluginError: a configured plugin name is unknown.
+    """
+    if filters is None:
+        filters = load_filters(config)
+    if scorers is None:
+        scorers = load_scorers(config)
+    now = snapshot.now
+    pods_by_node = counted_pods(snapshot, config)
+    utils = {n.name: node_utilization(n, pods_by_node[n.name], snapshot, config) for n in snapshot.nodes}
+    group_sizes = Counter(n.node_group for n in snapshot.nodes if n.node_group)
+
+    results: dict[str, NodeResult] = {}
+    candidates: list[Node] = []
+    for node in snapshot.nodes:
+        why = check_eligibility(node, utils[node.name], now, config, group_sizes, recently_unremovable)
+        if why is None:
+            candidates.append(node)
+        else:
+            results[node.name] = NodeResult(
+                node, utils[node.name], NodeStatus.UNREMOVABLE, why.reason, why.detail
+            )
+    candidates.sort(key=lambda n: (not utils[n.name].empty, utils[n.name].value or 0.0, n.name))
+
+    usage: dict[str, tuple[int, int]] = {}
+    for name, u in utils.items():
+        if u.usage_cpu_millicores is not None and u.usage_memory_bytes is not None:
+            usage[name] = (u.usage_cpu_millicores, u.usage_memory_bytes)
+    state = ClusterState(snapshot, pods_by_node, usage)
+    simulator = RemovalSimulator(state, filters, scorers)
+    candidate_names = {n.name for n in candidates}
+    non_candidates = [n.name for n in snapshot.nodes if n.name not in candidate_names]
+    reverse_candidates = [n.name for n in reversed(candidates)]
+    tracker = RemainingPdbTracker(snapshot.pdbs)
+    options = DrainOptions.from_config(config)
+    planned: Counter[str] = Counter()
+    receivers: set[str] = set()
+    rank = 0
+
+    for node in candidates:
+        util = utils[node.name]
+
+        def unremovable(reason: UnremovableReason, detail: str, blocking: BlockingPod | None = None) -> None:
+            results[node.name] = NodeResult(node, util, NodeStatus.UNREMOVABLE, reason, detail, blocking)  # noqa: B023
+
+        if node.name in receivers:
+            unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
+            continue
+        group = node.node_group
+        limits = config.node_group_limits(group)
+        min_size = limits.min_size if limits is not None else 0
+        if group_sizes[group] - planned[group] <= min_size:
+            unremovable(
+                UnremovableReason.NodeGroupMinSizeReached,
+                f"node group {group}: {group_sizes[group]} nodes, {planned[group]} already removable, min {min_size}",
+            )
+            continue
+        ctx = DrainContext(snapshot, options, now, tracker.copy())
+        to_move = get_pods_to_move(state.nodes[node.name].pods, ctx)
+        if to_move.blocking is not None:
+            b = to_move.blocking
+            unremovable(
+                UnremovableReason.BlockedByPod,
+                f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}",
+                b,
+            )
+            continue
+        tiers = (non_candidates, [n for n in reverse_candidates if n != node.name])
+        keep = not to_move.on_completion_pods
+        sim = simulator.simulate(node.name, to_move.pods, tiers, keep=keep)
+        if sim.failure is not None:
+            unremovable(
+                UnremovableReason.NoPlaceToMovePods,
+                f"pod {sim.failure.pod.key} fits nowhere: {sim.failure.summary(limit=2)}",
+            )
+            continue
+        if not keep:
+            first = to_move.on_completion_pods[0]
+            unremovable(UnremovableReason.BlockedByOnCompletionPod, f"pod {first.key} runs until completion")
+            continue
+        tracker = ctx.pdb_tracker
+        planned[group] += 1
+        receivers.update(dest for _, dest in sim.moves)
+        status = NodeStatus.REMOVABLE_DRAIN if sim.moves else NodeStatus.REMOVABLE_EMPTY
+        results[node.name] = NodeResult(
+            node,
+            util,
+            status,
+            UnremovableReason.NoReason,
+            f"{len(sim.moves)} pod(s) to move" if sim.moves else "only DaemonSet/mirror pods",
+            moves=sim.moves,
+            daemonset_pods=to_move.daemonset_pods,
+            rank=rank,
+        )
+        rank += 1
+    return Evaluation(now, config, tuple(results[n.name] for n in snapshot.nodes))

@@ -1,0 +1,1 @@
+"""Dry-run report: versioned JSON models and the terminal table."""

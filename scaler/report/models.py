@@ -1,0 +1,157 @@
+"""The dry-run report's JSON schema (version ``scaler.io/v1alpha1``, kind ``DryRunReport``).
+
+The report is self-contained: besides each node's verdict it carries the facts a reader needs to
+check every proposed move without the cluster (allocatable, requests and usage of each node, its
+labels and taints, and each moved pod's requests, tolerations and nodeSelector). Units are in the
+field names: millicores, bytes, fractions 0–1. ``scaler/report/schema.json`` is generated from
+these models (``scaler schema``) and a test keeps it in sync.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "API_VERSION",
+    "BlockingPodModel",
+    "DryRunReport",
+    "MoveModel",
+    "NodeReport",
+    "ResourceFigures",
+    "SummaryModel",
+    "TaintModel",
+    "TolerationModel",
+    "UtilizationModel",
+]
+
+API_VERSION = "scaler.io/v1alpha1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+
+class UtilizationModel(_Model):
+    """Utilization fractions 0–1 (``null`` when unknown: no fresh metrics on a non-empty node)."""
+
+    cpu: float | None
+    memory: float | None
+    value: float | None = Field(description="max(cpu, memory)")
+    resource: str = Field(description="cpu or memory: the dominant resource")
+    source: str = Field(description="usage (metrics.k8s.io) or requests (cluster-autoscaler)")
+
+
+class RequestUtilizationModel(_Model):
+    """cluster-autoscaler's requests-based utilization, fractions 0–1."""
+
+    cpu: float
+    memory: float
+    value: float
+
+
+class ResourceFigures(_Model):
+    """Absolute figures: CPU in millicores, memory in bytes, pods as a count."""
+
+    cpu_millicores: int | None = Field(alias="cpuMillicores")
+    memory_bytes: int | None = Field(alias="memoryBytes")
+    pods: int | None = None
+
+
+class TaintModel(_Model):
+    """A node taint."""
+
+    key: str
+    value: str = ""
+    effect: str
+
+
+class TolerationModel(_Model):
+    """A pod toleration."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class BlockingPodModel(_Model):
+    """The pod that blocks the node's drain and CA's ``BlockingPodReason``."""
+
+    namespace: str
+    name: str
+    reason: str
+    detail: str = ""
+
+
+class MoveModel(_Model):
+    """One pod re-placed on ``destination``, with what is needed to re-check the placement."""
+
+    pod: str = Field(description="namespace/name")
+    destination: str
+    priority: int = 0
+    requests: ResourceFigures
+    tolerations: list[TolerationModel] = Field(default_factory=list)
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+
+
+class PodCounts(_Model):
+    """Pods counted on the node (terminal and expendable pods excluded)."""
+
+    total: int
+    daemon_set: int = Field(alias="daemonSet")
+    mirror: int
+    to_move: int = Field(alias="toMove")
+
+
+class NodeReport(_Model):
+    """The verdict on one node and the facts behind it."""
+
+    name: str
+    node_group: str = Field(alias="nodeGroup")
+    zone: str
+    status: str = Field(description="removable-empty, removable-drain or unremovable")
+    removable: bool
+    empty: bool = Field(description="only DaemonSet or mirror pods")
+    reason: str = Field(description="UnremovableReason; NoReason when removable")
+    detail: str
+    rank: int | None = Field(None, description="0-based position in the removal order")
+    utilization: UtilizationModel
+    request_utilization: RequestUtilizationModel = Field(alias="requestUtilization")
+    metrics: str = Field(description="ok, missing or stale")
+    allocatable: ResourceFigures
+    requested: ResourceFigures = Field(description="Σ requests of counted pods before any move")
+    usage: ResourceFigures = Field(description="NodeMetrics usage (null when missing or stale)")
+    labels: dict[str, str]
+    taints: list[TaintModel]
+    unschedulable: bool
+    pods: PodCounts
+    blocking_pod: BlockingPodModel | None = Field(None, alias="blockingPod")
+    moves: list[MoveModel] = Field(default_factory=list)
+
+
+class SummaryModel(_Model):
+    """Totals over all nodes. Freed figures are the removable nodes' allocatable."""
+
+    nodes: int
+    removable: int
+    removable_empty: int = Field(alias="removableEmpty")
+    removable_drain: int = Field(alias="removableDrain")
+    unremovable: int
+    pods_to_move: int = Field(alias="podsToMove")
+    freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
+    freed_memory_bytes: int = Field(alias="freedMemoryBytes")
+    unremovable_by_reason: dict[str, int] = Field(alias="unremovableByReason")
+
+
+class DryRunReport(_Model):
+    """Top-level document printed by ``scaler dry-run --output json``."""
+
+    api_version: str = Field(API_VERSION, alias="apiVersion")
+    kind: str = "DryRunReport"
+    generated_at: str = Field(alias="generatedAt", description="evaluation time (RFC 3339)")
+    source: str = Field(description="where the cluster state came from")
+    nodes: list[NodeReport]
+    summary: SummaryModel
+    flags: dict[str, Any] = Field(description="effective configuration, flag names as keys")
