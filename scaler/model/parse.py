@@ -380,7 +380,9 @@ def _affinity_terms(raw: list[Any], where: Obj) -> tuple[PodAffinityTerm, ...]:
                 parse_label_selector(t.get("labelSelector"), where, "labelSelector"),
                 str(topo),
                 tuple(t.get("namespaces") or ()),
-                t.get("namespaceSelector") is not None and not (t.get("namespaceSelector") or {}),
+                # Namespace labels are not in the snapshot: any namespaceSelector is taken as "all
+                # namespaces", which over-counts conflicts for anti-affinity (the safe side).
+                t.get("namespaceSelector") is not None,
             )
         )
     return tuple(out)

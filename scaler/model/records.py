@@ -222,8 +222,9 @@ class NodeSelectorTerm:
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     """A required pod (anti-)affinity term. ``namespaces`` empty and no namespace selector means
-    the pod's own namespace; ``namespace_selector`` set (even empty) widens it by labels, which we
-    approximate as "all namespaces" when empty (namespace labels are not in the snapshot)."""
+    the pod's own namespace. A ``namespaceSelector`` (any, since namespace labels are not in the
+    snapshot) is approximated as ``all_namespaces``: for anti-affinity that can only refuse more
+    destinations, never fewer."""
 
     label_selector: LabelSelector | None
     topology_key: str

@@ -74,7 +74,10 @@ class FilterPlugin(Protocol):
     name: str
 
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
-        """Return ``None`` when the pod fits, or a short reason why it does not."""
+        """Return ``None`` when the pod fits, or a short reason why it does not.
+
+        Reasons should hold no per-node figures (``"Insufficient cpu"``, not ``"cpu 3.2/4"``):
+        the simulator counts refusing nodes per reason for the report."""
         ...
 
 

@@ -1,0 +1,51 @@
+"""Example Score plugin ``MostHeadroom``: prefer the destination left with the most real headroom.
+
+This module is a template for third-party plugins. A score plugin is any class that
+
+* is built as ``cls(config)`` with the :class:`~scaler.config.ScalerConfig`;
+* has a ``name`` (str) attribute, the name users put in ``score-plugins``;
+* has ``score(pod, node, state) -> float``: higher is better; the simulator sums the scores of
+  all enabled score plugins for each feasible node and picks the best
+  (:class:`~scaler.simulator.state.ScorePlugin`);
+* is pure: it reads ``node`` (a :class:`~scaler.simulator.state.NodeState`) and ``state`` and
+  never changes them;
+* is registered under the ``scaler.plugins`` entry-point group, as this one is in scaler's
+  ``pyproject.toml``: ``MostHeadroom = "plugins.examples.most_headroom:MostHeadroom"``.
+"""
+
+from __future__ import annotations
+
+from scaler.config import ScalerConfig
+from scaler.model.records import Pod
+from scaler.simulator.state import ClusterState, NodeState
+
+__all__ = ["MostHeadroom"]
+
+
+class MostHeadroom:
+    """Score = ``1 − max(cpu, memory)`` projected usage fraction of the node with the pod.
+
+    Projected usage of a resource = (NodeMetrics usage + Σ requests already moved onto the node
+    in this evaluation + the pod's request) / allocatable, with CPU in millicores and memory in
+    bytes — the same quantity :class:`plugins.target_usage.TargetUsage` bounds. A score of 1.0
+    is an idle node; it goes negative past full. A node with unknown usage (no fresh metrics)
+    or zero allocatable CPU or memory scores 0.0. Combined with first fit, this spreads moved
+    pods onto the least-loaded nodes instead of packing the first acceptable one.
+    """
+
+    name = "MostHeadroom"
+
+    def __init__(self, config: ScalerConfig) -> None:
+        """Keep ``config`` (this example reads no settings from it)."""
+        self.config = config
+
+    def score(self, pod: Pod, node: NodeState, state: ClusterState) -> float:
+        """Return ``1 − max(projected cpu fraction, projected memory fraction)``, or 0.0 when
+        the usage or the allocatable is unknown."""
+        usage_cpu, usage_mem = node.usage_cpu_millicores, node.usage_memory_bytes
+        alloc = node.node.allocatable
+        if usage_cpu is None or usage_mem is None or alloc.cpu_millicores <= 0 or alloc.memory_bytes <= 0:
+            return 0.0
+        cpu = (usage_cpu + node.moved_cpu_millicores + pod.requests.cpu_millicores) / alloc.cpu_millicores
+        mem = (usage_mem + node.moved_memory_bytes + pod.requests.memory_bytes) / alloc.memory_bytes
+        return 1.0 - max(cpu, mem)

@@ -1,0 +1,509 @@
+"""Built-in Filter plugins: may a pod evicted from a removal candidate go to a given node?
+
+Each class reproduces the Filter step of the kube-scheduler plugin of the same name
+(``pkg/scheduler/framework/plugins/<name>/`` in kubernetes/kubernetes), which cluster-autoscaler
+runs through ``simulator/clustersnapshot/predicate/plugin_runner.go`` when it simulates a node
+removal (reference §4c). Only the parts that decide feasibility are modelled: no scoring, no
+PreFilter/PostFilter, no preemption.
+
+Every plugin follows the :class:`~scaler.simulator.state.FilterPlugin` protocol: it is built with
+``cls(config)``, has a ``name`` class attribute, and its ``filter(pod, node, state)`` returns
+``None`` when the pod fits or a short human-readable reason when it does not. Plugins are pure:
+they read ``node`` and ``state`` and never change them, and they keep no cache across calls, so
+they stay correct while the simulator moves pods between nodes and reverts. Reasons name the
+cause (resource, taint, port, volume, constraint) without per-node figures, so the simulator
+can count nodes per reason, as the scheduler's "0/N nodes are available: …" message does.
+
+Units follow :mod:`scaler.model.records`: CPU in millicores, memory and storage in bytes,
+extended resources in whole units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from scaler.config import ScalerConfig
+from scaler.model.records import (
+    LABEL_ZONE,
+    LABEL_ZONE_BETA,
+    TAINT_TO_BE_DELETED,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+)
+from scaler.simulator.state import ClusterState, NodeState
+
+__all__ = [
+    "TAINT_UNSCHEDULABLE",
+    "BaseFilter",
+    "InterPodAffinity",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "NodeUnschedulable",
+    "PodTopologySpread",
+    "TaintToleration",
+    "VolumeZone",
+    "node_matches_pod_node_affinity",
+    "untolerated_taint",
+]
+
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+"""Taint key the scheduler treats as equivalent to ``spec.unschedulable`` (``v1.TaintNodeUnschedulable``)."""
+
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_REGION_BETA = "failure-domain.beta.kubernetes.io/region"
+# VolumeZone's topologyLabels, in kube-scheduler's order (beta first), and beta → GA fallbacks.
+_VOLUME_TOPOLOGY_LABELS = (LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_ZONE, LABEL_REGION)
+_TO_GA = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}
+_DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+_ANY_IP = "0.0.0.0"
+
+
+class BaseFilter:
+    """Common base of the built-in filters: keeps the configuration.
+
+    Subclasses set the ``name`` class attribute (the kube-scheduler plugin name) and implement
+    :meth:`filter`. Third-party plugins need not inherit from it; the protocol
+    :class:`~scaler.simulator.state.FilterPlugin` is what the registry checks.
+    """
+
+    name: str = "BaseFilter"
+
+    def __init__(self, config: ScalerConfig) -> None:
+        """Store ``config`` (the built-in filters read no thresholds from it)."""
+        self.config = config
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when ``pod`` fits on ``node``, else a short reason."""
+        raise NotImplementedError
+
+
+# ---- shared helpers -------------------------------------------------------------------------
+
+
+def untolerated_taint(
+    taints: Iterable[Taint],
+    tolerations: Iterable[Toleration],
+    effects: tuple[str, ...] = _DO_NOT_SCHEDULE_EFFECTS,
+) -> Taint | None:
+    """The first taint with an effect in ``effects`` that no toleration tolerates, else ``None``.
+
+    Mirrors ``v1helper.FindMatchingUntoleratedTaint`` with ``DoNotScheduleTaintsFilterFunc``
+    (``NoSchedule`` and ``NoExecute``; ``PreferNoSchedule`` never blocks).
+    """
+    tols = tuple(tolerations)
+    for t in taints:
+        if t.effect in effects and not any(tol.tolerates(t) for tol in tols):
+            return t
+    return None
+
+
+def node_matches_pod_node_affinity(pod: Pod, node: Node) -> bool:
+    """True when ``node`` satisfies ``pod``'s ``nodeSelector`` and required node affinity.
+
+    ``nodeSelector``: every pair must be a node label. Required affinity: ``None`` means no
+    constraint; otherwise the terms are ORed and an empty list matches nothing
+    (``nodeaffinity.GetRequiredNodeAffinity(pod).Match``).
+    """
+    labels = node.labels
+    for k, v in pod.node_selector.items():
+        if labels.get(k) != v:
+            return False
+    terms = pod.required_node_affinity
+    if terms is None:
+        return True
+    return any(t.matches(node.name, labels) for t in terms)
+
+
+def _fmt_taint(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+# ---- NodeUnschedulable ------------------------------------------------------------------------
+
+
+class NodeUnschedulable(BaseFilter):
+    """kube-scheduler ``NodeUnschedulable``, plus the simulation's own exclusions.
+
+    Rejects, in order:
+
+    * the ghost (the node whose removal is being simulated) and nodes already removed in this
+      evaluation (CA: ``IsNodeAcceptable``, ``simulator/cluster.go``);
+    * nodes carrying the ``ToBeDeletedByClusterAutoscaler`` taint with any effect, whatever the
+      pod tolerates: a node being deleted is never a destination;
+    * cordoned nodes (``spec.unschedulable``), whatever the pod tolerates: CA's plugin runner
+      skips them before any filter runs (``predicate/plugin_runner.go``), and a cordoned node
+      is usually on its way out.
+    """
+
+    name = "NodeUnschedulable"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when the node may receive pods, else the reason."""
+        if node.ghost:
+            return "node is being removed (simulated)"
+        if node.removed:
+            return "node was removed in this simulation"
+        if any(t.key == TAINT_TO_BE_DELETED for t in node.node.taints):
+            return f"node has taint {TAINT_TO_BE_DELETED} (being deleted)"
+        if node.node.unschedulable:
+            return "node is unschedulable (cordoned)"
+        return None
+
+
+# ---- NodeResourcesFit -------------------------------------------------------------------------
+
+
+class NodeResourcesFit(BaseFilter):
+    """kube-scheduler ``NodeResourcesFit`` (``noderesources/fit.go`` ``fitsRequest``).
+
+    The pod fits when, for each resource, the node's requested total plus the pod's request stays
+    within allocatable: pod count always; CPU (millicores), memory and ephemeral storage (bytes)
+    only when the pod requests more than 0; every extended resource the pod requests (more than
+    0), a resource missing from the node counting as 0 allocatable. Checks run in the
+    scheduler's order and the first failure is reported, with the scheduler's wording
+    ("Too many pods", "Insufficient cpu", "Insufficient nvidia.com/gpu", …).
+    """
+
+    name = "NodeResourcesFit"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when the pod's requests fit the node's free allocatable."""
+        alloc = node.node.allocatable
+        used = node.requested
+        req = pod.requests
+        if len(node.pods) + 1 > alloc.pods:
+            return "Too many pods"
+        if req.cpu_millicores > 0 and used.cpu_millicores + req.cpu_millicores > alloc.cpu_millicores:
+            return "Insufficient cpu"
+        if req.memory_bytes > 0 and used.memory_bytes + req.memory_bytes > alloc.memory_bytes:
+            return "Insufficient memory"
+        if (
+            req.ephemeral_storage_bytes > 0
+            and used.ephemeral_storage_bytes + req.ephemeral_storage_bytes > alloc.ephemeral_storage_bytes
+        ):
+            return "Insufficient ephemeral-storage"
+        for name in sorted(req.extended):
+            want = req.extended[name]
+            if want > 0 and used.extended.get(name, 0) + want > alloc.extended.get(name, 0):
+                return f"Insufficient {name}"
+        return None
+
+
+# ---- TaintToleration --------------------------------------------------------------------------
+
+
+class TaintToleration(BaseFilter):
+    """kube-scheduler ``TaintToleration``: every ``NoSchedule`` and ``NoExecute`` taint on the
+    node must be tolerated by the pod (:meth:`Toleration.tolerates`); ``PreferNoSchedule`` is
+    ignored. The reason names the first untolerated taint."""
+
+    name = "TaintToleration"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when the pod tolerates every blocking taint of the node."""
+        t = untolerated_taint(node.node.taints, pod.tolerations)
+        if t is not None:
+            return f"untolerated taint {_fmt_taint(t)}"
+        return None
+
+
+# ---- NodeAffinity -----------------------------------------------------------------------------
+
+
+class NodeAffinity(BaseFilter):
+    """kube-scheduler ``NodeAffinity``: the pod's ``nodeSelector`` and its
+    ``requiredDuringSchedulingIgnoredDuringExecution`` node affinity must match the node
+    (see :func:`node_matches_pod_node_affinity`)."""
+
+    name = "NodeAffinity"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when the node matches the pod's node selector and affinity."""
+        if not node_matches_pod_node_affinity(pod, node.node):
+            return "node didn't match Pod's node affinity/selector"
+        return None
+
+
+# ---- NodePorts --------------------------------------------------------------------------------
+
+
+class NodePorts(BaseFilter):
+    """kube-scheduler ``NodePorts`` (``HostPortInfo.CheckConflict``).
+
+    A host port of the pod conflicts with one already used on the node when protocol and port
+    are equal and the host IPs are equal or either is ``0.0.0.0`` (empty IP means ``0.0.0.0``,
+    empty protocol means TCP; port 0 is no host port).
+    """
+
+    name = "NodePorts"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when none of the pod's host ports is taken on the node."""
+        if not pod.host_ports:
+            return None
+        used = [(proto or "TCP", ip or _ANY_IP, port) for proto, ip, port in node.host_ports if port > 0]
+        if not used:
+            return None
+        for proto, ip, port in pod.host_ports:
+            if port <= 0:
+                continue
+            proto, ip = proto or "TCP", ip or _ANY_IP
+            for uproto, uip, uport in used:
+                if uport == port and uproto == proto and (_ANY_IP in (ip, uip) or uip == ip):
+                    return f"host port {proto}/{ip}:{port} already in use"
+        return None
+
+
+# ---- VolumeZone -------------------------------------------------------------------------------
+
+
+class VolumeZone(BaseFilter):
+    """kube-scheduler ``VolumeZone`` plus the bound-PV node-affinity check of ``VolumeBinding``.
+
+    Active only when the snapshot includes PersistentVolumes (``snapshot.has_pvs``); without
+    them nothing can be checked and every node passes. For each ``persistentVolumeClaim``
+    volume of the pod, the PVC (same namespace) and its bound PV must be in the snapshot,
+    otherwise the pod is rejected everywhere (unbound claims too: a running pod's claims are
+    bound, so an unbound one means the input is inconsistent). Then:
+
+    * PV ``nodeAffinity`` (when set): one of its terms must match the node;
+    * PV zone/region labels (``topology.kubernetes.io/zone``, ``…/region`` and the
+      ``failure-domain.beta`` forms; a value may list several zones joined by ``__``) must
+      contain the node's value for the same key (the GA key when the node lacks the beta one).
+      As in the scheduler, a node with no zone or region label at all passes this part.
+    """
+
+    name = "VolumeZone"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when every PV the pod uses may be attached on the node."""
+        snap = state.snapshot
+        if not snap.has_pvs:
+            return None
+        claims = [v for v in pod.volumes if v.kind == "persistentVolumeClaim"]
+        if not claims:
+            return None
+        labels = node.node.labels
+        node_has_topology = any(k in labels for k in _VOLUME_TOPOLOGY_LABELS)
+        for vol in claims:
+            if not vol.claim_name:
+                return f"volume {vol.name!r}: PersistentVolumeClaim had no name"
+            pvc = snap.pvcs.get((pod.namespace, vol.claim_name))
+            if pvc is None:
+                return f"unknown PersistentVolumeClaim {pod.namespace}/{vol.claim_name}"
+            if not pvc.volume_name:
+                return f"PersistentVolumeClaim {pod.namespace}/{vol.claim_name} is not bound"
+            pv = snap.pvs.get(pvc.volume_name)
+            if pv is None:
+                return f"unknown PersistentVolume {pvc.volume_name}"
+            if pv.node_affinity is not None and not any(
+                t.matches(node.name, labels) for t in pv.node_affinity
+            ):
+                return f"volume node affinity conflict (PersistentVolume {pv.name})"
+            if not node_has_topology:
+                continue
+            for key in _VOLUME_TOPOLOGY_LABELS:
+                raw = pv.labels.get(key)
+                if raw is None:
+                    continue
+                allowed = {z.strip() for z in raw.split("__") if z.strip()}
+                have = labels.get(key)
+                if have is None:
+                    have = labels.get(_TO_GA.get(key, key))
+                if have is None or have not in allowed:
+                    return f"no available volume zone (PersistentVolume {pv.name} {key}={raw})"
+        return None
+
+
+# ---- InterPodAffinity -------------------------------------------------------------------------
+
+
+def _matches_all_terms(terms: tuple[PodAffinityTerm, ...], owner_namespace: str, pod: Pod) -> bool:
+    """``podMatchesAllAffinityTerms``: ``pod`` is selected by every term (false for no terms)."""
+    return bool(terms) and all(t.selects(owner_namespace, pod) for t in terms)
+
+
+class InterPodAffinity(BaseFilter):
+    """kube-scheduler ``InterPodAffinity`` (``interpodaffinity/filtering.go``), required terms only.
+
+    Three checks, on pods of live, non-ghost nodes (the incoming pod itself, by UID, excluded):
+
+    1. existing pods' anti-affinity (symmetry): a pod P with a term T that selects the incoming
+       pod, on a node whose ``T.topologyKey`` value equals the candidate's, rejects the candidate;
+    2. the incoming pod's anti-affinity: for each term whose topology key the candidate carries,
+       no pod in the candidate's domain may be selected by the term (nodes without the label pass);
+    3. the incoming pod's affinity: the candidate must carry every term's topology key and, for
+       each term, its domain must hold a pod matching *all* the terms (the scheduler counts only
+       pods that match every term). Special case, as in the scheduler: if no such pod exists
+       anywhere (on a node carrying any of the keys) and the incoming pod matches all its own
+       terms, the first pod of a self-affine group may go anywhere that has the keys.
+
+    Pods are found by scanning the state at each call (no cache): pods move during simulation.
+    ``namespaceSelector`` is approximated by :meth:`PodAffinityTerm.selects`.
+    """
+
+    name = "InterPodAffinity"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when placing the pod on the node breaks no required (anti-)affinity."""
+        labels = node.node.labels
+        # 1. Existing pods' required anti-affinity towards the incoming pod.
+        for other in state.nodes.values():
+            if other.removed or other.ghost:
+                continue
+            olabels = other.node.labels
+            for p in other.pods:
+                if not p.required_anti_affinity or p.uid == pod.uid:
+                    continue
+                for t in p.required_anti_affinity:
+                    v = olabels.get(t.topology_key)
+                    if v is not None and labels.get(t.topology_key) == v and t.selects(p.namespace, pod):
+                        return "node didn't satisfy existing pods anti-affinity rules"
+        # 2. The incoming pod's required anti-affinity.
+        for t in pod.required_anti_affinity:
+            v = labels.get(t.topology_key)
+            if v is None:
+                continue
+            for p in state.pods_in_domain(t.topology_key, v):
+                if p.uid != pod.uid and t.selects(pod.namespace, p):
+                    return "node didn't match pod anti-affinity rules"
+        # 3. The incoming pod's required affinity.
+        terms = pod.required_affinity
+        if terms:
+            for t in terms:
+                if t.topology_key not in labels:
+                    return f"node didn't match pod affinity rules (no label {t.topology_key})"
+            satisfied = all(
+                any(
+                    p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p)
+                    for p in state.pods_in_domain(t.topology_key, labels[t.topology_key])
+                )
+                for t in terms
+            )
+            if not satisfied:
+                if _matches_all_terms(terms, pod.namespace, pod) and not self._any_affinity_match(pod, state):
+                    return None
+                return "node didn't match pod affinity rules"
+        return None
+
+    @staticmethod
+    def _any_affinity_match(pod: Pod, state: ClusterState) -> bool:
+        """True when the scheduler's ``affinityCounts`` would be non-empty: some pod matching all
+        of ``pod``'s affinity terms sits on a live, non-ghost node carrying one of their keys."""
+        terms = pod.required_affinity
+        keys = {t.topology_key for t in terms}
+        for other in state.nodes.values():
+            if other.removed or other.ghost or not any(k in other.node.labels for k in keys):
+                continue
+            for p in other.pods:
+                if p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p):
+                    return True
+        return False
+
+
+# ---- PodTopologySpread ------------------------------------------------------------------------
+
+
+def _spread_selector(c: TopologySpreadConstraint, pod: Pod) -> LabelSelector | None:
+    """The constraint's selector with ``matchLabelKeys`` merged in as ``key In (pod's value)``
+    requirements (keys the pod lacks are skipped). ``None`` selects nothing, except that, as in
+    ``mergeLabelSetWithSelector``, a null selector plus match-label keys becomes those keys."""
+    extra = tuple(
+        LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in c.match_label_keys if k in pod.labels
+    )
+    if not extra:
+        return c.label_selector
+    if c.label_selector is None:
+        return LabelSelector({}, extra)
+    return LabelSelector(c.label_selector.match_labels, c.label_selector.match_expressions + extra)
+
+
+def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    return selector is not None and selector.matches(labels)
+
+
+class PodTopologySpread(BaseFilter):
+    """kube-scheduler ``PodTopologySpread`` (``podtopologyspread/filtering.go``, ``common.go``).
+
+    Only constraints with ``whenUnsatisfiable: DoNotSchedule`` filter. For each of them:
+
+    * eligible nodes carry the topology keys of *all* those constraints, are not removed, and —
+      per the node inclusion policies — match the pod's node selector/affinity
+      (``nodeAffinityPolicy: Honor``, the default) and have no untolerated
+      ``NoSchedule``/``NoExecute`` taint (``nodeTaintsPolicy: Honor``; default ``Ignore``);
+    * the ghost stays an eligible domain with zero pods (CA's "tainted ghost",
+      ``simulator/cluster.go``): under ``nodeTaintsPolicy: Honor`` it is treated as carrying
+      ``ToBeDeletedByClusterAutoscaler:NoSchedule``, as CA's ghost copy does;
+    * per domain, count pods in the pod's namespace matched by the selector (``matchLabelKeys``
+      merged in), terminating pods excluded;
+    * ``skew = count(candidate's domain) + (1 if the pod matches its own selector) − min``, where
+      ``min`` is the smallest count over eligible domains, or 0 when there are fewer domains than
+      ``minDomains`` (default 1); reject when ``skew > maxSkew``.
+
+    A candidate lacking a constraint's topology key is rejected.
+    """
+
+    name = "PodTopologySpread"
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        """Return ``None`` when placing the pod keeps every hard spread constraint's skew."""
+        constraints = [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+        if not constraints:
+            return None
+        labels = node.node.labels
+        for c in constraints:
+            if c.topology_key not in labels:
+                return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
+        keys = [c.topology_key for c in constraints]
+        for c in constraints:
+            selector = _spread_selector(c, pod)
+            counts: dict[str, int] = {}
+            for value, names in state.domains(c.topology_key).items():
+                for name in names:
+                    ns = state.nodes[name]
+                    if ns.removed or not all(k in ns.node.labels for k in keys):
+                        continue
+                    if not self._included(c, pod, ns):
+                        continue
+                    n = 0
+                    if not ns.ghost:
+                        for p in ns.pods:
+                            if (
+                                p.namespace == pod.namespace
+                                and p.deletion_ts is None
+                                and p.uid != pod.uid
+                                and _selects(selector, p.labels)
+                            ):
+                                n += 1
+                    counts[value] = counts.get(value, 0) + n
+            min_domains = c.min_domains if c.min_domains is not None else 1
+            global_min = 0 if len(counts) < min_domains else min(counts.values())
+            self_match = 1 if _selects(selector, pod.labels) else 0
+            value = labels[c.topology_key]
+            skew = counts.get(value, 0) + self_match - global_min
+            if skew > c.max_skew:
+                return (
+                    f"node didn't match pod topology spread constraints "
+                    f"({c.topology_key}, maxSkew {c.max_skew})"
+                )
+        return None
+
+    @staticmethod
+    def _included(c: TopologySpreadConstraint, pod: Pod, ns: NodeState) -> bool:
+        """``matchNodeInclusionPolicies`` for one node."""
+        if c.node_affinity_policy == "Honor" and not node_matches_pod_node_affinity(pod, ns.node):
+            return False
+        if c.node_taints_policy == "Honor":
+            taints: tuple[Taint, ...] = ns.node.taints
+            if ns.ghost:
+                taints = (*taints, Taint(TAINT_TO_BE_DELETED, "", "NoSchedule"))
+            if untolerated_taint(taints, pod.tolerations) is not None:
+                return False
+        return True

@@ -1,0 +1,186 @@
+"""Plugin registry: the built-in filters plus plugins found through entry points.
+
+The simulator always runs :data:`BUILTIN_FILTERS` (kube-scheduler's default feasibility
+checks, the ones cluster-autoscaler's simulation runs, reference §4c), then the filters named
+in ``config.filter_plugins`` (default: ``TargetUsage``, seed 004), and scores feasible nodes
+with the plugins named in ``config.score_plugins`` (default: none, i.e. CA's first fit).
+
+Named plugins are found by entry point, group ``scaler.plugins``: any installed distribution
+can add one, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."scaler.plugins"]
+    MyFilter = "my_package.filters:MyFilter"
+
+An entry point must name a class that is built as ``cls(config)`` and whose instances satisfy
+:class:`~scaler.simulator.state.FilterPlugin` (``name`` and ``filter``) or
+:class:`~scaler.simulator.state.ScorePlugin` (``name`` and ``score``).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+
+from scaler.config import ScalerConfig
+from scaler.simulator.filters import (
+    BaseFilter,
+    InterPodAffinity,
+    NodeAffinity,
+    NodePorts,
+    NodeResourcesFit,
+    NodeUnschedulable,
+    PodTopologySpread,
+    TaintToleration,
+    VolumeZone,
+)
+from scaler.simulator.state import FilterPlugin, ScorePlugin
+
+__all__ = [
+    "BUILTIN_FILTERS",
+    "ENTRY_POINT_GROUP",
+    "POD_SCANNING_FILTERS",
+    "PluginError",
+    "discover",
+    "load_filters",
+    "load_scorers",
+]
+
+ENTRY_POINT_GROUP = "scaler.plugins"
+"""The entry-point group plugins register under."""
+
+BUILTIN_FILTERS: tuple[type[BaseFilter], ...] = (
+    NodeUnschedulable,
+    NodeResourcesFit,
+    TaintToleration,
+    NodeAffinity,
+    NodePorts,
+    VolumeZone,
+    InterPodAffinity,
+    PodTopologySpread,
+)
+"""The always-on filters, cheapest first so that most nodes are rejected early: flag and
+arithmetic checks, then label matching, then PV lookups, then the checks that scan other pods."""
+
+
+class PluginError(ValueError):
+    """A plugin name is unknown, ambiguous, cannot be loaded or built, or the object does not
+    satisfy the plugin protocol. The message names the plugin."""
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded).
+
+    Raises:
+        PluginError: two distributions register one name with different targets.
+    """
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        prev = found.get(ep.name)
+        if prev is not None and prev.value != ep.value:
+            raise PluginError(
+                f"plugin {ep.name!r} is registered twice, as {prev.value!r} and {ep.value!r}; "
+                "uninstall one of the distributions"
+            )
+        found[ep.name] = ep
+    return found
+
+
+def _load(ep: EntryPoint) -> type:
+    """Import the class an entry point names.
+
+    Raises:
+        PluginError: the import fails or the target is not a class.
+    """
+    try:
+        obj = ep.load()
+    except Exception as e:
+        raise PluginError(f"cannot load plugin {ep.name!r} from {ep.value!r}: {e}") from e
+    if not isinstance(obj, type):
+        raise PluginError(f"plugin {ep.name!r} ({ep.value!r}) is not a class")
+    return obj
+
+
+def discover() -> dict[str, type]:
+    """Load every plugin class registered under ``scaler.plugins``, by entry-point name.
+
+    Raises:
+        PluginError: a registered plugin cannot be imported, is not a class, or a name is
+            registered twice with different targets.
+    """
+    return {name: _load(ep) for name, ep in sorted(_entry_points().items())}
+
+
+def _build(name: str, config: ScalerConfig, kind: str) -> object:
+    """Resolve ``name`` by entry point and build it with ``config``.
+
+    Raises:
+        PluginError: unknown name (the message lists the available ones), or a load or
+            construction failure.
+    """
+    eps = _entry_points()
+    ep = eps.get(name)
+    if ep is None:
+        available = ", ".join(sorted(eps)) or "none"
+        raise PluginError(f"unknown {kind} plugin {name!r}; available: {available}")
+    cls = _load(ep)
+    try:
+        return cls(config)
+    except Exception as e:
+        raise PluginError(f"cannot create {kind} plugin {name!r} ({ep.value!r}): {e}") from e
+
+
+# Built-in filters that scan other pods (cost grows with the cluster): they run last, after the
+# configured plugins (TargetUsage is cheap and refuses many nodes).
+POD_SCANNING_FILTERS = frozenset({"InterPodAffinity", "PodTopologySpread"})
+
+
+def load_filters(config: ScalerConfig) -> list[FilterPlugin]:
+    """The filters the simulator runs, in order: :data:`BUILTIN_FILTERS` except the
+    pod-scanning ones (:data:`POD_SCANNING_FILTERS`), then each name in
+    ``config.filter_plugins`` resolved by entry point, then the pod-scanning built-ins. Names of built-in filters and repeated
+    names are skipped (each filter runs once).
+
+    Raises:
+        PluginError: a name is unknown (the message lists the available plugins), the plugin
+            cannot be loaded or built, or it is not a filter plugin (no ``name`` str or no
+            ``filter`` method).
+    """
+    cheap = [cls for cls in BUILTIN_FILTERS if cls.name not in POD_SCANNING_FILTERS]
+    scanning = [cls for cls in BUILTIN_FILTERS if cls.name in POD_SCANNING_FILTERS]
+    filters: list[FilterPlugin] = [cls(config) for cls in cheap]
+    seen = {cls.name for cls in BUILTIN_FILTERS}
+    for name in config.filter_plugins:
+        if name in seen:
+            continue
+        seen.add(name)
+        plugin = _build(name, config, "filter")
+        if not isinstance(plugin, FilterPlugin) or not isinstance(getattr(plugin, "name", None), str):
+            raise PluginError(
+                f"plugin {name!r} is not a filter plugin: it needs a 'name' string and a "
+                "'filter(pod, node, state)' method"
+            )
+        filters.append(plugin)
+    return filters + [cls(config) for cls in scanning]
+
+
+def load_scorers(config: ScalerConfig) -> list[ScorePlugin]:
+    """The score plugins named in ``config.score_plugins``, in order, each once.
+
+    Raises:
+        PluginError: a name is unknown (the message lists the available plugins), the plugin
+            cannot be loaded or built, or it is not a score plugin (no ``name`` str or no
+            ``score`` method).
+    """
+    scorers: list[ScorePlugin] = []
+    seen: set[str] = set()
+    for name in config.score_plugins:
+        if name in seen:
+            continue
+        seen.add(name)
+        plugin = _build(name, config, "score")
+        if not isinstance(plugin, ScorePlugin) or not isinstance(getattr(plugin, "name", None), str):
+            raise PluginError(
+                f"plugin {name!r} is not a score plugin: it needs a 'name' string and a "
+                "'score(pod, node, state)' method"
+            )
+        scorers.append(plugin)
+    return scorers

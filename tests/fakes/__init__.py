@@ -1,0 +1,1 @@
+"""Test doubles that talk real protocols on loopback (no monkeypatching of client code)."""
