@@ -175,7 +175,8 @@ class ScalerConfig(BaseModel):
         return v
 
     def node_group_limits(self, name: str) -> NodeGroupSpec | None:
-        """The ``--nodes`` entry for node group ``name``, if any."""
+        """The ``--nodes`` entry named exactly ``name``, if any (see
+        :func:`scaler.eligibility.node_group_limits` for MIG names)."""
         for spec in self.nodes:
             if spec.name == name:
                 return spec
@@ -188,20 +189,25 @@ class ScalerConfig(BaseModel):
         Raises:
             ConfigError: unknown key or invalid value; the message names the first one.
         """
-        data = {k.replace("-", "_"): v for k, v in values.items()}
-        # CA spells this flag "distruption"; accept its spelling too.
-        if "blocking_system_pod_distruption_timeout" in data:
-            data["blocking_system_pod_disruption_timeout"] = data.pop(
-                "blocking_system_pod_distruption_timeout"
-            )
+        data: dict[str, Any] = {}
+        given: dict[str, str] = {}  # field name -> the key as given, for error messages
+        for k, v in values.items():
+            name = k.replace("-", "_")
+            # CA spells this flag "distruption"; accept its spelling too.
+            if name == "blocking_system_pod_distruption_timeout":
+                name = "blocking_system_pod_disruption_timeout"
+            data[name], given[name] = v, k
         try:
             return ScalerConfig(**data)
         except ValidationError as e:
             err = e.errors()[0]
-            key = "-".join(str(p) for p in err["loc"][:1]).replace("_", "-")
+            field = str(err["loc"][0]) if err["loc"] else ""
+            key = given.get(field, field).replace("_", "-")
             if err["type"] == "extra_forbidden":
                 raise ConfigError(f"unknown configuration key {key!r}") from None
-            raise ConfigError(f"invalid value {err.get('input')!r} for {key}: {err['msg']}") from None
+            # Name the value as given ("0s"), not as converted by a before-validator (0.0).
+            value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
+            raise ConfigError(f"invalid value {value!r} for {key}: {err['msg']}") from None
         except ConfigError:
             raise
         except ValueError as e:

@@ -10,19 +10,44 @@ node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from scaler.config import ScalerConfig
+from scaler.config import NodeGroupSpec, ScalerConfig
 from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, Node
 from scaler.reasons import UnremovableReason
 from scaler.utilization import NodeUtilization
 
-__all__ = ["CURRENTLY_BEING_DELETED_SECONDS", "Ineligible", "check_eligibility"]
+__all__ = ["CURRENTLY_BEING_DELETED_SECONDS", "Ineligible", "check_eligibility", "node_group_limits"]
 
 # CA actuation/delete_in_batch.go MaxCloudProviderNodeDeletionTime: a younger ToBeDeleted taint
 # means the node is being deleted.
 CURRENTLY_BEING_DELETED_SECONDS = 300.0
+
+
+def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> dict[str, NodeGroupSpec]:
+    """Resolve every ``--nodes`` entry to the node pool it limits.
+
+    An entry names a pool directly, or a managed instance group (the last segment of a MIG
+    URL, ``gke-<cluster>-<pool>-<hash>-grp``). A MIG is resolved as CA's GCE provider does: its
+    instances are named after its base name (the name without ``-grp``), so the pool of the
+    nodes whose names start with ``<base>-`` is the one it limits. An entry that matches no node
+    limits nothing. Returns pool name → limits; an exact pool name wins over a MIG.
+    """
+    node_list = list(nodes)
+    out: dict[str, NodeGroupSpec] = {}
+    for spec in config.nodes:
+        if spec.name.endswith("-grp"):
+            base = spec.name[: -len("grp")]
+            for node in node_list:
+                if node.name.startswith(base) and node.node_group:
+                    out.setdefault(node.node_group, spec)
+                    break
+    pools = {n.node_group for n in node_list}
+    for spec in config.nodes:
+        if spec.name in pools:
+            out[spec.name] = spec
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +65,7 @@ def check_eligibility(
     config: ScalerConfig,
     group_sizes: Mapping[str, int],
     recently_unremovable: Collection[str] = (),
+    limits: Mapping[str, NodeGroupSpec] | None = None,
 ) -> Ineligible | None:
     """Return why ``node`` is not a scale-down candidate, or ``None`` when it is one.
 
@@ -51,6 +77,8 @@ def check_eligibility(
         group_sizes: current size of each node group (nodes), for the min-size pre-filter.
         recently_unremovable: node names found unremovable within
             ``--unremovable-node-recheck-timeout`` (live mode only).
+        limits: node pool → ``--nodes`` limits (:func:`node_group_limits`); ``None`` looks the
+            pool name up in ``config``.
     """
     if node.name in recently_unremovable:
         return Ineligible(
@@ -67,8 +95,8 @@ def check_eligibility(
     group = node.node_group
     if not group:
         return Ineligible(UnremovableReason.NotAutoscaled, "no cloud.google.com/gke-nodepool label")
-    limits = config.node_group_limits(group)
-    min_size = limits.min_size if limits is not None else 0
+    spec = limits.get(group) if limits is not None else config.node_group_limits(group)
+    min_size = spec.min_size if spec is not None else 0
     if group_sizes.get(group, 0) <= min_size:
         return Ineligible(
             UnremovableReason.NodeGroupMinSizeReached,

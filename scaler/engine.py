@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
 from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
-from scaler.eligibility import check_eligibility
+from scaler.eligibility import check_eligibility, node_group_limits
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -124,11 +124,14 @@ def evaluate(
     pods_by_node = counted_pods(snapshot, config)
     utils = {n.name: node_utilization(n, pods_by_node[n.name], snapshot, config) for n in snapshot.nodes}
     group_sizes = Counter(n.node_group for n in snapshot.nodes if n.node_group)
+    limits = node_group_limits(config, snapshot.nodes)
 
     results: dict[str, NodeResult] = {}
     candidates: list[Node] = []
     for node in snapshot.nodes:
-        why = check_eligibility(node, utils[node.name], now, config, group_sizes, recently_unremovable)
+        why = check_eligibility(
+            node, utils[node.name], now, config, group_sizes, recently_unremovable, limits
+        )
         if why is None:
             candidates.append(node)
         else:
@@ -162,8 +165,8 @@ def evaluate(
             unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
             continue
         group = node.node_group
-        limits = config.node_group_limits(group)
-        min_size = limits.min_size if limits is not None else 0
+        spec = limits.get(group)
+        min_size = spec.min_size if spec is not None else 0
         if group_sizes[group] - planned[group] <= min_size:
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,

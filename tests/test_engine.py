@@ -229,3 +229,18 @@ def test_evaluation_is_deterministic_whatever_the_input_order() -> None:
         return [(r.node.name, r.reason.value, tuple((p.key, d) for p, d in r.moves)) for r in ev.nodes]
 
     assert run(1) == run(2) == run(3)
+
+
+def test_nodes_flag_accepts_a_mig_url_resolved_through_node_names() -> None:
+    prefix = "gke-prod-pool-a-3e629681"
+    nodes = [make_node(f"{prefix}-{s}") for s in ("aaaa", "bbbb")]
+    nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
+    pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:2]] + [make_pod("x", node="big")]
+    usage = {n.name: (100, GI) for n in nodes[:2]} | {"big": (20_000, GI)}
+    url = f"https://www.googleapis.com/compute/v1/projects/p/zones/z/instanceGroups/{prefix}-grp"
+    r = by_name(evaluate(snap(nodes, pods, usage), ScalerConfig.from_mapping({"nodes": [f"2:5:{url}"]})))
+    assert {r[n.name].reason for n in nodes[:2]} == {UnremovableReason.NodeGroupMinSizeReached}
+    # A MIG whose base name matches no node limits nothing; a pool-name entry still works.
+    other = ScalerConfig.from_mapping({"nodes": ["2:5:gke-prod-pool-x-00000000-grp"]})
+    r2 = by_name(evaluate(snap(nodes, pods, usage), other))
+    assert all(r2[n.name].removable for n in nodes[:2])

@@ -5,7 +5,8 @@ Follows CA's ``simulator/cluster.go SimulateNodeRemoval`` and
 topology domain, never a destination); its pods are placed highest priority first; the first pod
 that fits nowhere ends the simulation (``breakOnFailure``) and every change is reverted. A
 successful simulation is kept, so later candidates see the moved pods and the removed node is no
-longer a destination.
+longer a destination. Within one priority, larger requests are placed first (see
+:func:`placement_order`).
 
 Destination choice: destinations come in *tiers* (the engine passes non-candidate nodes first,
 then candidates least likely to be removed). Within a tier the first node passing every filter
@@ -23,7 +24,15 @@ from dataclasses import dataclass, field
 from scaler.model.records import Pod
 from scaler.simulator.state import ClusterState, FilterPlugin, NodeState, ScorePlugin
 
-__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator"]
+__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "placement_order"]
+
+
+def placement_order(pod: Pod) -> tuple[int, int, int, str]:
+    """Sort key of the pods of one node: highest priority first (CA's hinting simulator), then
+    largest CPU and memory request first (first-fit decreasing: big pods claim the room they
+    need before small ones fragment it, and an impossible node fails on its first pod), then
+    ``namespace/name`` for determinism."""
+    return (-pod.priority, -pod.requests.cpu_millicores, -pod.requests.memory_bytes, pod.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +137,7 @@ class RemovalSimulator:
         mark = state.checkpoint()
         state.set_flags(node_name, ghost=True)
         state.unschedule_all(pods, node_name)
-        ordered = sorted(pods, key=lambda p: -p.priority)  # stable: highest priority first
+        ordered = sorted(pods, key=placement_order)
         moves: list[tuple[Pod, str]] = []
         for pod in ordered:
             reasons: Counter[str] = Counter()

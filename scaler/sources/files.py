@@ -42,7 +42,7 @@ def iter_snapshot_files(paths: Sequence[str | Path]) -> Iterator[Path]:
 
 def _decode(path: Path) -> list[Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # tolerate a byte-order mark (PowerShell)
     except (OSError, UnicodeDecodeError) as e:
         raise SnapshotError(f"{path}: cannot read: {e}") from None
     stripped = text.lstrip()

@@ -1,0 +1,434 @@
+"""Snapshot files (JSON or YAML, Lists or single objects, multi-document YAML, directories) and
+build_snapshot / flatten_objects."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import scaler
+from scaler.model.records import Resources
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot, flatten_objects
+from scaler.sources.files import iter_snapshot_files, load_objects, load_snapshot
+
+EXAMPLE = Path(scaler.__file__).parent / "examples" / "bitbrains-gke-day1"
+T0 = 1793800800.0  # 2026-11-04T14:00:00Z
+
+
+def node_obj(name: str, cpu: str = "4", memory: str = "16Gi") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"cloud.google.com/gke-nodepool": "pool-a"}},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod_obj(name: str, node: str, cpu: str = "100m", namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def node_metrics_list(*names_and_ts: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "kind": "NodeMetricsList",
+        "metadata": {},
+        "items": [
+            {
+                "metadata": {"name": name},
+                "timestamp": ts,
+                "window": "30s",
+                "usage": {"cpu": "500m", "memory": "1Gi"},
+            }
+            for name, ts in names_and_ts
+        ],
+    }
+
+
+def write_json(path: Path, doc: Any) -> Path:
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+# --- the bundled example ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example() -> ClusterSnapshot:
+    return load_snapshot([EXAMPLE])
+
+
+def test_bundled_example_counts(example: ClusterSnapshot) -> None:
+    assert len(example.nodes) == 94
+    assert len(example.pods) == 1172
+    assert len(example.pdbs) == 36
+    assert len(example.controllers) == 227
+    assert len(example.node_metrics) == 94
+    assert len(example.pod_metrics) == 1172
+    assert example.has_workloads is True
+    assert example.has_pvs is False
+
+
+def test_bundled_example_now_is_the_newest_node_metrics_timestamp(example: ClusterSnapshot) -> None:
+    assert example.now == max(m.timestamp for m in example.node_metrics.values())
+    assert example.now == T0 - 12  # 2026-11-04T13:59:48Z
+
+
+def test_bundled_example_records(example: ClusterSnapshot) -> None:
+    name = "gke-prod-eu-default-pool-3e629681-ec85"
+    n = example.node_by_name[name]
+    assert n.allocatable == Resources(7910, 27793806336, 47060071478, 110, {"hugepages-2Mi": 0})
+    assert (n.node_group, n.zone, n.ready) == ("default-pool", "us-central1-a", True)
+    assert len(example.pods_by_node[name]) == 14  # the README's table
+    m = example.node_metrics[name]
+    assert (m.cpu_millicores, m.memory_bytes, m.window_seconds) == (1084, 4649246 * 1024, 30.0)
+    assert sorted({x.node_group for x in example.nodes}) == ["default-pool", "highmem-pool"]
+    assert sum(len(v) for v in example.pods_by_node.values()) == 1172
+    assert [x.name for x in example.nodes] == sorted(x.name for x in example.nodes)
+
+
+def test_bundled_example_directory_skips_the_readme() -> None:
+    files = [p.name for p in iter_snapshot_files([EXAMPLE])]
+    assert files == [
+        "node-metrics.json",
+        "nodes.json",
+        "pdbs.json",
+        "pod-metrics.json",
+        "pods.json",
+        "workloads.json",
+    ]
+
+
+def test_explicit_now_overrides_the_metrics_time() -> None:
+    assert load_snapshot([EXAMPLE], now=123.5).now == 123.5
+
+
+# --- formats ------------------------------------------------------------------------------------
+
+MULTI_DOC_YAML = """\
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  creationTimestamp: 2026-11-04T14:00:00Z
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  conditions:
+  - type: Ready
+    status: "True"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: solo
+  namespace: shop
+  creationTimestamp: 2026-11-04T13:00:00Z
+spec:
+  nodeName: n1
+  containers:
+  - name: c
+    resources:
+      requests: {cpu: 0.5, memory: 64Mi}
+---
+# an empty document is skipped
+---
+apiVersion: v1
+kind: PodList
+items:
+- metadata: {name: a, namespace: shop}
+  spec:
+    nodeName: n1
+    containers: [{name: c, resources: {requests: {cpu: 250m}}}]
+- kind: Pod
+  metadata: {name: b, namespace: shop}
+  spec:
+    nodeName: n1
+    containers: [{name: c, resources: {limits: {cpu: "1", memory: 1Gi}}}]
+"""
+
+
+def test_yaml_multi_document_file_mixing_node_pod_and_pod_list(tmp_path: Path) -> None:
+    f = tmp_path / "cluster.yaml"
+    f.write_text(MULTI_DOC_YAML, encoding="utf-8")
+    objs = list(load_objects([f]))
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("Node", "n1"),
+        ("Pod", "solo"),
+        ("Pod", "a"),  # kind taken from the PodList
+        ("Pod", "b"),
+    ]
+    snap = load_snapshot([f], now=T0)
+    assert [n.name for n in snap.nodes] == ["n1"]
+    assert snap.node_by_name["n1"].creation_ts == T0  # unquoted YAML timestamp
+    assert [p.key for p in snap.pods_by_node["n1"]] == ["shop/a", "shop/b", "shop/solo"]
+    by_name = {p.name: p for p in snap.pods}
+    assert by_name["solo"].requests == Resources(500, 64 * 2**20, 0, 1, {})
+    assert by_name["solo"].creation_ts == T0 - 3600
+    assert by_name["a"].requests.cpu_millicores == 250
+    assert by_name["b"].requests == Resources(1000, 2**30, 0, 1, {})
+    assert snap.now == T0
+
+
+def test_node_metrics_list_items_without_kind(tmp_path: Path) -> None:
+    f = write_json(
+        tmp_path / "m.json",
+        node_metrics_list(("n1", "2026-11-04T13:59:00Z"), ("n2", "2026-11-04T13:59:48Z")),
+    )
+    objs = list(load_objects([f]))
+    assert [o["kind"] for o in objs] == ["NodeMetrics", "NodeMetrics"]
+    write_json(tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1"), node_obj("n2")]})
+    snap = load_snapshot([tmp_path])
+    assert sorted(snap.node_metrics) == ["n1", "n2"]
+    assert snap.node_metrics["n1"].cpu_millicores == 500
+    assert snap.now == T0 - 12  # the newest of the two
+
+
+def test_pod_metrics_list_items_without_kind_and_now_from_pod_metrics(tmp_path: Path) -> None:
+    f = write_json(
+        tmp_path / "pm.json",
+        {
+            "kind": "PodMetricsList",
+            "items": [
+                {
+                    "metadata": {"name": "p", "namespace": "ns"},
+                    "timestamp": "2026-11-04T14:00:00Z",
+                    "window": "30s",
+                    "containers": [{"name": "c", "usage": {"cpu": "5m", "memory": "1Mi"}}],
+                }
+            ],
+        },
+    )
+    snap = load_snapshot([f])
+    assert list(snap.pod_metrics) == [("ns", "p")]
+    assert snap.pod_metrics[("ns", "p")].cpu_millicores == 5
+    assert snap.now == T0
+
+
+def test_directory_with_readme_and_nested_dirs(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# not a snapshot {", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("garbage", encoding="utf-8")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    write_json(sub / "nodes.json", {"kind": "NodeList", "items": [node_obj("n1")]})
+    (tmp_path / "pods.yml").write_text(
+        "kind: PodList\nitems:\n- " + json.dumps(pod_obj("p", "n1")) + "\n", encoding="utf-8"
+    )
+    write_json(tmp_path / "metrics.JSON", node_metrics_list(("n1", "2026-11-04T14:00:00Z")))
+    assert [p.relative_to(tmp_path).as_posix() for p in iter_snapshot_files([tmp_path])] == [
+        "metrics.JSON",
+        "pods.yml",
+        "sub/nodes.json",
+    ]
+    snap = load_snapshot([tmp_path])
+    assert (len(snap.nodes), len(snap.pods), snap.now) == (1, 1, T0)
+
+
+def test_directory_without_snapshot_files(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("hi", encoding="utf-8")
+    with pytest.raises(
+        SnapshotError, match=re.escape(f"{tmp_path}: directory holds no .json or .yaml files")
+    ):
+        load_snapshot([tmp_path])
+
+
+def test_explicit_file_is_read_whatever_its_extension(tmp_path: Path) -> None:
+    f = tmp_path / "dump.txt"
+    f.write_text("kind: Node\n" + "metadata: {name: n1}\nstatus: {allocatable: {cpu: '1', memory: 1Gi}}\n")
+    assert [o["kind"] for o in load_objects([f])] == ["Node"]
+    g = tmp_path / "dump.out"
+    g.write_text(json.dumps({"kind": "List", "items": [node_obj("n2")]}))
+    assert [o["metadata"]["name"] for o in load_objects([g])] == ["n2"]
+
+
+def test_json_top_level_array_and_nested_lists(tmp_path: Path) -> None:
+    f = write_json(
+        tmp_path / "a.json",
+        [node_obj("n1"), {"kind": "List", "items": [{"kind": "PodList", "items": [pod_obj("p", "n1")]}]}],
+    )
+    assert [(o["kind"], o["metadata"]["name"]) for o in load_objects([f])] == [("Node", "n1"), ("Pod", "p")]
+
+
+def test_yaml_flow_style_starting_with_brace_falls_back_to_yaml(tmp_path: Path) -> None:
+    f = tmp_path / "n.yaml"
+    f.write_text("{kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: '1', memory: 1Gi}}}\n")
+    assert [o["metadata"]["name"] for o in load_objects([f])] == ["n1"]
+
+
+def test_json_with_byte_order_mark(tmp_path: Path) -> None:
+    f = tmp_path / "nodes.json"
+    f.write_bytes(b"\xef\xbb\xbf" + json.dumps({"kind": "List", "items": [node_obj("n1")]}).encode())
+    assert [o["metadata"]["name"] for o in load_objects([f])] == ["n1"]
+
+
+def test_ignored_kinds_are_skipped_and_duplicates_replace(tmp_path: Path) -> None:
+    f = write_json(
+        tmp_path / "all.json",
+        {
+            "kind": "List",
+            "items": [
+                {"kind": "Service", "metadata": {"name": "svc"}},
+                {"kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"x": "y"}},
+                node_obj("n1", cpu="1"),
+                node_obj("n1", cpu="2"),
+                pod_obj("p", "n1", cpu="100m"),
+                pod_obj("p", "n1", cpu="300m"),
+            ],
+        },
+    )
+    snap = load_snapshot([f], now=0.0)
+    assert len(snap.nodes) == 1
+    assert snap.nodes[0].allocatable.cpu_millicores == 2000
+    assert [p.requests.cpu_millicores for p in snap.pods] == [300]
+
+
+def test_pvs_and_workloads_flags(tmp_path: Path) -> None:
+    objs: list[dict[str, Any]] = [node_obj("n1")]
+    snap = build_snapshot(objs, now=1.0)
+    assert (snap.has_pvs, snap.has_workloads) == (False, False)
+    objs += [
+        {"kind": "PersistentVolume", "metadata": {"name": "pv1"}},
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"volumeName": "pv1"},
+        },
+        {"kind": "Deployment", "metadata": {"name": "d", "namespace": "ns"}, "spec": {"replicas": 2}},
+        {"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "ns"}, "spec": {}},
+    ]
+    snap = build_snapshot(objs, now=1.0)
+    assert (snap.has_pvs, snap.has_workloads) == (True, True)
+    assert list(snap.pvs) == ["pv1"]
+    assert snap.pvcs[("ns", "c")].volume_name == "pv1"
+    assert snap.controllers[("Deployment", "ns", "d")].replicas == 2
+    assert [(b.namespace, b.name) for b in snap.pdbs] == [("ns", "b")]
+
+
+def test_pods_on_unknown_nodes_are_kept_but_not_indexed() -> None:
+    snap = build_snapshot([node_obj("n1"), pod_obj("p", "elsewhere"), pod_obj("q", "")], now=5.0)
+    assert sorted(p.name for p in snap.pods) == ["p", "q"]
+    assert snap.pods_by_node == {"n1": ()}
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def test_bad_json_names_the_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "nodes.json"
+    f.write_text('{\n  "kind": "NodeList",\n  "items": [\n    {"kind": "Node",}\n  ]\n}\n')
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([f])
+    msg = str(e.value)
+    assert msg.startswith(f"{f}: invalid JSON at line 4 column ")
+    assert "\n" not in msg
+
+
+def test_bad_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "nodes.yaml"
+    f.write_text("kind: Node\nmetadata:\n  name: n1\n   bad: indent\n")
+    with pytest.raises(SnapshotError, match=re.escape(f"{f}: invalid YAML at line 4")):
+        load_snapshot([f])
+
+
+def test_nonexistent_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    with pytest.raises(SnapshotError, match=f"^{re.escape(str(missing))}: no such file or directory$"):
+        load_snapshot([missing])
+
+
+def test_unsupported_kind_names_the_kind_and_object(tmp_path: Path) -> None:
+    f = write_json(tmp_path / "x.json", {"kind": "Gadget", "metadata": {"name": "g", "namespace": "ns"}})
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([f], now=0.0)
+    assert str(e.value) == f"{f}: unsupported object kind 'Gadget' (ns/g)"
+
+
+def test_object_without_kind_or_with_unhashable_kind(tmp_path: Path) -> None:
+    with pytest.raises(SnapshotError, match=r"^unsupported object kind None \(x\)$"):
+        build_snapshot([{"metadata": {"name": "x"}}], now=0.0)
+    with pytest.raises(SnapshotError, match=re.escape("unsupported object kind ['Pod'] (x)")):
+        build_snapshot([{"kind": ["Pod"], "metadata": {"name": "x"}}], now=0.0)
+
+
+def test_no_metrics_and_no_now(tmp_path: Path) -> None:
+    f = write_json(tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1")]})
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([f])
+    assert str(e.value) == f"{f}: snapshot has no metrics timestamp; pass --now"
+    assert load_snapshot([f], now=42.0).now == 42.0
+
+
+def test_malformed_object_becomes_a_snapshot_error_naming_it(tmp_path: Path) -> None:
+    bad = pod_obj("web-0", "n1", cpu="1.2.3", namespace="shop")
+    f = write_json(tmp_path / "pods.json", {"kind": "PodList", "items": [bad]})
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([f], now=0.0)
+    assert str(e.value) == f"{f}: Pod shop/web-0: container 'c' resources: invalid quantity '1.2.3'"
+
+
+def test_wrongly_shaped_object_is_a_snapshot_error_not_a_crash() -> None:
+    bad = pod_obj("p", "n1")
+    bad["spec"]["containers"] = ["nginx"]
+    with pytest.raises(
+        SnapshotError, match=r"^Pod default/p: field 'containers' must hold objects, got 'nginx'$"
+    ):
+        build_snapshot([bad], now=0.0)
+
+
+def test_document_that_is_not_an_object(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("just a string\n")
+    with pytest.raises(SnapshotError, match=re.escape(f"{f}: expected a Kubernetes object or List, got str")):
+        load_objects([f])
+    g = write_json(tmp_path / "l.json", [node_obj("n1"), 5])
+    with pytest.raises(
+        SnapshotError,
+        match=re.escape(f"{g} document 0 item 1: expected a Kubernetes object or List, got int"),
+    ):
+        load_objects([g])
+
+
+def test_flatten_objects() -> None:
+    assert flatten_objects(None, "src") == []
+    assert flatten_objects({"kind": "PodList", "items": None}, "src") == []
+    assert flatten_objects({"kind": "Pod", "metadata": {"name": "p"}}, "src") == [
+        {"kind": "Pod", "metadata": {"name": "p"}}
+    ]
+    # items without a kind in a kind-less or generic List stay kind-less
+    assert flatten_objects({"items": [{"metadata": {"name": "a"}}]}, "src") == [{"metadata": {"name": "a"}}]
+    assert flatten_objects({"kind": "List", "items": [{"metadata": {"name": "a"}}]}, "src") == [
+        {"metadata": {"name": "a"}}
+    ]
+    # an item's own kind wins over the list's
+    assert flatten_objects({"kind": "PodList", "items": [{"kind": "Node"}, {}]}, "src") == [
+        {"kind": "Node"},
+        {"kind": "Pod"},
+    ]
+    assert flatten_objects({"kind": "PodDisruptionBudgetList", "items": [{}]}, "src") == [
+        {"kind": "PodDisruptionBudget"}
+    ]
+    with pytest.raises(SnapshotError, match=r"^src: 'items' must be a list$"):
+        flatten_objects({"kind": "PodList", "items": {"a": 1}}, "src")
+    with pytest.raises(SnapshotError, match=r"^src: item 1 is not an object$"):
+        flatten_objects({"kind": "PodList", "items": [{}, "x"]}, "src")
+    with pytest.raises(SnapshotError, match=r"^src: expected a Kubernetes object or List, got list$"):
+        flatten_objects([{}], "src")
+
+
+def test_flatten_does_not_mutate_its_input() -> None:
+    doc: dict[str, Any] = {"kind": "NodeMetricsList", "items": [{"metadata": {"name": "n"}}]}
+    out = flatten_objects(doc, "src")
+    assert out == [{"metadata": {"name": "n"}, "kind": "NodeMetrics"}]
+    assert doc["items"][0] == {"metadata": {"name": "n"}}
