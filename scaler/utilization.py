@@ -139,7 +139,7 @@ def node_utilization(
     """
     now = snapshot.now
     req_cpu, req_mem = requests_fractions(node, pods, config, now)
-    req_value, req_resource = _dominant(req_cpu, req_mem)
+    req_value = max(req_cpu, req_mem)
     empty = is_empty(pods)
     m = snapshot.node_metrics.get(node.name)
     age = None if m is None else now - m.timestamp
@@ -152,18 +152,17 @@ def node_utilization(
     usage_cpu = m.cpu_millicores if m is not None and status is MetricsStatus.OK else None
     usage_mem = m.memory_bytes if m is not None and status is MetricsStatus.OK else None
 
-    if config.utilization_source == "requests":
+    def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:
+        # An empty node reports cpu as its resource, as seed 004's empty-node fix does.
+        value, resource = (None, "cpu") if cpu is None or memory is None else _dominant(cpu, memory)
+        if empty and source == "usage":
+            resource = "cpu"
         return NodeUtilization(
-            req_cpu, req_mem, req_value, req_resource, "requests", req_cpu, req_mem, req_value,
-            empty, status, usage_cpu, usage_mem, age,
-        )  # fmt: skip
-    if empty:
-        return NodeUtilization(
-            0.0,
-            0.0,
-            0.0,
-            "cpu",
-            "usage",
+            cpu,
+            memory,
+            value,
+            resource,
+            source,
             req_cpu,
             req_mem,
             req_value,
@@ -173,10 +172,13 @@ def node_utilization(
             usage_mem,
             age,
         )
+
+    if config.utilization_source == "requests":
+        return result(req_cpu, req_mem, "requests")
+    if empty:
+        return result(0.0, 0.0)
     if usage_cpu is None or usage_mem is None:
-        return NodeUtilization(
-            None, None, None, "cpu", "usage", req_cpu, req_mem, req_value, empty, status, None, None, age
-        )
+        return result(None, None)
     skip_cpu = skip_mem = 0
     if config.ignore_daemonsets_utilization or config.ignore_mirror_pods_utilization:
         for p in pods:
@@ -189,19 +191,4 @@ def node_utilization(
     mem_den = node.allocatable.memory_bytes - skip_mem
     cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else 0.0
     mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else 0.0
-    value, resource = _dominant(cpu, mem)
-    return NodeUtilization(
-        cpu,
-        mem,
-        value,
-        resource,
-        "usage",
-        req_cpu,
-        req_mem,
-        req_value,
-        empty,
-        status,
-        usage_cpu,
-        usage_mem,
-        age,
-    )
+    return result(cpu, mem)

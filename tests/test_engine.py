@@ -244,3 +244,20 @@ def test_nodes_flag_accepts_a_mig_url_resolved_through_node_names() -> None:
     other = ScalerConfig.from_mapping({"nodes": ["2:5:gke-prod-pool-x-00000000-grp"]})
     r2 = by_name(evaluate(snap(nodes, pods, usage), other))
     assert all(r2[n.name].removable for n in nodes[:2])
+
+
+def test_ignore_mirror_pods_utilization_removes_their_usage() -> None:
+    nodes = [make_node("a", cpu_m=1000, mem=10 * GI)]
+    mirror = make_pod("kube-proxy-a", "kube-system", "a", owner_kind="Node", owner_name="a",
+                      annotations={"kubernetes.io/config.mirror": "x"})  # fmt: skip
+    pods = [mirror, make_pod("w", node="a")]
+    pm = [PodMetrics("kube-system", "kube-proxy-a", NOW, 30, 100, GI)]
+    s = snap(nodes, pods, {"a": (600, 2 * GI)}, pod_metrics=pm)
+    plain = by_name(evaluate(s, CFG))["a"].utilization
+    cfg = CFG.model_copy(update={"ignore_mirror_pods_utilization": True})
+    ignored = by_name(evaluate(s, cfg))["a"].utilization
+    assert plain.cpu == pytest.approx(0.6)
+    assert ignored.cpu == pytest.approx(500 / 900)
+    # DaemonSet-ignoring leaves mirror pods counted.
+    ds_only = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))["a"].utilization
+    assert ds_only.cpu == pytest.approx(0.6)

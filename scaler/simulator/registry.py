@@ -136,8 +136,8 @@ POD_SCANNING_FILTERS = frozenset({"InterPodAffinity", "PodTopologySpread"})
 def load_filters(config: ScalerConfig) -> list[FilterPlugin]:
     """The filters the simulator runs, in order: :data:`BUILTIN_FILTERS` except the
     pod-scanning ones (:data:`POD_SCANNING_FILTERS`), then each name in
-    ``config.filter_plugins`` resolved by entry point, then the pod-scanning built-ins. Names of built-in filters and repeated
-    names are skipped (each filter runs once).
+    ``config.filter_plugins`` resolved by entry point, then the pod-scanning built-ins. Names
+    of built-in filters and repeated names are skipped (each filter runs once).
 
     Raises:
         PluginError: a name is unknown (the message lists the available plugins), the plugin
@@ -146,19 +146,10 @@ def load_filters(config: ScalerConfig) -> list[FilterPlugin]:
     """
     cheap = [cls for cls in BUILTIN_FILTERS if cls.name not in POD_SCANNING_FILTERS]
     scanning = [cls for cls in BUILTIN_FILTERS if cls.name in POD_SCANNING_FILTERS]
+    builtin_names = {cls.name for cls in BUILTIN_FILTERS}
+    named = _load_named(config.filter_plugins, config, "filter", FilterPlugin, builtin_names)
     filters: list[FilterPlugin] = [cls(config) for cls in cheap]
-    seen = {cls.name for cls in BUILTIN_FILTERS}
-    for name in config.filter_plugins:
-        if name in seen:
-            continue
-        seen.add(name)
-        plugin = _build(name, config, "filter")
-        if not isinstance(plugin, FilterPlugin) or not isinstance(getattr(plugin, "name", None), str):
-            raise PluginError(
-                f"plugin {name!r} is not a filter plugin: it needs a 'name' string and a "
-                "'filter(pod, node, state)' method"
-            )
-        filters.append(plugin)
+    filters.extend(p for p in named if isinstance(p, FilterPlugin))
     return filters + [cls(config) for cls in scanning]
 
 
@@ -170,17 +161,33 @@ def load_scorers(config: ScalerConfig) -> list[ScorePlugin]:
             cannot be loaded or built, or it is not a score plugin (no ``name`` str or no
             ``score`` method).
     """
-    scorers: list[ScorePlugin] = []
-    seen: set[str] = set()
-    for name in config.score_plugins:
+    return [
+        p
+        for p in _load_named(config.score_plugins, config, "score", ScorePlugin)
+        if isinstance(p, ScorePlugin)
+    ]
+
+
+def _load_named(
+    names: tuple[str, ...], config: ScalerConfig, role: str, protocol: type, skip: set[str] | None = None
+) -> list[object]:
+    """Build the plugins ``names`` (each once, ``skip`` excluded) and check each satisfies
+    ``protocol`` (a runtime-checkable Protocol with a ``name`` and a ``role`` method).
+
+    Raises:
+        PluginError: unknown, unloadable, or not a ``role`` plugin.
+    """
+    seen = set(skip or ())
+    out: list[object] = []
+    for name in names:
         if name in seen:
             continue
         seen.add(name)
-        plugin = _build(name, config, "score")
-        if not isinstance(plugin, ScorePlugin) or not isinstance(getattr(plugin, "name", None), str):
+        plugin = _build(name, config, role)
+        if not isinstance(plugin, protocol) or not isinstance(getattr(plugin, "name", None), str):
             raise PluginError(
-                f"plugin {name!r} is not a score plugin: it needs a 'name' string and a "
-                "'score(pod, node, state)' method"
+                f"plugin {name!r} is not a {role} plugin: it needs a 'name' string and a "
+                f"'{role}(pod, node, state)' method"
             )
-        scorers.append(plugin)
-    return scorers
+        out.append(plugin)
+    return out
