@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from scaler.config import FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
+from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
 from scaler.model.parse import ObjectError, parse_time
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 
@@ -42,9 +42,11 @@ def bundled_example() -> Path:
     return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
     defaults = ScalerConfig()
     for title, keys in FLAG_GROUPS.items():
+        if groups is not None and title not in groups:
+            continue
         group = parser.add_argument_group(title)
         for key, text in keys.items():
             flag = "--" + key.replace("_", "-")
@@ -104,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_flags(dry, offline=True)
     dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
     dry.add_argument("--output", "-o", choices=("table", "json"), default="table", help="report format")
-    _add_config_flags(dry)
+    _add_config_flags(dry, DRY_RUN_GROUPS)
     snap = sub.add_parser("snapshot", help="save the live cluster state as snapshot files")
     _add_source_flags(snap, offline=False)
     snap.add_argument("--out", required=True, help="output directory (must be new or empty)")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from scaler.model.parse import parse_duration_seconds
 
 __all__ = [
+    "DRY_RUN_GROUPS",
     "FLAG_GROUPS",
     "FLAG_HELP",
     "ConfigError",
@@ -70,7 +71,37 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "max_scale_down_parallelism": "Maximum nodes deleted at once.",
         "max_drain_parallelism": "Maximum non-empty nodes drained at once.",
     },
+    "Timers and cooldowns (scaler run)": {
+        "scan_interval": "How often the controller loop runs (seconds or Go duration).",
+        "usage_aggregation": "How node usage is aggregated over --scale-down-unneeded-time before judging a "
+        "node: max (any spike counts), p95 (isolated spikes ignored; default), ewma (smoothed).",
+        "scale_down_delay_after_add": "No deletion for this long after a node was added (a scale-up).",
+        "scale_down_delay_after_delete": "No deletion for this long after a loop that started deletions.",
+        "scale_down_delay_after_failure": "No deletion for this long after a failed scale-down.",
+    },
+    "Actuation (scaler run)": {
+        "max_graceful_termination_sec": "Cap on a pod's terminationGracePeriodSeconds during drain (seconds).",
+        "max_pod_eviction_time": "How long one pod's eviction is retried (every 10s on 429/5xx).",
+        "node_delete_delay_after_taint": "Wait between tainting a node and draining or deleting it.",
+        "daemonset_eviction_for_empty_nodes": "Evict DaemonSet pods (best effort) before deleting an empty node.",
+        "daemonset_eviction_for_occupied_nodes": "Evict DaemonSet pods (best effort) when draining a node.",
+        "cloud_provider": "gke: delete through the MIG (deleteInstances); kubernetes: delete the Node object.",
+        "gke_project": "GCP project of the cluster (default: from the GKE metadata server).",
+        "gke_location": "Cluster location, region or zone (default: from the metadata server).",
+        "gke_cluster": "Cluster name (default: from the metadata server).",
+    },
+    "Operations (scaler run)": {
+        "leader_elect": "Run leader election on a coordination.k8s.io Lease; only the leader acts.",
+        "namespace": "Namespace of the Lease and the status ConfigMap.",
+        "instance_name": "Name of this scaler installation; its taints and annotations carry it.",
+        "status_config_map_name": "Name of the status ConfigMap written every loop.",
+        "address": "host:port of the /metrics and /healthz server.",
+        "max_inactivity": "/healthz fails when no loop finished for this long.",
+        "log_format": "text or json.",
+    },
 }
+# Groups shown by `scaler dry-run` (the rest belong to `scaler run`).
+DRY_RUN_GROUPS = ("Utilization and eligibility", "Drain rules", "Simulation", "Actuation budgets")
 FLAG_HELP: dict[str, str] = {k: v for group in FLAG_GROUPS.values() for k, v in group.items()}
 
 
@@ -106,6 +137,21 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
 
 
 Duration = float
+_DURATION_KEYS = (
+    "max_metrics_age",
+    "scale_down_unneeded_time",
+    "scale_down_unready_time",
+    "unremovable_node_recheck_timeout",
+    "blocking_system_pod_disruption_timeout",
+    "scan_interval",
+    "scale_down_delay_after_add",
+    "scale_down_delay_after_delete",
+    "scale_down_delay_after_failure",
+    "max_pod_eviction_time",
+    "node_delete_delay_after_taint",
+    "max_inactivity",
+)
+"""Keys holding durations in seconds (the file and flags also take Go strings like ``10m``)."""
 
 
 class ScalerConfig(BaseModel):
@@ -142,15 +188,32 @@ class ScalerConfig(BaseModel):
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)
     max_scale_down_parallelism: int = Field(10, ge=1)
     max_drain_parallelism: int = Field(1, ge=1)
+    # Timers and cooldowns (CA: config/flags/flags.go)
+    scan_interval: Duration = Field(10.0, gt=0)
+    usage_aggregation: Literal["max", "p95", "ewma"] = "p95"
+    scale_down_delay_after_add: Duration = Field(600.0, ge=0)
+    scale_down_delay_after_delete: Duration = Field(0.0, ge=0)
+    scale_down_delay_after_failure: Duration = Field(180.0, ge=0)
+    # Actuation (CA: actuation/drain.go, actuator.go)
+    max_graceful_termination_sec: int = Field(600, ge=0)
+    max_pod_eviction_time: Duration = Field(120.0, gt=0)
+    node_delete_delay_after_taint: Duration = Field(5.0, ge=0)
+    daemonset_eviction_for_empty_nodes: bool = False
+    daemonset_eviction_for_occupied_nodes: bool = True
+    cloud_provider: Literal["gke", "kubernetes"] = "gke"
+    gke_project: str = ""
+    gke_location: str = ""
+    gke_cluster: str = ""
+    # Operations
+    leader_elect: bool = True
+    namespace: str = "scaler-system"
+    instance_name: str = Field("scaler", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    status_config_map_name: str = "scaler-status"
+    address: str = ":8085"
+    max_inactivity: Duration = Field(600.0, gt=0)
+    log_format: Literal["text", "json"] = "text"
 
-    @field_validator(
-        "max_metrics_age",
-        "scale_down_unneeded_time",
-        "scale_down_unready_time",
-        "unremovable_node_recheck_timeout",
-        "blocking_system_pod_disruption_timeout",
-        mode="before",
-    )
+    @field_validator(*_DURATION_KEYS, mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         if isinstance(v, str):
@@ -234,3 +297,42 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: config file must be a mapping of keys to values")
     return {str(k): v for k, v in data.items()}
+
+
+def _yaml_value(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return "[" + ", ".join(str(x) for x in value) + "]"
+    if key in _DURATION_KEYS and isinstance(value, float):
+        seconds = int(value)
+        if seconds == value and seconds and seconds % 3600 == 0:
+            return f"{seconds // 3600}h"
+        if seconds == value and seconds and seconds % 60 == 0:
+            return f"{seconds // 60}m"
+        return f"{seconds}s" if seconds == value else f"{value}s"
+    if isinstance(value, str) and (value == "" or value.startswith(":")):
+        return f'"{value}"'
+    return str(value)
+
+
+def render_default_config() -> str:
+    """The text of ``config/default.yaml``: every key, its help text and its default."""
+    import textwrap
+
+    defaults = ScalerConfig()
+    lines = [
+        "# scaler configuration: every key, with its default.",
+        "# Keys are the flag names without '--'. Flags given on the command line win over this file.",
+        "# Durations: seconds or Go-style strings (30s, 10m, 1h). Fractions: 0-1.",
+        "# Defaults are cluster-autoscaler's where CA has the same setting.",
+        "# Generated by scaler.config.render_default_config(); a test keeps it in sync.",
+        "",
+    ]
+    for title, keys in FLAG_GROUPS.items():
+        lines.append(f"# --- {title} ---")
+        for key, text in keys.items():
+            lines.extend(f"# {line}" for line in textwrap.wrap(text, 96))
+            lines.append(f"{key.replace('_', '-')}: {_yaml_value(key, getattr(defaults, key))}")
+            lines.append("")
+    return "\n".join(lines)

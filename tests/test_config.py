@@ -193,8 +193,8 @@ def test_invalid_durations_name_key_and_value(value: str) -> None:
 
 
 def test_unknown_key() -> None:
-    assert config_error({"scale-down-delay-after-add": "10m"}) == (
-        "unknown configuration key 'scale-down-delay-after-add'"
+    assert config_error({"scale-down-delay-after-ad": "10m"}) == (
+        "unknown configuration key 'scale-down-delay-after-ad'"
     )
     assert config_error({"bogus_key": 1}) == "unknown configuration key 'bogus-key'"
 

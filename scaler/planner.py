@@ -1,0 +1,311 @@
+"""Which unneeded nodes to delete now: timers, cooldowns, min sizes and budgets.
+
+A pure function of an :class:`~scaler.engine.Evaluation`, the previous :class:`PlannerState`,
+node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/planner.go``
+(``NodesToDelete``), ``core/scaledown/unneeded/nodes.go`` (``Update``, ``RemovableAt``),
+``core/scaledown/budgets/budgets.go`` (``CropNodes``) and ``static_autoscaler.go``
+(``isScaleDownInCooldown``):
+
+* A node is *unneeded* while the evaluation finds it removable; ``since`` is kept while it stays
+  unneeded and dropped the moment it is not (CA's timer reset). To stop one noisy metrics sample
+  from resetting it, the controller feeds the evaluation usage *aggregated* over the unneeded
+  window (:func:`aggregate_usage`, ``--usage-aggregation``).
+* A node becomes deletable after ``--scale-down-unneeded-time`` (Ready) or
+  ``--scale-down-unready-time`` (NotReady) of continuous unneededness.
+* Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
+  node's creation (a scale-up), ``-after-delete`` of the last started deletion, or
+  ``-after-failure`` of the last failure. Timers still run during a cooldown.
+* Min size: a group never goes below its minimum, counting in-flight deletions and nodes already
+  chosen in this plan (``targetSize - deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
+* Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
+  ``--max-drain-parallelism`` drains; empty nodes take the budget first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from scaler.config import ScalerConfig
+from scaler.engine import Evaluation, NodeResult
+from scaler.model.records import NodeMetrics
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.reasons import NodeStatus, UnremovableReason
+
+__all__ = [
+    "SIMULATED_UNREMOVABLE",
+    "Aggregation",
+    "GroupSize",
+    "PlannerState",
+    "ScaleDownPlan",
+    "UsageSample",
+    "aggregate_usage",
+    "plan",
+    "record_usage",
+    "with_aggregated_usage",
+]
+
+# Reasons that come out of the simulation; such nodes are not re-simulated for
+# --unremovable-node-recheck-timeout (CA unremovable/nodes.go AddTimeout after a failed simulation).
+SIMULATED_UNREMOVABLE = frozenset({UnremovableReason.NoPlaceToMovePods, UnremovableReason.BlockedByPod})
+
+
+class Aggregation(StrEnum):
+    """How node usage is aggregated over the unneeded window (``--usage-aggregation``)."""
+
+    MAX = "max"
+    P95 = "p95"
+    EWMA = "ewma"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSample:
+    """One NodeMetrics reading: time (Unix s), CPU millicores, memory bytes."""
+
+    timestamp: float
+    cpu_millicores: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSize:
+    """A node group's size as the cloud provider reports it (nodes)."""
+
+    min_size: int
+    max_size: int
+    target_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerState:
+    """What the planner remembers between loops (in memory; lost on restart, as in CA).
+
+    Attributes:
+        unneeded_since: node → Unix time it became (continuously) unneeded.
+        unremovable_until: node → Unix time until which it is ``RecentlyUnremovable``.
+        usage_history: node → NodeMetrics samples within the unneeded window, oldest first.
+        in_flight: node → node group of deletions under way.
+        in_flight_drains: nodes among ``in_flight`` that are being drained (not empty).
+        last_delete: Unix time of the last loop that started deletions.
+        last_failure: Unix time of the last failed scale-down.
+    """
+
+    unneeded_since: Mapping[str, float] = field(default_factory=dict)
+    unremovable_until: Mapping[str, float] = field(default_factory=dict)
+    usage_history: Mapping[str, tuple[UsageSample, ...]] = field(default_factory=dict)
+    in_flight: Mapping[str, str] = field(default_factory=dict)
+    in_flight_drains: frozenset[str] = frozenset()
+    last_delete: float | None = None
+    last_failure: float | None = None
+
+    def recently_unremovable(self, now: float) -> frozenset[str]:
+        """Nodes whose unremovable TTL has not expired at ``now``."""
+        return frozenset(n for n, until in self.unremovable_until.items() if until > now)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownPlan:
+    """The decision of one loop.
+
+    Attributes:
+        now: evaluation time.
+        empty: empty nodes to delete now (no pods to move), in order.
+        drain: nodes to drain then delete now, in order.
+        unneeded: every unneeded node with the time it became unneeded.
+        verdicts: final status and reason of every node after timers, min sizes and budgets.
+        cooldown: why deletions are paused this loop (``""`` when they are not).
+    """
+
+    now: float
+    empty: tuple[NodeResult, ...]
+    drain: tuple[NodeResult, ...]
+    unneeded: Mapping[str, float]
+    verdicts: Mapping[str, tuple[NodeStatus, UnremovableReason, str]]
+    cooldown: str = ""
+
+    @property
+    def to_delete(self) -> tuple[NodeResult, ...]:
+        """Empty nodes then drained ones."""
+        return self.empty + self.drain
+
+
+def record_usage(
+    history: Mapping[str, tuple[UsageSample, ...]], snapshot: ClusterSnapshot, window_seconds: float
+) -> dict[str, tuple[UsageSample, ...]]:
+    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window.
+
+    A sample with the same timestamp as the node's last one is not added twice (metrics-server
+    refreshes every 15–60 s; loops run every 10 s). Nodes that left the cluster are forgotten.
+    """
+    out: dict[str, tuple[UsageSample, ...]] = {}
+    horizon = snapshot.now - window_seconds
+    for node in snapshot.nodes:
+        past = [s for s in history.get(node.name, ()) if s.timestamp >= horizon]
+        m = snapshot.node_metrics.get(node.name)
+        if m is not None and (not past or past[-1].timestamp < m.timestamp):
+            past.append(UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+        if past:
+            out[node.name] = tuple(past)
+    return out
+
+
+def _p95(values: Sequence[int]) -> int:
+    ordered = sorted(values)
+    # Nearest-rank percentile: the smallest value with at least 95% of samples at or below it.
+    rank = max(1, math.ceil(0.95 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _ewma(values: Sequence[int], alpha: float) -> int:
+    acc = float(values[0])
+    for v in values[1:]:
+        acc = alpha * v + (1 - alpha) * acc
+    return round(acc)
+
+
+def aggregate_usage(
+    samples: Sequence[UsageSample], method: Aggregation, ewma_alpha: float = 0.3
+) -> tuple[int, int]:
+    """Aggregate usage samples (oldest first) into one (CPU millicores, memory bytes) reading.
+
+    ``max`` is the most conservative (any spike in the window counts); ``p95`` ignores isolated
+    spikes (up to 5% of samples) but follows sustained load; ``ewma`` smooths with weight
+    ``ewma_alpha`` on the newest sample.
+
+    Raises:
+        ValueError: ``samples`` is empty.
+    """
+    if not samples:
+        raise ValueError("no usage samples to aggregate")
+    cpu = [s.cpu_millicores for s in samples]
+    mem = [s.memory_bytes for s in samples]
+    if method is Aggregation.MAX:
+        return max(cpu), max(mem)
+    if method is Aggregation.P95:
+        return _p95(cpu), _p95(mem)
+    return _ewma(cpu, ewma_alpha), _ewma(mem, ewma_alpha)
+
+
+def with_aggregated_usage(
+    snapshot: ClusterSnapshot, history: Mapping[str, tuple[UsageSample, ...]], method: Aggregation
+) -> ClusterSnapshot:
+    """The snapshot with each *fresh* NodeMetrics replaced by the aggregate of its history.
+
+    Freshness is unchanged: the newest sample's timestamp is kept, so stale or missing metrics
+    still make a non-empty node ``MetricsUnavailable``.
+    """
+    metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
+    for name, m in snapshot.node_metrics.items():
+        samples = history.get(name)
+        if samples:
+            cpu, mem = aggregate_usage(samples, method)
+            metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
+    return replace(snapshot, node_metrics=metrics)
+
+
+def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float | None, now: float) -> str:
+    cfg = evaluation.config
+    if last_scale_up is not None and now < last_scale_up + cfg.scale_down_delay_after_add:
+        return f"scale-down-delay-after-add: a node was added {now - last_scale_up:.0f}s ago"
+    if state.last_delete is not None and now < state.last_delete + cfg.scale_down_delay_after_delete:
+        return f"scale-down-delay-after-delete: last deletion started {now - state.last_delete:.0f}s ago"
+    if state.last_failure is not None and now < state.last_failure + cfg.scale_down_delay_after_failure:
+        return f"scale-down-delay-after-failure: last failure {now - state.last_failure:.0f}s ago"
+    return ""
+
+
+def plan(
+    evaluation: Evaluation,
+    state: PlannerState,
+    group_sizes: Mapping[str, GroupSize],
+    *,
+    last_scale_up: float | None = None,
+    deleting: Collection[str] = (),
+) -> tuple[ScaleDownPlan, PlannerState]:
+    """Decide which nodes to delete now, and the planner state for the next loop.
+
+    Args:
+        evaluation: this loop's evaluation (its ``now`` is the clock).
+        state: the previous loop's state.
+        group_sizes: node group → sizes from the cloud provider; a group missing here is
+            treated as unknown and nothing in it is deleted (``NotAutoscaled``).
+        last_scale_up: Unix time of the newest scale-up (the newest node's creation).
+        deleting: nodes whose deletion is under way (not re-planned).
+
+    Returns:
+        ``(plan, next_state)``; ``next_state`` keeps timers, the unremovable TTLs and the
+        in-flight bookkeeping passed in.
+    """
+    cfg = evaluation.config
+    now = evaluation.now
+    since: dict[str, float] = {}
+    unremovable = {n: t for n, t in state.unremovable_until.items() if t > now}
+    verdicts: dict[str, tuple[NodeStatus, UnremovableReason, str]] = {}
+    for r in evaluation.nodes:
+        name = r.node.name
+        verdicts[name] = (r.status, r.reason, r.detail)
+        if r.removable and name not in deleting:
+            since[name] = state.unneeded_since.get(name, now)
+        elif r.reason in SIMULATED_UNREMOVABLE:
+            unremovable[name] = now + cfg.unremovable_node_recheck_timeout
+
+    cooldown = _cooldown(evaluation, state, last_scale_up, now)
+    in_flight_by_group = Counter(state.in_flight.values())
+    planned: Counter[str] = Counter()
+    budget = cfg.max_scale_down_parallelism - len(state.in_flight)
+    drain_budget = cfg.max_drain_parallelism - len(state.in_flight_drains)
+    empty: list[NodeResult] = []
+    drain: list[NodeResult] = []
+
+    def hold(r: NodeResult, reason: UnremovableReason, detail: str) -> None:
+        verdicts[r.node.name] = (NodeStatus.UNREMOVABLE, reason, detail)
+
+    candidates = [r for r in evaluation.removable() if r.node.name in since]
+    # Empty nodes take the budget first (budgets.CropNodes), each list in removal order.
+    candidates.sort(key=lambda r: (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0))
+    for r in candidates:
+        name, group = r.node.name, r.node.node_group
+        threshold = cfg.scale_down_unneeded_time if r.node.ready else cfg.scale_down_unready_time
+        waited = now - since[name]
+        if waited < threshold:
+            reason = (
+                UnremovableReason.NotUnneededLongEnough
+                if r.node.ready
+                else UnremovableReason.NotUnreadyLongEnough
+            )
+            hold(r, reason, f"unneeded for {waited:.0f}s of {threshold:.0f}s")
+            continue
+        size = group_sizes.get(group)
+        if size is None:
+            hold(r, UnremovableReason.NotAutoscaled, f"no size known for node group {group!r}")
+            continue
+        left = size.target_size - in_flight_by_group[group] - planned[group]
+        if left <= size.min_size:
+            hold(
+                r,
+                UnremovableReason.NodeGroupMinSizeReached,
+                f"node group {group}: {left} nodes left, min {size.min_size}",
+            )
+            continue
+        if cooldown:
+            hold(r, UnremovableReason.NotUnneededOtherReason, f"scale-down in cooldown ({cooldown})")
+            continue
+        is_drain = r.status is NodeStatus.REMOVABLE_DRAIN
+        if budget <= 0 or (is_drain and drain_budget <= 0):
+            what = "--max-drain-parallelism" if is_drain and budget > 0 else "--max-scale-down-parallelism"
+            hold(r, UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop")
+            continue
+        budget -= 1
+        planned[group] += 1
+        if is_drain:
+            drain_budget -= 1
+            drain.append(r)
+        else:
+            empty.append(r)
+
+    next_state = replace(state, unneeded_since=since, unremovable_until=unremovable)
+    scale_down_plan = ScaleDownPlan(now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown)
+    return scale_down_plan, next_state

@@ -1,0 +1,210 @@
+"""Planner: unneeded timers, usage aggregation, cooldowns, min sizes and budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from builders import GI, make_node, make_pod
+
+from scaler.config import ScalerConfig
+from scaler.engine import evaluate
+from scaler.model.records import Node, NodeMetrics, Pod
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.planner import (
+    Aggregation,
+    GroupSize,
+    PlannerState,
+    UsageSample,
+    aggregate_usage,
+    plan,
+    record_usage,
+    with_aggregated_usage,
+)
+from scaler.reasons import NodeStatus, UnremovableReason
+
+T0 = 1_800_000_000.0
+CFG = ScalerConfig()
+
+
+def cluster(
+    now: float,
+    usage: dict[str, tuple[int, int]],
+    nodes: Sequence[Node] | None = None,
+    pods: Sequence[Pod] | None = None,
+) -> ClusterSnapshot:
+    nodes = nodes or [
+        make_node("big", cpu_m=32_000, mem=128 * GI, pool="big"),
+        make_node("a"),
+        make_node("b"),
+        make_node("c"),
+    ]
+    pods = (
+        pods
+        if pods is not None
+        else [make_pod("x", node="big"), make_pod("pa", node="a"), make_pod("pb", node="b")]
+    )
+    metrics = [NodeMetrics(n, now - 10, 30, c, m) for n, (c, m) in usage.items()]
+    return ClusterSnapshot.create(now, nodes, pods, node_metrics=metrics)
+
+
+IDLE = {"big": (20_000, 8 * GI), "a": (100, GI), "b": (200, GI), "c": (300, GI)}
+SIZES = {"pool-a": GroupSize(0, 10, 3), "big": GroupSize(1, 1, 1)}
+
+
+def step(
+    state: PlannerState, now: float, usage: dict[str, tuple[int, int]], cfg: ScalerConfig = CFG, **kw: object
+):  # type: ignore[no-untyped-def]
+    ev = evaluate(cluster(now, usage), cfg, recently_unremovable=state.recently_unremovable(now))
+    return plan(ev, state, kw.pop("sizes", SIZES), **kw)  # type: ignore[arg-type]
+
+
+def test_timer_starts_keeps_and_resets() -> None:
+    p1, s1 = step(PlannerState(), T0, IDLE)
+    assert p1.unneeded == {"a": T0, "c": T0}
+    assert p1.verdicts["a"][1] is UnremovableReason.NotUnneededLongEnough
+    assert p1.to_delete == ()
+    p2, s2 = step(s1, T0 + 300, IDLE)
+    assert p2.unneeded["a"] == T0
+    busy = IDLE | {"a": (3000, GI)}
+    p3, s3 = step(s2, T0 + 400, busy)
+    assert "a" not in p3.unneeded
+    p4, _ = step(s3, T0 + 500, IDLE)
+    assert p4.unneeded["a"] == T0 + 500
+
+
+def test_deletable_after_unneeded_time_empty_first_then_one_drain() -> None:
+    _, s1 = step(PlannerState(), T0, IDLE)
+    p2, _ = step(s1, T0 + 600, IDLE)
+    assert [r.node.name for r in p2.empty] == ["c"]
+    assert [r.node.name for r in p2.drain] == ["a"]
+    assert p2.verdicts["c"][0] is NodeStatus.REMOVABLE_EMPTY
+
+
+def test_unready_nodes_use_the_unready_time() -> None:
+    nodes = [
+        make_node("big", cpu_m=32_000, mem=128 * GI, pool="big"),
+        make_node("a"),
+        make_node("n", ready=False),
+    ]
+    pods = [make_pod("x", node="big")]
+    usage = {"big": (20_000, 8 * GI), "a": (100, GI), "n": (0, 0)}
+    snap0 = cluster(T0, usage, nodes, pods)
+    _, s1 = plan(evaluate(snap0, CFG), PlannerState(), SIZES)
+    p2, _ = plan(evaluate(cluster(T0 + 700, usage, nodes, pods), CFG), s1, SIZES)
+    assert p2.verdicts["n"][1] is UnremovableReason.NotUnreadyLongEnough
+    assert "a" in {r.node.name for r in p2.to_delete}
+    p3, _ = plan(evaluate(cluster(T0 + 1200, usage, nodes, pods), CFG), s1, SIZES)
+    assert "n" in {r.node.name for r in p3.to_delete}
+
+
+def test_min_size_counts_in_flight_and_planned() -> None:
+    _, s1 = step(PlannerState(), T0, IDLE)
+    sizes = {"pool-a": GroupSize(2, 10, 3), "big": GroupSize(1, 1, 1)}
+    p2, _ = step(s1, T0 + 600, IDLE, sizes=sizes)
+    assert [r.node.name for r in p2.to_delete] == ["c"]
+    assert p2.verdicts["a"][1] is UnremovableReason.NodeGroupMinSizeReached
+    busy = PlannerState(unneeded_since=s1.unneeded_since, in_flight={"zz": "pool-a"})
+    p3, _ = step(busy, T0 + 600, IDLE, sizes=sizes)
+    assert p3.to_delete == ()
+
+
+def test_cooldowns_pause_deletion_but_not_timers() -> None:
+    _, s1 = step(PlannerState(), T0, IDLE)
+    p2, s2 = step(s1, T0 + 600, IDLE, last_scale_up=T0 + 100)
+    assert p2.to_delete == () and "delay-after-add" in p2.cooldown
+    assert s2.unneeded_since["a"] == T0
+    p3, _ = step(s2, T0 + 701, IDLE, last_scale_up=T0 + 100)
+    assert p3.to_delete
+    failed = PlannerState(unneeded_since=s1.unneeded_since, last_failure=T0 + 500)
+    p4, _ = step(failed, T0 + 600, IDLE)
+    assert p4.to_delete == () and "after-failure" in p4.cooldown
+    p5, _ = step(failed, T0 + 681, IDLE)
+    assert p5.to_delete
+
+
+def test_drain_budget_and_parallelism_budget() -> None:
+    _, s1 = step(PlannerState(), T0, IDLE)
+    draining = PlannerState(
+        unneeded_since=s1.unneeded_since, in_flight={"q": "big"}, in_flight_drains=frozenset({"q"})
+    )
+    p, _ = step(draining, T0 + 600, IDLE)
+    assert [r.node.name for r in p.to_delete] == ["c"]
+    assert p.verdicts["a"][1] is UnremovableReason.NodeGroupMaxDeletionCountReached
+    cfg = CFG.model_copy(update={"max_scale_down_parallelism": 1})
+    p2, _ = step(PlannerState(unneeded_since=s1.unneeded_since), T0 + 600, IDLE, cfg)
+    assert [r.node.name for r in p2.to_delete] == ["c"]
+
+
+def test_simulated_unremovable_nodes_are_not_rechecked_for_a_while() -> None:
+    tight = IDLE | {"big": (14_250, 8 * GI)}  # a's 100m pod fits under 45% of 32 cores; then b's does not
+    p1, s1 = step(PlannerState(), T0, tight)
+    blocked = [n for n, v in p1.verdicts.items() if v[1] is UnremovableReason.NoPlaceToMovePods]
+    assert blocked
+    assert all(s1.unremovable_until[n] == T0 + 300 for n in blocked)
+    p2, _ = step(s1, T0 + 100, tight)
+    assert all(p2.verdicts[n][1] is UnremovableReason.RecentlyUnremovable for n in blocked)
+
+
+def samples(values: Sequence[int]) -> list[UsageSample]:
+    return [UsageSample(T0 + 30 * i, v, v * 1000) for i, v in enumerate(values)]
+
+
+def test_aggregations() -> None:
+    s = samples([100] * 19 + [4000])
+    assert aggregate_usage(s, Aggregation.MAX) == (4000, 4_000_000)
+    assert aggregate_usage(s, Aggregation.P95) == (100, 100_000)
+    ewma = aggregate_usage(samples([100, 100, 1000]), Aggregation.EWMA)[0]
+    assert 100 < ewma < 1000
+    assert aggregate_usage(samples([100] * 18 + [4000, 4000]), Aggregation.P95)[0] == 4000
+    with pytest.raises(ValueError):
+        aggregate_usage([], Aggregation.MAX)
+
+
+def test_record_usage_trims_window_and_dedupes() -> None:
+    hist: dict[str, tuple[UsageSample, ...]] = {}
+    for i in range(30):
+        snap = cluster(T0 + 60 * i, IDLE)
+        hist = record_usage(hist, snap, 600)
+        hist = record_usage(hist, snap, 600)  # same metrics again: not added twice
+    assert len(hist["a"]) == 10  # samples at T0+1190 … T0+1730, inside the last 600 s
+    assert hist["a"][0].timestamp >= T0 + 60 * 29 - 10 - 600
+
+
+def test_single_spike_does_not_reset_the_timer_with_p95_but_does_with_max() -> None:
+    def run(method: Aggregation) -> float | None:
+        state = PlannerState()
+        for i in range(25):
+            now = T0 + 30 * i
+            usage = IDLE | ({"a": (3900, GI)} if i == 20 else {})
+            snap = cluster(now, usage)
+            history = record_usage(state.usage_history, snap, CFG.scale_down_unneeded_time)
+            state = PlannerState(
+                unneeded_since=state.unneeded_since,
+                unremovable_until=state.unremovable_until,
+                usage_history=history,
+            )
+            ev = evaluate(
+                with_aggregated_usage(snap, history, method),
+                CFG,
+                recently_unremovable=state.recently_unremovable(now),
+            )
+            p, state = plan(ev, state, SIZES)
+            state = PlannerState(
+                unneeded_since=state.unneeded_since,
+                unremovable_until=state.unremovable_until,
+                usage_history=history,
+            )
+        return p.unneeded.get("a")
+
+    assert run(Aggregation.P95) == T0
+    assert run(Aggregation.MAX) is None
+
+
+def test_aggregated_snapshot_keeps_freshness() -> None:
+    snap = cluster(T0, IDLE)
+    hist = {"a": tuple(samples([50, 60, 70]))}
+    agg = with_aggregated_usage(snap, hist, Aggregation.MAX)
+    assert agg.node_metrics["a"].cpu_millicores == 70
+    assert agg.node_metrics["a"].timestamp == snap.node_metrics["a"].timestamp
+    assert agg.node_metrics["b"] == snap.node_metrics["b"]
