@@ -29,7 +29,6 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
