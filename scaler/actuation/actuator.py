@@ -1,0 +1,308 @@
+"""Remove the nodes a plan chose: taint and cordon, re-check, drain, verify, delete — or roll back.
+
+Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``deleteNodesAsync``,
+``group_deletion_scheduler.go``, ``drain.go``), with scaler's safety rules:
+
+1. **Taint** every chosen node synchronously (``ToBeDeletedByClusterAutoscaler=<ts>:NoSchedule``,
+   cordon, ownership annotation). If any taint fails, the ones already applied are cleaned and
+   the loop reports a synchronous failure (``--scale-down-delay-after-failure`` starts).
+2. Per node, in its own thread: wait ``--node-delete-delay-after-taint``; **re-check** on fresh
+   state (:mod:`scaler.actuation.recheck`); **drain** through the precise eviction framework
+   (every waterline 0: every movable pod, lowest value first), each eviction retried up to
+   ``--max-pod-eviction-time``; **wait** until the pods are gone (at most grace + 30 s); evict
+   DaemonSet pods best effort when the flags (or the pod's ``enable-ds-eviction`` annotation)
+   say so; mark the node ``drained``.
+3. **Verify** with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to the node, then
+   **delete** through the cloud provider.
+4. **Any failure** before the deletion: remove the taint, uncordon (unless the node was cordoned
+   before), Warning event ``ScaleDownFailed``, and the node returns to the candidate pool with a
+   fresh timer.
+
+On stop (SIGTERM) no new node is started; a node not yet drained is rolled back, a drained one
+is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scaler.actuation.recheck import recheck
+from scaler.cloud.base import CloudError, CloudProvider
+from scaler.config import ScalerConfig
+from scaler.eviction.executor import drain
+from scaler.eviction.metrics import MetricRegistry, default_registry
+from scaler.eviction.podinfo import pod_usages
+from scaler.kube.writer import STATE_DRAINED, KubeWriter, ObjectRef, WriteError
+from scaler.model.parse import ObjectError, parse_pod
+from scaler.model.records import Node, Pod
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.observability import Metrics
+from scaler.planner import ScaleDownPlan
+from scaler.reasons import NodeStatus
+
+__all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "NodeOutcome"]
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_ENABLE_DS_EVICTION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
+POD_EVICTION_HEADROOM_SECONDS = 30.0  # CA DefaultPodEvictionHeadroom
+
+
+class _Abort(Exception):
+    """A step refused to go on; the message says why (it becomes the event message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeOutcome:
+    """How one node's removal ended. ``step`` names where it failed (``taint``, ``recheck``,
+    ``drain``, ``verify``, ``delete``, ``stopping``), ``""`` on success."""
+
+    node: str
+    ok: bool
+    step: str = ""
+    message: str = ""
+
+
+def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
+    """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror
+    and finished pods. An unparsable pod counts (when in doubt, don't act)."""
+    out = []
+    for obj in objs:
+        try:
+            pod = parse_pod(obj)
+        except ObjectError:
+            out.append(str(obj.get("metadata")))
+            continue
+        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal):
+            out.append(pod.key)
+    return out
+
+
+class Actuator:
+    """Carries out scale-down plans.
+
+    Args:
+        config: the controller's configuration.
+        writer: Kubernetes writes.
+        cloud: deletes the VMs (or Node objects).
+        fresh_snapshot: reads fresh cluster state (used for the re-check).
+        metrics: Prometheus metrics.
+        on_done: called with each :class:`NodeOutcome` (from the node's thread).
+        registry: eviction metrics (default cpu and memory usage).
+        clock, sleep: time functions; ``sleep`` may return early when stopping.
+        eviction_parallelism: evictions in flight per node.
+        pod_poll_seconds: how often pod disappearance is checked (CA: 5 s).
+    """
+
+    def __init__(
+        self,
+        config: ScalerConfig,
+        writer: KubeWriter,
+        cloud: CloudProvider,
+        fresh_snapshot: Callable[[], ClusterSnapshot],
+        metrics: Metrics,
+        on_done: Callable[[NodeOutcome], None],
+        *,
+        registry: MetricRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+        eviction_parallelism: int = 10,
+        pod_poll_seconds: float = 5.0,
+    ) -> None:
+        self.config = config
+        self.writer = writer
+        self.cloud = cloud
+        self.fresh_snapshot = fresh_snapshot
+        self.metrics = metrics
+        self.on_done = on_done
+        self.registry = registry or default_registry()
+        self.clock = clock
+        self.eviction_parallelism = eviction_parallelism
+        self.pod_poll_seconds = pod_poll_seconds
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._threads: dict[str, threading.Thread] = {}
+        self.in_flight: dict[str, str] = {}
+        self.drains: set[str] = set()
+        self.evictor = writer.evictor(config.max_pod_eviction_time, config.max_graceful_termination_sec)
+
+    # ---- public ---------------------------------------------------------------------------------
+    def start(self, plan: ScaleDownPlan) -> list[NodeOutcome]:
+        """Taint the plan's nodes and start their removal in background threads.
+
+        Returns the synchronous failures (all nodes of the plan when a taint failed), empty when
+        every node was tainted and its removal started.
+        """
+        if self._stopping.is_set():
+            return []
+        chosen = [(r, r.status is NodeStatus.REMOVABLE_DRAIN) for r in plan.to_delete]
+        tainted: list[str] = []
+        for r, _ in chosen:
+            name = r.node.name
+            try:
+                self.writer.mark_to_be_deleted(name, self.clock())
+            except WriteError as e:
+                for t in tainted:
+                    self._rollback(t)
+                msg = f"failed to mark the node as toBeDeleted/unschedulable: {e}"
+                self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Warning", "ScaleDownFailed", msg)
+                self.metrics.failed_scale_downs.labels("taint").inc()
+                return [NodeOutcome(x.node.name, False, "taint", msg) for x, _ in chosen]
+            tainted.append(name)
+            self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Normal", "ScaleDown",
+                              "marked the node as toBeDeleted/unschedulable")  # fmt: skip
+        with self._lock:
+            for r, is_drain in chosen:
+                name = r.node.name
+                self.in_flight[name] = r.node.node_group
+                if is_drain:
+                    self.drains.add(name)
+                reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
+                worker = threading.Thread(target=self._remove, args=(r.node, is_drain, reason), name=f"remove-{name}",
+                                          daemon=True)  # fmt: skip
+                self._threads[name] = worker
+                worker.start()
+        return []
+
+    def complete_deletion(self, node: Node) -> NodeOutcome:
+        """Finish removing a node whose drain had completed before a restart: verify it holds
+        no workload pod, then delete it (rolled back otherwise). Runs synchronously."""
+        with self._lock:
+            self.in_flight[node.name] = node.node_group
+        return self._finish(node, "underutilized", lambda: self._verify_and_delete(node))
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Start no new removal; let running ones finish or roll back; wait up to ``timeout``."""
+        self._stopping.set()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for t in list(self._threads.values()):
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def idle(self) -> bool:
+        """True when no removal is under way."""
+        with self._lock:
+            return not self.in_flight
+
+    # ---- one node -------------------------------------------------------------------------------
+    def _sleep(self, seconds: float) -> None:
+        """Wait; returns early when stopping."""
+        self._stopping.wait(seconds)
+
+    def _remove(self, node: Node, is_drain: bool, reason: str) -> None:
+        def steps() -> None:
+            self._sleep(self.config.node_delete_delay_after_taint)
+            if self._stopping.is_set():
+                raise _Abort("stopping: scaler is shutting down")
+            with self._lock:
+                others = {n for n in self.in_flight if n != node.name}
+            check = recheck(
+                self.fresh_snapshot(), self.config, node.name, expect_empty=not is_drain, excluded=others
+            )
+            if not check.ok:
+                raise _Abort(f"recheck: {check.reason}")
+            if check.pods:
+                self._drain(check.pods)
+            self._evict_daemonsets(check.daemonset_pods, occupied=bool(check.pods))
+            self.writer.set_state(node.name, STATE_DRAINED)
+            self._verify_and_delete(node)
+
+        self._finish(node, reason, steps)
+
+    def _finish(self, node: Node, reason: str, steps: Callable[[], None]) -> NodeOutcome:
+        try:
+            steps()
+        except (_Abort, WriteError, CloudError, Exception) as e:
+            message = str(e)
+            step = message.split(":", 1)[0] if isinstance(e, _Abort) else type(e).__name__
+            log.warning("scale-down of node %s failed (%s); rolling back", node.name, message)
+            rolled_back = self._rollback(node.name)
+            what = (
+                "failed to drain and delete node"
+                if node.name in self.drains
+                else "failed to delete empty node"
+            )
+            self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Warning", "ScaleDownFailed",
+                              f"{what}: {message}{'' if rolled_back else ' (rollback failed)'}")  # fmt: skip
+            self.metrics.failed_scale_downs.labels(step if isinstance(e, _Abort) else "error").inc()
+            outcome = NodeOutcome(node.name, False, step, message)
+        else:
+            self.metrics.scaled_down_nodes.labels(reason).inc()
+            self.metrics.last_activity.labels("scaleDown").set(self.clock())
+            self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDown",
+                              "node removed by scaler")  # fmt: skip
+            outcome = NodeOutcome(node.name, True)
+        finally:
+            with self._lock:
+                self.in_flight.pop(node.name, None)
+                self.drains.discard(node.name)
+                self._threads.pop(node.name, None)
+        self.on_done(outcome)
+        return outcome
+
+    def _drain(self, pods: Sequence[Pod]) -> None:
+        if self._stopping.is_set():
+            raise _Abort("stopping: scaler is shutting down before the drain")
+        snap = self.fresh_snapshot()
+        result = drain(
+            pod_usages(pods, snap.pod_metrics), self.registry, self.evictor, self.eviction_parallelism
+        )
+        self.metrics.evicted_pods.labels("succeeded").inc(len(result.evicted))
+        self.metrics.evicted_pods.labels("failed").inc(len(result.failed))
+        if result.failed:
+            pod, error = result.failed[0]
+            raise _Abort(f"drain: {len(result.failed)} eviction(s) failed, first {pod.key}: {error}")
+        self._wait_gone(pods)
+
+    def _wait_gone(self, pods: Sequence[Pod]) -> None:
+        grace = max(
+            (min(p.termination_grace_seconds, self.config.max_graceful_termination_sec) for p in pods),
+            default=0,
+        )
+        deadline = self.clock() + grace + POD_EVICTION_HEADROOM_SECONDS
+        waiting = list(pods)
+        while True:
+            waiting = [p for p in waiting if not self.writer.pod_gone(p)]
+            if not waiting:
+                return
+            if self.clock() >= deadline:
+                raise _Abort(f"drain: {len(waiting)} pod(s) remaining after timeout, first {waiting[0].key}")
+            self._sleep(self.pod_poll_seconds)
+
+    def _evict_daemonsets(self, pods: Sequence[Pod], occupied: bool) -> None:
+        """Best effort, as CA: errors are logged, never fail the node."""
+        default = (
+            self.config.daemonset_eviction_for_occupied_nodes
+            if occupied
+            else self.config.daemonset_eviction_for_empty_nodes
+        )
+        for pod in pods:
+            flag = pod.annotations.get(ANNOTATION_ENABLE_DS_EVICTION)
+            if flag == "true" or (flag != "false" and default):
+                ok, status, msg = self.writer.evict_once(pod, min(pod.termination_grace_seconds,
+                                                                   self.config.max_graceful_termination_sec))  # fmt: skip
+                if not ok:
+                    log.info("DaemonSet pod %s not evicted (HTTP %s: %s); ignored", pod.key, status, msg)
+
+    def _verify_and_delete(self, node: Node) -> None:
+        remaining = _workload_pods(self.writer.pods_on_node(node.name))
+        if remaining:
+            raise _Abort(
+                f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
+            )
+        with self._lock:
+            in_flight = sum(1 for n, g in self.in_flight.items() if g == node.node_group and n != node.name)
+        try:
+            self.cloud.delete_nodes(node.node_group, [node], in_flight=in_flight)
+        except CloudError as e:
+            raise _Abort(f"delete: {e}") from None
+
+    def _rollback(self, name: str) -> bool:
+        try:
+            self.writer.clean_to_be_deleted(name)
+            return True
+        except WriteError as e:
+            log.error("rollback of node %s failed: %s", name, e)
+            return False

@@ -1,0 +1,219 @@
+"""``scaler run``: the controller loop around the pure engine and planner.
+
+Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
+pod-metrics LIST), record usage, evaluate with usage aggregated over the unneeded window, plan,
+and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics, the
+status ConfigMap and (in dry-run) "would remove" events report every loop.
+
+On becoming leader it first recovers from a previous crash: nodes carrying this instance's
+ownership annotation are rolled back, unless their drain had finished (state ``drained``) and
+no workload pod is left, in which case the deletion is completed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from scaler.actuation.actuator import Actuator, NodeOutcome
+from scaler.cloud.base import CloudProvider
+from scaler.config import ScalerConfig
+from scaler.engine import evaluate
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, KubeWriter, ObjectRef
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.observability import Metrics, status_yaml
+from scaler.planner import (
+    Aggregation,
+    GroupSize,
+    PlannerState,
+    ScaleDownPlan,
+    plan,
+    record_usage,
+    with_aggregated_usage,
+)
+
+__all__ = ["Controller"]
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """One scaler replica's control loop.
+
+    Args:
+        config: settings.
+        snapshot_source: reads the cluster at a given time (watch caches + metrics LISTs).
+        writer: Kubernetes writes.
+        cloud: the cloud provider.
+        metrics: Prometheus metrics.
+        dry_run: decide and report, but never taint, evict or delete.
+        identity: this replica's name (status and logs).
+        clock: Unix-seconds clock.
+        actuator_factory: builds the :class:`Actuator` (tests tune its timings).
+    """
+
+    def __init__(
+        self,
+        config: ScalerConfig,
+        snapshot_source: Callable[[float], ClusterSnapshot],
+        writer: KubeWriter,
+        cloud: CloudProvider,
+        metrics: Metrics,
+        *,
+        dry_run: bool = False,
+        identity: str = "scaler",
+        clock: Callable[[], float] = time.time,
+        actuator_factory: Callable[..., Actuator] = Actuator,
+    ) -> None:
+        self.config = config
+        self.snapshot_source = snapshot_source
+        self.writer = writer
+        self.cloud = cloud
+        self.metrics = metrics
+        self.dry_run = dry_run
+        self.identity = identity
+        self.clock = clock
+        self.state = PlannerState()
+        self.leader = threading.Event()
+        self.stopping = threading.Event()
+        self.last_loop_end = clock()
+        self.last_plan: ScaleDownPlan | None = None
+        self._announced: set[str] = set()
+        self._outcomes: list[NodeOutcome] = []
+        self._outcome_lock = threading.Lock()
+        self._recovered = False
+        self.actuator = actuator_factory(
+            config,
+            writer,
+            cloud,
+            lambda: snapshot_source(clock()),
+            metrics,
+            self._record_outcome,
+            clock=clock,
+        )
+
+    # ---- outcomes from actuator threads -------------------------------------------------------------
+    def _record_outcome(self, outcome: NodeOutcome) -> None:
+        with self._outcome_lock:
+            self._outcomes.append(outcome)
+
+    def _apply_outcomes(self, now: float) -> None:
+        with self._outcome_lock:
+            outcomes, self._outcomes = self._outcomes, []
+        if not outcomes:
+            return
+        since = dict(self.state.unneeded_since)
+        for o in outcomes:
+            since.pop(o.node, None)  # success: gone; failure: back to the pool with a fresh timer
+        self.state = replace(self.state, unneeded_since=since)
+
+    # ---- health -----------------------------------------------------------------------------------
+    def healthy(self) -> bool:
+        """False once no loop finished within ``--max-inactivity``."""
+        return self.clock() - self.last_loop_end < self.config.max_inactivity
+
+    # ---- crash recovery ---------------------------------------------------------------------------
+    def recover(self, snapshot: ClusterSnapshot) -> None:
+        """Roll back, or complete, removals a previous run of this instance left behind."""
+        for node in snapshot.nodes:
+            if node.annotations.get(ANNOTATION_OWNER) != self.config.instance_name:
+                continue
+            if node.annotations.get(ANNOTATION_STATE) == STATE_DRAINED:
+                log.info("completing the deletion of drained node %s", node.name)
+                self.actuator.complete_deletion(node)
+                continue
+            log.info("rolling back node %s left tainted by a previous run", node.name)
+            self.writer.clean_to_be_deleted(node.name)
+            self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDownRolledBack",
+                              "scale-down interrupted by a restart; taint removed and node uncordoned")  # fmt: skip
+
+    # ---- the loop ---------------------------------------------------------------------------------
+    def run_once(self) -> ScaleDownPlan:
+        """One loop: read, evaluate, plan, act (leader only), report. Returns the plan."""
+        start = time.monotonic()
+        now = self.clock()
+        snapshot = self.snapshot_source(now)
+        acting = self.leader.is_set() and not self.stopping.is_set() and not self.dry_run
+        if acting and not self._recovered:
+            self.recover(snapshot)
+            self._recovered = True
+            snapshot = self.snapshot_source(now)
+        self._apply_outcomes(now)
+        cfg = self.config
+        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time)
+        in_flight = dict(self.actuator.in_flight)
+        self.state = replace(
+            self.state,
+            usage_history=history,
+            in_flight=in_flight,
+            in_flight_drains=frozenset(self.actuator.drains),
+        )
+        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation))
+        evaluation = evaluate(aggregated, cfg, recently_unremovable=self.state.recently_unremovable(now))
+        self.cloud.refresh()
+        sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
+        last_scale_up = max((n.creation_ts for n in snapshot.nodes), default=None)
+        decision, self.state = plan(
+            evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
+        )
+        self.metrics.observe_plan(decision)
+        if acting and decision.to_delete:
+            failures = self.actuator.start(decision)
+            if failures:
+                self.state = replace(self.state, last_failure=now)
+            else:
+                self.state = replace(self.state, last_delete=now)
+        elif self.dry_run and self.leader.is_set():
+            self._announce(decision)
+        self._write_status(decision, snapshot)
+        self.last_plan = decision
+        self.last_loop_end = self.clock()
+        self.metrics.duration.labels("main").observe(time.monotonic() - start)
+        self.metrics.last_activity.labels("main").set(self.last_loop_end)
+        return decision
+
+    def _announce(self, decision: ScaleDownPlan) -> None:
+        """Dry-run: one event per node each time it becomes deletable."""
+        chosen = {r.node.name: r for r in decision.to_delete}
+        for name, r in chosen.items():
+            if name not in self._announced:
+                what = f"drain {len(r.moves)} pod(s) and delete" if r.moves else "delete empty node"
+                log.info("[dry-run] would %s %s", what, name)
+                self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Normal", "ScaleDownDryRun",
+                                  f"[dry-run] would {what}")  # fmt: skip
+        self._announced = set(chosen) | (self._announced & set(decision.unneeded))
+
+    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        if not self.leader.is_set():
+            return
+        groups = {n.name: n.node_group for n in snapshot.nodes}
+        text = status_yaml(
+            decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run
+        )
+        try:
+            self.writer.write_config_map(
+                self.config.namespace, self.config.status_config_map_name, {"status": text},
+                {"scaler.io/last-updated": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.now))},
+            )  # fmt: skip
+        except Exception as e:  # status is best effort
+            self.metrics.errors.labels("status").inc()
+            log.warning("status ConfigMap not written: %s", e)
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop every ``--scan-interval`` until ``stop`` is set; errors are logged and counted,
+        and the loop goes on (``/healthz`` turns red if it stalls)."""
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except Exception:
+                self.metrics.errors.labels("loop").inc()
+                log.exception("control loop failed")
+            stop.wait(self.config.scan_interval)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """SIGTERM: start no new drains; finish or roll back the ones in flight."""
+        self.stopping.set()
+        self.actuator.stop(timeout)

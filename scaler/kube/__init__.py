@@ -1,0 +1,1 @@
+"""Writes to the Kubernetes API (taints, evictions, events, status) and leader election."""

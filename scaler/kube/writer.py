@@ -1,0 +1,424 @@
+"""Every write scaler makes to the Kubernetes API, in one thin adapter.
+
+Node taints, cordon and ownership annotations (with optimistic concurrency and CA's conflict
+retry), policy/v1 evictions (retried with tenacity), pod and node reads used to verify a drain,
+Node deletion, Events and the status ConfigMap. :data:`WRITE_CALLS` lists every call made here;
+with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
+
+Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
+retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
+``--max-pod-eviction-time``, NotFound is success, events on the pod).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
+from kubernetes.client.exceptions import ApiException
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+from scaler.eviction.executor import Evictor, EvictResult
+from scaler.model.records import TAINT_TO_BE_DELETED, Pod
+from scaler.sources.kube import ApiCall
+
+__all__ = [
+    "ANNOTATION_OWNER",
+    "ANNOTATION_STATE",
+    "ANNOTATION_WAS_UNSCHEDULABLE",
+    "STATE_DRAINED",
+    "STATE_TAINTED",
+    "WRITE_CALLS",
+    "KubeWriter",
+    "ObjectRef",
+    "WriteError",
+]
+
+log = logging.getLogger(__name__)
+
+ANNOTATION_OWNER = "scaler.io/scale-down-by"
+"""On a node being removed: the ``--instance-name`` of the scaler that tainted it."""
+ANNOTATION_STATE = "scaler.io/scale-down-state"
+"""``tainted`` once tainted and cordoned, ``drained`` once every movable pod is gone."""
+ANNOTATION_WAS_UNSCHEDULABLE = "scaler.io/was-unschedulable"
+"""``true`` when the node was already cordoned before scaler touched it (rollback keeps it so)."""
+STATE_TAINTED = "tainted"
+STATE_DRAINED = "drained"
+
+WRITE_CALLS: tuple[ApiCall, ...] = (
+    ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
+    ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
+    ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
+    ApiCall("", "v1", "pods", "get", namespaced=True, optional=False),
+    ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
+    ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
+    ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
+    ApiCall("", "v1", "configmaps", "create", namespaced=True, optional=False),
+    ApiCall("", "v1", "configmaps", "update", namespaced=True, optional=False),
+    ApiCall("coordination.k8s.io", "v1", "leases", "get", namespaced=True, optional=False),
+    ApiCall("coordination.k8s.io", "v1", "leases", "create", namespaced=True, optional=False),
+    ApiCall("coordination.k8s.io", "v1", "leases", "update", namespaced=True, optional=False),
+)
+
+_MERGE_PATCH = "application/merge-patch+json"
+_RETRYABLE = frozenset({429, 500, 502, 503, 504})
+
+
+class WriteError(Exception):
+    """A write failed for good; the message names the object and the HTTP status."""
+
+
+def _body(e: ApiException) -> str:
+    try:
+        return str(json.loads(e.body or "").get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(e.reason)
+
+
+def _json(resp: object) -> Any:
+    """Decode a raw (``_preload_content=False``) response."""
+    return json.loads(cast(Any, resp).data)
+
+
+def _rfc3339(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an Event is about."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+    api_version: str = "v1"
+
+
+class KubeWriter:
+    """Writes to the API server through ``api`` (a ``kubernetes.client.ApiClient``).
+
+    Args:
+        api: the client.
+        instance: ``--instance-name``; written in :data:`ANNOTATION_OWNER`.
+        clock, sleep: injectable time functions (Unix seconds).
+        conflict_retry_seconds, conflict_deadline_seconds: CA's taint-update retry (750 ms, 5 s).
+        eviction_retry_seconds: wait between eviction attempts (CA: 10 s).
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        instance: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        conflict_retry_seconds: float = 0.75,
+        conflict_deadline_seconds: float = 5.0,
+        eviction_retry_seconds: float = 10.0,
+        request_timeout_seconds: float = 30.0,
+    ) -> None:
+        self.core = CoreV1Api(api)
+        self.policy = PolicyV1Api(api)
+        self.coordination = CoordinationV1Api(api)
+        self.instance = instance
+        self.clock = clock
+        self.sleep = sleep
+        self.conflict_retry_seconds = conflict_retry_seconds
+        self.conflict_deadline_seconds = conflict_deadline_seconds
+        self.eviction_retry_seconds = eviction_retry_seconds
+        self.timeout = request_timeout_seconds
+
+    # ---- nodes ----------------------------------------------------------------------------
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """The Node as JSON, or ``None`` when it does not exist.
+
+        Raises:
+            WriteError: any other API error.
+        """
+        try:
+            resp = self.core.read_node(name, _preload_content=False, _request_timeout=self.timeout)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise WriteError(f"get node {name}: HTTP {e.status} {_body(e)}") from None
+        return cast(dict[str, Any], _json(resp))
+
+    def _patch_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
+        """Read-modify-write with the node's resourceVersion as precondition; retries 409s.
+
+        ``change`` returns the merge patch to send (without resourceVersion), or ``None`` when
+        there is nothing to do. Returns False when the node is gone.
+        """
+        deadline = self.clock() + self.conflict_deadline_seconds
+        while True:
+            node = self.get_node(name)
+            if node is None:
+                return False
+            patch = change(node)
+            if patch is None:
+                return True
+            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"].get("resourceVersion")
+            try:
+                self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
+                                     _preload_content=False)  # fmt: skip
+                return True
+            except ApiException as e:
+                if e.status == 409 and self.clock() < deadline:
+                    self.sleep(self.conflict_retry_seconds)
+                    continue
+                if e.status == 404:
+                    return False
+                raise WriteError(f"patch node {name}: HTTP {e.status} {_body(e)}") from None
+
+    def mark_to_be_deleted(self, name: str, now: float) -> None:
+        """Taint ``ToBeDeletedByClusterAutoscaler=<unix ts>:NoSchedule``, cordon, and annotate
+        the node with this instance's name and state ``tainted``.
+
+        Raises:
+            WriteError: the node is gone or the patch failed after retries.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any]:
+            spec = node.get("spec") or {}
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
+            taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(now)), "effect": "NoSchedule"})
+            annotations: dict[str, str | None] = {
+                ANNOTATION_OWNER: self.instance,
+                ANNOTATION_STATE: STATE_TAINTED,
+            }
+            owned = (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == self.instance
+            if spec.get("unschedulable") and not owned:
+                annotations[ANNOTATION_WAS_UNSCHEDULABLE] = "true"
+            return {
+                "metadata": {"annotations": annotations},
+                "spec": {"taints": taints, "unschedulable": True},
+            }
+
+        if not self._patch_node(name, change):
+            raise WriteError(f"mark node {name}: node not found")
+
+    def set_state(self, name: str, state: str) -> None:
+        """Set :data:`ANNOTATION_STATE` on a node this instance owns.
+
+        Raises:
+            WriteError: the node is gone or the patch failed.
+        """
+        if not self._patch_node(name, lambda _: {"metadata": {"annotations": {ANNOTATION_STATE: state}}}):
+            raise WriteError(f"annotate node {name}: node not found")
+
+    def clean_to_be_deleted(self, name: str) -> bool:
+        """Remove the ToBeDeleted taint and scaler's annotations; uncordon unless the node was
+        cordoned before scaler marked it. Returns False when the node no longer exists.
+
+        Raises:
+            WriteError: the patch failed after retries.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            spec = node.get("spec") or {}
+            annotations = node["metadata"].get("annotations") or {}
+            taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
+            mine = [
+                k
+                for k in (ANNOTATION_OWNER, ANNOTATION_STATE, ANNOTATION_WAS_UNSCHEDULABLE)
+                if k in annotations
+            ]
+            had_taint = len(taints) != len(spec.get("taints") or [])
+            if not had_taint and not mine:
+                return None
+            patch: dict[str, Any] = {"spec": {"taints": taints or None}}
+            if annotations.get(ANNOTATION_WAS_UNSCHEDULABLE) != "true":
+                patch["spec"]["unschedulable"] = None
+            if mine:
+                patch["metadata"] = {"annotations": dict.fromkeys(mine)}
+            return patch
+
+        return self._patch_node(name, change)
+
+    def delete_node(self, name: str) -> None:
+        """Delete the Node object (NotFound is success).
+
+        Raises:
+            WriteError: any other API error.
+        """
+        try:
+            self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False)
+        except ApiException as e:
+            if e.status != 404:
+                raise WriteError(f"delete node {name}: HTTP {e.status} {_body(e)}") from None
+
+    # ---- pods -------------------------------------------------------------------------------
+    def pod_gone(self, pod: Pod) -> bool:
+        """True when ``pod`` no longer runs on its node: NotFound, another UID (recreated), or
+        another node (CA ``waitPodsToDisappear``).
+
+        Raises:
+            WriteError: any other API error.
+        """
+        try:
+            resp = self.core.read_namespaced_pod(pod.name, pod.namespace, _preload_content=False,
+                                                 _request_timeout=self.timeout)  # fmt: skip
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            raise WriteError(f"get pod {pod.key}: HTTP {e.status} {_body(e)}") from None
+        obj = _json(resp)
+        same_uid = obj["metadata"].get("uid") == pod.uid
+        return not same_uid or (obj.get("spec") or {}).get("nodeName") != pod.node_name
+
+    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
+        """Every pod bound to node ``name`` (one LIST with ``fieldSelector=spec.nodeName=…``),
+        read fresh before a node is deleted.
+
+        Raises:
+            WriteError: the LIST failed.
+        """
+        try:
+            resp = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}",
+                                                         _preload_content=False, _request_timeout=self.timeout)  # fmt: skip
+        except ApiException as e:
+            raise WriteError(f"list pods on node {name}: HTTP {e.status} {_body(e)}") from None
+        return list(_json(resp).get("items") or [])
+
+    def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
+        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"gracePeriodSeconds": grace_seconds},
+        }
+        try:
+            self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, cast(Any, body), _preload_content=False,
+                                                     _request_timeout=self.timeout)  # fmt: skip
+            return True, 201, "evicted"
+        except ApiException as e:
+            if e.status == 404:
+                return True, 404, "pod already gone"
+            return False, e.status, _body(e)
+        except Exception as e:  # connection errors: retried like 5xx
+            return False, None, f"{type(e).__name__}: {e}"
+
+    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+        """An :class:`~scaler.eviction.executor.Evictor` that retries 429, 5xx and connection
+        errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
+        (at least one attempt), emitting a ``ScaleDown`` event on success and ``ScaleDownFailed``
+        on final failure."""
+
+        def evict(pod: Pod) -> EvictResult:
+            grace = min(pod.termination_grace_seconds, max_graceful_termination_sec)
+            attempts: list[tuple[bool, int | None, str]] = []
+
+            def attempt() -> tuple[bool, int | None, str]:
+                result = self.evict_once(pod, grace)
+                attempts.append(result)
+                return result
+
+            def retryable(r: tuple[bool, int | None, str]) -> bool:
+                return not r[0] and (r[1] is None or r[1] in _RETRYABLE)
+
+            retrying = Retrying(
+                retry=retry_if_result(retryable),
+                wait=wait_fixed(self.eviction_retry_seconds),
+                stop=stop_after_delay(max_pod_eviction_time),
+                sleep=self.sleep,
+                reraise=False,
+            )
+            try:
+                ok, status, message = retrying(attempt)
+            except RetryError:
+                ok, status, message = attempts[-1]
+            ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
+            if ok:
+                self.event(ref, "Normal", "ScaleDown", "deleting pod for node scale down")
+                return EvictResult(True)
+            why = f"HTTP {status}: {message}" if status is not None else message
+            self.event(ref, "Warning", "ScaleDownFailed", f"failed to delete pod for ScaleDown: {why}")
+            return EvictResult(False, f"evict {pod.key} after {len(attempts)} attempt(s): {why}")
+
+        return evict
+
+    # ---- events and status --------------------------------------------------------------------
+    def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Create a core/v1 Event about ``ref`` (cluster-scoped objects' events go to
+        ``default``). Failures are logged, never raised: events are best effort."""
+        namespace = ref.namespace or "default"
+        now = _rfc3339(self.clock())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+            "involvedObject": {
+                "kind": ref.kind,
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "uid": ref.uid,
+                "apiVersion": ref.api_version,
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": "scaler"},
+            "reportingComponent": "scaler",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.core.create_namespaced_event(
+                namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
+            )
+        except Exception as e:  # best effort, as CA's recorder
+            log.warning("event %s on %s %s not recorded: %s", reason, ref.kind, ref.name, e)
+
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
+        """Create or replace a ConfigMap (the status ConfigMap).
+
+        Raises:
+            WriteError: the API refused (other than a lost update race, which is retried once).
+        """
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
+            "data": dict(data),
+        }
+        for _ in range(2):
+            try:
+                current = _json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False,
+                                                                     _request_timeout=self.timeout))  # fmt: skip
+            except ApiException as e:
+                if e.status != 404:
+                    raise WriteError(
+                        f"get configmap {namespace}/{name}: HTTP {e.status} {_body(e)}"
+                    ) from None
+                try:
+                    self.core.create_namespaced_config_map(namespace, cast(Any, body), _preload_content=False,
+                                                           _request_timeout=self.timeout)  # fmt: skip
+                    return
+                except ApiException as e2:
+                    if e2.status == 409:
+                        continue
+                    raise WriteError(
+                        f"create configmap {namespace}/{name}: HTTP {e2.status} {_body(e2)}"
+                    ) from None
+            body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+            try:
+                self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
+                                                        _request_timeout=self.timeout)  # fmt: skip
+                return
+            except ApiException as e:
+                if e.status == 409:
+                    continue
+                raise WriteError(f"update configmap {namespace}/{name}: HTTP {e.status} {_body(e)}") from None
+        raise WriteError(f"configmap {namespace}/{name}: conflicting updates")

@@ -1,0 +1,207 @@
+"""Metrics, health, logs and the status ConfigMap of ``scaler run``.
+
+Prometheus metrics are analogous to cluster-autoscaler's (``metrics/metrics.go``), prefixed
+``scaler_`` instead of ``cluster_autoscaler_``. ``/healthz`` fails when no loop finished within
+``--max-inactivity`` (CA's liveness rule). The status ConfigMap holds YAML shaped like CA's
+``cluster-autoscaler-status`` (``clusterstate/utils/status.go``) plus every node's verdict.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import yaml
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from scaler.planner import ScaleDownPlan
+from scaler.reasons import NodeStatus
+
+__all__ = ["HealthServer", "JsonFormatter", "Metrics", "configure_logging", "status_yaml"]
+
+
+class Metrics:
+    """The controller's Prometheus metrics, in their own registry.
+
+    Attributes mirror CA's names: ``unneeded_nodes_count``, ``unremovable_nodes_count{reason}``,
+    ``scaled_down_nodes_total{reason=empty|underutilized|unready}``,
+    ``evicted_pods_total{eviction_result=succeeded|failed}``, ``failed_scale_downs_total{reason}``,
+    ``scale_down_in_cooldown``, ``function_duration_seconds{function}``,
+    ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader``.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.unneeded_nodes = Gauge("scaler_unneeded_nodes_count", "Nodes currently unneeded.", registry=r)
+        self.unremovable_nodes = Gauge(
+            "scaler_unremovable_nodes_count", "Unremovable nodes by reason.", ["reason"], registry=r
+        )
+        self.scaled_down_nodes = PromCounter(
+            "scaler_scaled_down_nodes_total", "Nodes removed, by reason.", ["reason"], registry=r
+        )
+        self.evicted_pods = PromCounter(
+            "scaler_evicted_pods_total", "Pod evictions, by result.", ["eviction_result"], registry=r
+        )
+        self.failed_scale_downs = PromCounter(
+            "scaler_failed_scale_downs_total", "Node removals rolled back, by step.", ["reason"], registry=r
+        )
+        self.in_cooldown = Gauge(
+            "scaler_scale_down_in_cooldown", "1 while scale-down is in cooldown.", registry=r
+        )
+        self.duration = Histogram(
+            "scaler_function_duration_seconds", "Duration of controller functions.", ["function"], registry=r,
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+        )  # fmt: skip
+        self.last_activity = Gauge(
+            "scaler_last_activity", "Last time an activity happened (Unix seconds).", ["activity"], registry=r
+        )
+        self.errors = PromCounter("scaler_errors_total", "Errors by type.", ["type"], registry=r)
+        self.is_leader = Gauge("scaler_is_leader", "1 when this replica is the leader.", registry=r)
+        self._reasons: set[str] = set()
+
+    def observe_plan(self, plan: ScaleDownPlan) -> None:
+        """Update the unneeded and unremovable gauges from a loop's plan."""
+        self.unneeded_nodes.set(len(plan.unneeded))
+        counts = Counter(
+            reason.value for status, reason, _ in plan.verdicts.values() if status is NodeStatus.UNREMOVABLE
+        )
+        for reason in self._reasons | set(counts):
+            self.unremovable_nodes.labels(reason).set(counts.get(reason, 0))
+        self._reasons |= set(counts)
+        self.in_cooldown.set(1 if plan.cooldown else 0)
+
+    def exposition(self) -> bytes:
+        """The text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """``/metrics`` and ``/healthz`` on ``address`` (``host:port``; ``:0`` picks a free port).
+
+    ``/healthz`` answers 200 while ``healthy()`` is true, else 500.
+    """
+
+    def __init__(self, address: str, metrics: Metrics, healthy: Callable[[], bool]) -> None:
+        host, _, port = address.rpartition(":")
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.startswith("/metrics"):
+                    self._send(200, outer.metrics.exposition(), CONTENT_TYPE_LATEST)
+                elif self.path.startswith("/healthz"):
+                    ok = outer.healthy()
+                    self._send(200 if ok else 500, b"ok\n" if ok else b"loop stalled\n", "text/plain")
+                else:
+                    self._send(404, b"not found\n", "text/plain")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.metrics = metrics
+        self.healthy = healthy
+        self.server = ThreadingHTTPServer((host or "0.0.0.0", int(port or 8085)), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+
+    def start(self) -> HealthServer:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, message, and any ``extra`` fields."""
+
+    _skip = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for k, v in record.__dict__.items():
+            if k not in self._skip:
+                out[k] = v
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(fmt: str, level: int = logging.INFO) -> None:
+    """Log to stderr as ``text`` or ``json``."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s"))  # fmt: skip
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def status_yaml(
+    plan: ScaleDownPlan,
+    groups: Mapping[str, Any],
+    in_flight: Mapping[str, str],
+    *,
+    leader: str,
+    dry_run: bool,
+) -> str:
+    """The ``status`` key of the status ConfigMap: CA's layout (``clusterWide.scaleDown``,
+    ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status and reason) and
+    ``deletionsInProgress``."""
+    now = dt.datetime.fromtimestamp(plan.now, dt.UTC).isoformat().replace("+00:00", "Z")
+    per_group: Counter[str] = Counter()
+    for name in plan.unneeded:
+        per_group[str(groups.get(name, ""))] += 1
+    doc = {
+        "time": now,
+        "autoscalerStatus": "Running",
+        "mode": "dry-run" if dry_run else "active",
+        "leader": leader,
+        "clusterWide": {
+            "scaleDown": {
+                "status": "CandidatesPresent" if plan.unneeded else "NoCandidates",
+                "candidates": len(plan.unneeded),
+                "cooldown": plan.cooldown or None,
+                "lastProbeTime": now,
+            }
+        },
+        "nodeGroups": [
+            {
+                "name": g,
+                "scaleDown": {"status": "CandidatesPresent" if n else "NoCandidates", "candidates": n},
+            }
+            for g, n in sorted(per_group.items())
+            if g
+        ],
+        "deletionsInProgress": sorted(in_flight),
+        "nodes": [
+            {"name": name, "status": status.value, "reason": reason.value, "detail": detail}
+            for name, (status, reason, detail) in sorted(plan.verdicts.items())
+        ],
+    }
+    return yaml.safe_dump(doc, sort_keys=False)
