@@ -1,4 +1,4 @@
-"""Command line: ``scaler dry-run``, ``scaler snapshot``, ``scaler schema``.
+"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
 :class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
@@ -107,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
     dry.add_argument("--output", "-o", choices=("table", "json"), default="table", help="report format")
     _add_config_flags(dry, DRY_RUN_GROUPS)
+    run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
+    _add_source_flags(run, offline=False)
+    run.add_argument("--config", help="YAML file with flag-named keys (flags win)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="run the full loop, timers included, but only log, count and emit events")  # fmt: skip
+    _add_config_flags(run)
     snap = sub.add_parser("snapshot", help="save the live cluster state as snapshot files")
     _add_source_flags(snap, offline=False)
     snap.add_argument("--out", required=True, help="output directory (must be new or empty)")
@@ -203,6 +209,50 @@ def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import os
+    import socket
+
+    from scaler.cloud.base import CloudError, CloudProvider
+    from scaler.eligibility import node_group_limits
+    from scaler.model.parse import ObjectError, parse_node
+    from scaler.observability import configure_logging
+    from scaler.runner import Runner, run_forever
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
+
+    config = _config(args)
+    configure_logging(config.log_format)
+    try:
+        api = make_api_client(args.kubeconfig, args.context)
+    except ClusterUnreachable as e:
+        raise UsageError(f"cluster unreachable: {e}") from None
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    cloud: CloudProvider
+    try:
+        from scaler.sources.kube import fetch_objects
+
+        nodes = [parse_node(o) for o in fetch_objects(api) if o.get("kind") == "Node"]
+        limits = node_group_limits(config, nodes)
+        if config.cloud_provider == "gke":
+            from scaler.cloud.gke import GKEProvider
+
+            cloud = GKEProvider.from_environment(
+                config.gke_project or None,
+                config.gke_location or None,
+                config.gke_cluster or None,
+                limits=limits,
+            )
+        else:
+            from scaler.cloud.kubernetes import KubernetesProvider
+
+            cloud = KubernetesProvider(api, limits)
+    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # metadata server unreachable and no --gke-* flags
+        raise UsageError(f"cloud provider {config.cloud_provider}: {e}") from None
+    return run_forever(Runner(config, api, cloud, identity=identity, dry_run=args.dry_run))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scaler`` console script; returns the exit status."""
     from scaler.simulator.registry import PluginError
@@ -213,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _dry_run(args)
         if args.command == "snapshot":
             return _snapshot(args)
+        if args.command == "run":
+            return _run(args)
         from scaler.report.models import DryRunReport
 
         sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")

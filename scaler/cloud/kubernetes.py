@@ -1,0 +1,230 @@
+"""Kubernetes-only provider: node groups from node labels, deletion by deleting Node objects.
+
+For clusters whose nodes are not cloud VMs scaler can remove (and for tests): a group is a value
+of the ``cloud.google.com/gke-nodepool`` label, its size is the number of Node objects with it
+(one paginated node LIST per :meth:`KubernetesProvider.refresh`), its limits come from
+``--nodes`` (min 0 and max = current size without), and deleting a node deletes its Node object
+(``CoreV1Api.delete_node``, with a UID precondition when the node's UID is known, so a node
+re-created under the same name is never deleted by mistake). Needs RBAC ``list`` and ``delete``
+on ``nodes``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
+from kubernetes.client.exceptions import ApiException
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+
+from scaler.cloud.base import CloudError, NodeGroupInfo, check_min_size
+from scaler.config import NodeGroupSpec
+from scaler.model.records import LABEL_NODEPOOL, Node
+
+__all__ = ["KubernetesProvider"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in _RETRYABLE_STATUS or not exc.status  # 0: transport failure
+    return isinstance(exc, (urllib3.exceptions.HTTPError, OSError))
+
+
+class KubernetesProvider:
+    """Node groups from the node-pool label; deletes Node objects.
+
+    Args:
+        api_client: a ``kubernetes.client.ApiClient`` (see ``scaler.sources.kube.make_api_client``).
+        limits: ``--nodes`` limits by group name.
+        retry_wait_seconds: wait between attempts of a 429/5xx/connection failure (seconds).
+        max_attempts: attempts per API call before :class:`~scaler.cloud.base.CloudError`.
+        page_size: ``limit`` of each page of the node LIST.
+        request_timeout_seconds: timeout of one HTTP request (seconds).
+    """
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        limits: Mapping[str, NodeGroupSpec] | None = None,
+        *,
+        retry_wait_seconds: float = 1.0,
+        max_attempts: int = 5,
+        page_size: int = 500,
+        request_timeout_seconds: float = 30.0,
+    ) -> None:
+        self._core = CoreV1Api(api_client)
+        self._limits: dict[str, NodeGroupSpec] = dict(limits or {})
+        self._retry_wait = retry_wait_seconds
+        self._max_attempts = max(1, max_attempts)
+        self._page_size = page_size
+        self._timeout = request_timeout_seconds
+        self._sizes: dict[str, int] | None = None
+        self._pending: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _call(self, call: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries on 429, 5xx and connection errors.
+
+        Raises:
+            ApiException: a non-retryable API error (the caller decides).
+            CloudError: the last retryable failure after ``max_attempts``.
+        """
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            log.warning("%s: attempt %d failed (%s); retrying", call, state.attempt_number, exc)
+
+        retrying = Retrying(
+            stop=stop_after_attempt(self._max_attempts),
+            wait=wait_fixed(self._retry_wait),
+            retry=retry_if_exception(_retryable),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(fn)
+        except ApiException as e:
+            if _retryable(e):
+                raise CloudError(f"{call}: HTTP {e.status}: {e.reason}") from e
+            raise
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise CloudError(f"{call}: {type(e).__name__}: {e}") from e
+
+    def _list_page(self, token: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": self._page_size}
+        if token:
+            params["_continue"] = token
+        # _preload_content=False returns the raw urllib3 response, not the typed V1NodeList.
+        resp: Any = self._core.list_node(_preload_content=False, _request_timeout=self._timeout, **params)
+        try:
+            doc = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        if not isinstance(doc, dict):
+            raise CloudError("list nodes: response is not a NodeList")
+        return doc
+
+    def refresh(self) -> None:
+        """LIST nodes (paginated) and count them per node-pool label value.
+
+        Raises:
+            CloudError: the LIST failed (after retries for 429/5xx/connection errors).
+        """
+        sizes: dict[str, int] = {}
+        token: str | None = None
+        while True:
+            try:
+                doc = self._call("list nodes", functools.partial(self._list_page, token))
+            except ApiException as e:
+                raise CloudError(f"list nodes: HTTP {e.status}: {e.reason}") from e
+            for item in doc.get("items") or []:
+                labels = (item.get("metadata") or {}).get("labels") or {}
+                pool = labels.get(LABEL_NODEPOOL)
+                if pool:
+                    sizes[pool] = sizes.get(pool, 0) + 1
+            token = (doc.get("metadata") or {}).get("continue") or None
+            if not token:
+                break
+        with self._lock:
+            self._sizes = sizes
+
+    def _ensure(self) -> dict[str, int]:
+        if self._sizes is None:
+            self.refresh()
+        assert self._sizes is not None
+        return self._sizes
+
+    def _info(self, group: str, size: int) -> NodeGroupInfo:
+        spec = self._limits.get(group)
+        if spec is not None:
+            return NodeGroupInfo(group, spec.min_size, spec.max_size, size)
+        return NodeGroupInfo(group, 0, size, size)
+
+    def node_group_for(self, node: Node) -> NodeGroupInfo | None:
+        """The group named by ``node``'s node-pool label, or ``None`` (no label, or a value no node
+        had at the last refresh). Refreshes first if :meth:`refresh` was never called.
+
+        Raises:
+            CloudError: the first refresh failed.
+        """
+        sizes = self._ensure()
+        with self._lock:
+            group = node.node_group
+            return self._info(group, sizes[group]) if group in sizes else None
+
+    def node_groups(self) -> list[NodeGroupInfo]:
+        """Every group, sorted by name, as of the last refresh (refreshes if never done).
+
+        Raises:
+            CloudError: the first refresh failed.
+        """
+        sizes = self._ensure()
+        with self._lock:
+            return [self._info(g, sizes[g]) for g in sorted(sizes)]
+
+    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
+        """Delete the Node objects of ``nodes`` (all labelled ``group_id``), one DELETE each. A node
+        already gone (404), or re-created with another UID (409), counts as deleted.
+
+        Raises:
+            MinSizeReached: see :func:`scaler.cloud.base.check_min_size`; nothing was deleted.
+            CloudError: unknown group or a node of another group (nothing deleted), or a DELETE
+                failed (``failed_nodes`` names the nodes not deleted).
+        """
+        sizes = self._ensure()
+        unique = list({n.name: n for n in nodes}.values())
+        if not unique:
+            return
+        with self._lock:
+            if group_id not in sizes:
+                raise CloudError(f"node group {group_id!r}: no node has {LABEL_NODEPOOL}={group_id}")
+            for node in unique:
+                if node.node_group != group_id:
+                    raise CloudError(f"node {node.name} does not belong to node group {group_id}")
+            pending = self._pending.get(group_id, 0)
+            check_min_size(self._info(group_id, sizes[group_id]), len(unique), in_flight + pending)
+            self._pending[group_id] = pending + len(unique)
+        failed: list[str] = []
+        errors: list[str] = []
+        try:
+            for node in unique:
+                try:
+                    self._delete(node)
+                except CloudError as e:
+                    failed.append(node.name)
+                    errors.append(str(e))
+                    continue
+                with self._lock:
+                    sizes[group_id] = max(0, sizes[group_id] - 1)
+        finally:
+            with self._lock:
+                self._pending[group_id] -= len(unique)
+        if failed:
+            raise CloudError(f"node group {group_id}: " + "; ".join(errors), failed_nodes=failed)
+
+    def _delete(self, node: Node) -> None:
+        body = V1DeleteOptions(preconditions=V1Preconditions(uid=node.uid)) if node.uid else None
+        call = f"delete node {node.name}"
+        log.info("deleting Node %s", node.name)
+        try:
+            self._call(
+                call, lambda: self._core.delete_node(node.name, body=body, _request_timeout=self._timeout)
+            )
+        except ApiException as e:
+            if e.status in (404, 409):  # gone, or another node under that name now
+                return
+            raise CloudError(f"{call}: HTTP {e.status}: {e.reason}") from e

@@ -1,0 +1,189 @@
+"""KubernetesProvider over real HTTP against the loopback fake API server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.gce_api import FakeGCE
+from fakes.kube_api import FakeKubeAPI
+
+from scaler.cloud.base import CloudError, CloudProvider, MinSizeReached
+from scaler.cloud.gke import GKEProvider, make_clients
+from scaler.cloud.kubernetes import KubernetesProvider
+from scaler.config import NodeGroupSpec
+from scaler.model.records import LABEL_NODEPOOL, Node, Resources
+from scaler.sources.kube import make_api_client
+
+NODES = "/api/v1/nodes"
+
+
+def node_obj(name: str, pool: str | None) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": name}
+    if pool is not None:
+        labels[LABEL_NODEPOOL] = pool
+    return {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+        "spec": {"providerID": f"gce://proj/z/{name}"},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def node(name: str, pool: str, uid: str | None = None) -> Node:
+    return Node(
+        name=name,
+        allocatable=Resources(cpu_millicores=4000, memory_bytes=16 << 30, pods=110),
+        labels={LABEL_NODEPOOL: pool},
+        uid=f"uid-{name}" if uid is None else uid,
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FakeKubeAPI]:
+    with FakeKubeAPI() as f:
+        yield f
+
+
+@pytest.fixture
+def fake(server: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch) -> FakeKubeAPI:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    server.reset_faults()
+    server.clear()
+    server.load_objects(
+        [node_obj(f"a-{i}", "a") for i in range(3)]
+        + [node_obj(f"b-{i}", "b") for i in range(2)]
+        + [node_obj("bare", None)]
+    )
+    server.requests.clear()
+    return server
+
+
+@pytest.fixture
+def api(fake: FakeKubeAPI, tmp_path: Path) -> Iterator[Any]:
+    client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
+    yield client
+    client.close()
+
+
+def provider(api: Any, **kw: Any) -> KubernetesProvider:
+    kw.setdefault("retry_wait_seconds", 0.01)
+    return KubernetesProvider(api, **kw)
+
+
+def node_deletes(fake: FakeKubeAPI) -> list[Any]:
+    return [r for r in fake.requests if r.method == "DELETE" and r.path.startswith(NODES + "/")]
+
+
+def test_groups_from_labels_with_default_and_explicit_limits(api: Any) -> None:
+    p = provider(api, limits={"b": NodeGroupSpec(min_size=1, max_size=5, name="b")})
+    groups = {g.id: g for g in p.node_groups()}
+    assert set(groups) == {"a", "b"}
+    assert (groups["a"].min_size, groups["a"].max_size, groups["a"].target_size) == (0, 3, 3)
+    assert (groups["b"].min_size, groups["b"].max_size, groups["b"].target_size) == (1, 5, 2)
+    group = p.node_group_for(node("a-1", "a"))
+    assert group is not None and group.id == "a"
+    assert p.node_group_for(Node(name="bare", allocatable=Resources())) is None
+    assert p.node_group_for(node("x", "unknown")) is None
+
+
+def test_refresh_is_one_paginated_list(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api, page_size=2)
+    fake.requests.clear()
+    p.refresh()
+    lists = fake.requests_to(NODES)
+    assert len(lists) == 3  # 6 nodes, 2 per page
+    assert all(r.query.get("limit") == "2" for r in lists)
+    assert p.node_groups()[0].target_size == 3
+    assert len(fake.requests_to(NODES)) == 3  # served from the cache
+
+
+def test_delete_node(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api)
+    p.refresh()
+    p.delete_nodes("a", [node("a-0", "a")])
+    [req] = node_deletes(fake)
+    assert req.path == f"{NODES}/a-0"
+    assert json.loads(req.body)["preconditions"] == {"uid": "uid-a-0"}
+    assert [o["metadata"]["name"] for o in fake.objects("Node")] == ["a-1", "a-2", "b-0", "b-1", "bare"]
+    assert p.node_groups()[0].target_size == 2
+    p.refresh()
+    assert p.node_groups()[0].target_size == 2
+
+
+def test_already_gone_or_replaced_counts_as_deleted(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api)
+    p.refresh()
+    fake.delete_object("Node", "a-0")
+    p.delete_nodes("a", [node("a-0", "a")])  # 404
+    p.delete_nodes("a", [node("a-1", "a", uid="old-uid")])  # 409: another node under that name
+    assert {o["metadata"]["name"] for o in fake.objects("Node")} >= {"a-1"}
+    assert len(node_deletes(fake)) == 2
+
+
+def test_min_size_reached(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api, limits={"b": NodeGroupSpec(min_size=1, max_size=5, name="b")})
+    p.delete_nodes("b", [node("b-0", "b")])
+    with pytest.raises(MinSizeReached):
+        p.delete_nodes("b", [node("b-1", "b")])
+    with pytest.raises(MinSizeReached):
+        p.delete_nodes("a", [node("a-0", "a")], in_flight=3)
+    with pytest.raises(MinSizeReached, match="at most 1 may go"):
+        p.delete_nodes("a", [node("a-0", "a"), node("a-1", "a")], in_flight=2)
+    assert len(node_deletes(fake)) == 1
+
+
+def test_retries_then_succeeds(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api)
+    p.refresh()
+    fake.fail(f"{NODES}/a-0", 503, times=2, method="DELETE", exact=True)
+    p.delete_nodes("a", [node("a-0", "a")])
+    assert len(node_deletes(fake)) == 3
+    assert "a-0" not in {o["metadata"]["name"] for o in fake.objects("Node")}
+
+
+def test_persistent_failure_is_a_cloud_error(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api, max_attempts=3)
+    p.refresh()
+    fake.fail(f"{NODES}/a-0", 500, method="DELETE", exact=True)
+    with pytest.raises(CloudError, match="HTTP 500") as err:
+        p.delete_nodes("a", [node("a-0", "a"), node("a-1", "a")])
+    assert err.value.failed_nodes == ("a-0",)
+    assert len(node_deletes(fake)) == 4  # 3 attempts for a-0, 1 for a-1
+    assert p.node_groups()[0].target_size == 2  # a-1 went
+    fake.reset_faults()
+    fake.fail(f"{NODES}/a-2", 403, method="DELETE", exact=True)
+    with pytest.raises(CloudError, match="HTTP 403"):
+        p.delete_nodes("a", [node("a-2", "a")])
+    assert len(node_deletes(fake)) == 5  # not retried
+
+
+def test_refresh_failure_is_a_cloud_error(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api, max_attempts=2)
+    fake.fail(NODES, 503, method="GET", exact=True)
+    with pytest.raises(CloudError, match="list nodes: HTTP 503"):
+        p.refresh()
+    assert len(fake.requests_to(NODES)) == 2
+
+
+def test_nodes_outside_the_group_are_refused(fake: FakeKubeAPI, api: Any) -> None:
+    p = provider(api)
+    with pytest.raises(CloudError, match="does not belong to node group a"):
+        p.delete_nodes("a", [node("a-0", "a"), node("b-0", "b")])
+    with pytest.raises(CloudError, match="'zzz'"):
+        p.delete_nodes("zzz", [node("a-0", "zzz")])
+    assert node_deletes(fake) == []
+
+
+def test_both_providers_satisfy_the_protocol(api: Any) -> None:
+    assert isinstance(provider(api), CloudProvider)
+    with FakeGCE() as gce:
+        container, compute = make_clients(gce.url)
+        assert isinstance(
+            GKEProvider("p", "l", "c", container_client=container, compute_clients=compute), CloudProvider
+        )
