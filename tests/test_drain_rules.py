@@ -593,32 +593,41 @@ def test_get_pods_to_move_stops_at_first_blocker() -> None:
     assert res.blocking.pod == bare and res.blocking.reason is S.NotReplicated
     assert res.blocking.detail
     assert res.pods == () and res.daemonset_pods == () and not res.removable
-    # Only the pod before the blocker was accounted; d was never reached.
-    assert ctx.pdb_tracker.remaining(pdb) == 4
+    # A blocked node charges nothing.
+    assert ctx.pdb_tracker.remaining(pdb) == 5
 
 
-def test_two_pods_under_allowance_one_block_the_node() -> None:
+def test_two_pods_under_allowance_one_do_not_block_the_node_as_in_ca() -> None:
+    # CA checks each pod against the budget left by earlier nodes, then charges the node's pods
+    # together: the second eviction is retried until the first replacement is healthy.
     a = make_pod("a", labels={"app": "web"})
     b = make_pod("b", labels={"app": "web"})
     pdb = make_pdb("web", disruptions_allowed=1)
-    res = get_pods_to_move([a, b], ctx_for([a, b], pdbs=[pdb]))
-    assert res.blocking is not None
-    assert res.blocking.pod == b and res.blocking.reason is S.NotEnoughPdb
-    assert "default/web" in res.blocking.detail
+    ctx = ctx_for([a, b], pdbs=[pdb])
+    res = get_pods_to_move([a, b], ctx)
+    assert res.blocking is None and res.pods == (a, b)
+    assert ctx.pdb_tracker.remaining(pdb) == -1
+    # The next node with a pod of that PDB is then blocked.
+    c = make_pod("c", labels={"app": "web"}, node_name="n2")
+    res2 = get_pods_to_move([c], ctx)
+    assert res2.blocking is not None and res2.blocking.reason is S.NotEnoughPdb
+    assert "default/web" in res2.blocking.detail
 
 
 def test_pdb_accounting_applies_to_safe_to_evict_and_terminal() -> None:
     """Our deliberate difference: pods that short-circuit the PDB rule are still accounted."""
     a = make_pod("a", labels={"app": "web"}, annotations=ste("true"), owner_kind=None)
     b = make_pod("b", labels={"app": "web"}, phase="Failed", owner_kind=None)
-    pdb = make_pdb("web", disruptions_allowed=1)
-    res = get_pods_to_move([a, b], ctx_for([a, b], pdbs=[pdb]))
-    assert res.blocking is not None and res.blocking.pod == b
-    assert res.blocking.reason is S.NotEnoughPdb
-    # And a single safe-to-evict pod under an exhausted PDB blocks too.
     pdb0 = make_pdb("web", disruptions_allowed=0)
-    res0 = get_pods_to_move([a], ctx_for([a], pdbs=[pdb0]))
-    assert res0.blocking is not None and res0.blocking.reason is S.NotEnoughPdb
+    for pod in (a, b):
+        res = get_pods_to_move([pod], ctx_for([pod], pdbs=[pdb0]))
+        assert res.blocking is not None and res.blocking.pod == pod
+        assert res.blocking.reason is S.NotEnoughPdb
+    # With budget left they pass and are charged.
+    pdb = make_pdb("web", disruptions_allowed=1)
+    ctx = ctx_for([a, b], pdbs=[pdb])
+    assert get_pods_to_move([a, b], ctx).pods == (a, b)
+    assert ctx.pdb_tracker.remaining(pdb) == -1
 
 
 def test_pdb_accounting_consumes_every_matching_pdb() -> None:

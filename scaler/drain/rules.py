@@ -611,17 +611,17 @@ def get_pods_to_move(pods: Sequence[Pod], ctx: DrainContext) -> PodsToMove:
     ``WAIT_FOR_COMPLETION`` → ``on_completion_pods``; ``DRAIN_OK`` → ``daemonset_pods`` for
     DaemonSet pods, else ``pods``.
 
-    **Deliberate difference from CA:** every pod bound for ``pods`` is then PDB-accounted, in
-    order, including those that short-circuited the PDB rule (``safe-to-evict: "true"``,
-    terminal): if a covering PDB has no allowance left the pod blocks with ``NotEnoughPdb``,
-    otherwise one disruption is consumed from each covering PDB in ``ctx.pdb_tracker``. So two
-    pods of a PDB allowing 1 disruption on one node block the node, where CA only marks it
-    "risky" (``CanRemovePods``, ``core/scaledown/pdb/basic.go``). Reason: the Eviction API
-    enforces PDBs on every eviction, whatever the annotations.
+    PDB accounting, as CA: each pod is checked against the budget left by the nodes removed
+    *earlier* in the evaluation (not by its neighbours on this node), and once the node passes,
+    its pods are charged to ``ctx.pdb_tracker`` together. Two pods of a PDB allowing one
+    disruption on one node therefore do not block it (CA marks such a node "risky",
+    ``core/scaledown/pdb/basic.go``; the second eviction is retried until the first replacement
+    is healthy). **Deliberate difference from CA:** pods that short-circuit the PDB rule
+    (``safe-to-evict: "true"``, terminal) are still checked, because the Eviction API enforces
+    PDBs on every eviction whatever the annotations.
 
-    ``ctx.pdb_tracker`` is mutated (also when the node turns out blocked): pass a copy per node
-    and keep it only if the node's removal is committed. Source: ``simulator/drain.go
-    GetPodsToMove``.
+    ``ctx.pdb_tracker`` is mutated when the node passes: pass a copy per node and keep it only
+    if the node's removal is committed. Source: ``simulator/drain.go GetPodsToMove``.
     """
     to_move: list[Pod] = []
     ds: list[Pod] = []
@@ -635,7 +635,6 @@ def get_pods_to_move(pods: Sequence[Pod], ctx: DrainContext) -> PodsToMove:
             if pdb_block is not None:
                 status, outcome = pdb_block, pdb_block.outcome
             else:
-                ctx.pdb_tracker.remove_pods((pod,))
                 to_move.append(pod)
                 continue
         if outcome is DrainOutcome.BLOCK_DRAIN:
@@ -646,4 +645,5 @@ def get_pods_to_move(pods: Sequence[Pod], ctx: DrainContext) -> PodsToMove:
             waiting.append(pod)
         else:
             ds.append(pod)
+    ctx.pdb_tracker.remove_pods(to_move)
     return PodsToMove(tuple(to_move), tuple(ds), tuple(waiting), tuple(skipped))
