@@ -234,13 +234,18 @@ def _run(args: argparse.Namespace) -> int:
         nodes = [parse_node(o) for o in fetch_objects(api) if o.get("kind") == "Node"]
         limits = node_group_limits(config, nodes)
         if config.cloud_provider == "gke":
-            from scaler.cloud.gke import GKEProvider
+            from scaler.cloud.gke import GKEProvider, make_clients
 
+            # SCALER_GCE_API_ENDPOINT points the Google clients at an emulator (tests); unset in
+            # production: Google's endpoints with Workload Identity credentials.
+            container, compute = make_clients(os.environ.get("SCALER_GCE_API_ENDPOINT") or None)
             cloud = GKEProvider.from_environment(
                 config.gke_project or None,
                 config.gke_location or None,
                 config.gke_cluster or None,
                 limits=limits,
+                container_client=container,
+                compute_clients=compute,
             )
         else:
             from scaler.cloud.kubernetes import KubernetesProvider

@@ -286,7 +286,10 @@ class KubeWriter:
                                                          _preload_content=False, _request_timeout=self.timeout)  # fmt: skip
         except ApiException as e:
             raise WriteError(f"list pods on node {name}: HTTP {e.status} {_body(e)}") from None
-        return list(_json(resp).get("items") or [])
+        items = _json(resp).get("items") or []
+        # The server filters already; filtering again costs nothing and guards against a proxy
+        # or API that ignores fieldSelector.
+        return [p for p in items if (p.get("spec") or {}).get("nodeName") == name]
 
     def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
         """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok."""

@@ -1,0 +1,153 @@
+"""`scaler run`'s controller end to end, against the loopback Kubernetes and GCE fakes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from e2e_cluster import E2ECluster
+
+from scaler.kube.writer import ANNOTATION_OWNER
+from scaler.model.records import TAINT_TO_BE_DELETED
+
+
+def tainted(cluster: E2ECluster, name: str) -> bool:
+    node = cluster.node(name)
+    assert node is not None
+    return any(t["key"] == TAINT_TO_BE_DELETED for t in node["spec"].get("taints") or [])
+
+
+def node_lifecycle(cluster: E2ECluster) -> None:
+    """GKE removes the Node object once its VM is gone; the fakes need a nudge."""
+    for name in cluster.gce.deleted_instances:
+        if cluster.node(name) is not None:
+            cluster.kube.delete_object("Node", name)
+
+
+def test_two_underused_nodes_are_drained_and_deleted(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config()) as ctl:
+        c.kube.fail("/api/v1/namespaces/default/pods/web-0/eviction", 429, times=1, method="POST")
+        first = ctl.run_once()
+        # One web pod per underused node and a PDB allowing one disruption: the PDB budget is
+        # shared by the nodes of one evaluation, so the second node waits for the first.
+        assert len(first.unneeded) == 1 and set(first.unneeded) < set(c.underused)
+        second = next(n for n in c.underused if n not in first.unneeded)
+        assert first.verdicts[second][1].value == "BlockedByPod" and "NotEnoughPdb" in first.verdicts[second][2]
+        assert first.to_delete == ()
+        assert not any(tainted(c, n) for n in c.nodes)
+        removed: list[str] = []
+        for _ in range(60):
+            c.advance(60)
+            node_lifecycle(c)
+            ctl.run_once()
+            c.wait_idle(ctl)
+            removed = [n for n in c.underused if n in c.gce.deleted_instances]
+            if len(removed) == 2:
+                break
+        assert sorted(removed) == sorted(c.underused)
+        assert sorted(c.gce.deleted_instances) == sorted(c.underused), "each deleted once, nothing else"
+        posts = c.gce.requests_matching("POST", r"deleteInstances")
+        assert len(posts) == 2
+        assert all(p.json["skipInstancesOnValidationError"] is True for p in posts)
+        for name in c.busy:
+            node = c.node(name)
+            assert node is not None and not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+        evictions = c.kube.requests_to("/api/v1/namespaces/default/pods/web-0/eviction", "POST")
+        assert len(evictions) == 2, "one 429, retried once"
+        assert ctl.metrics.scaled_down_nodes.labels("underutilized")._value.get() == 2
+        reasons = [e["reason"] for e in c.events()]
+        assert reasons.count("ScaleDown") >= 2
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "autoscalerStatus: Running" in status["data"]["status"]
+
+
+def test_eviction_429_past_max_pod_eviction_time_rolls_back(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(max_pod_eviction_time=0.3)) as ctl:
+        ctl.run_once()
+        c.kube.fail("/api/v1/namespaces/", 429, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        assert len(decision.drain) == 1
+        target = decision.drain[0].node.name
+        c.wait_idle(ctl)
+        node = c.node(target)
+        assert node is not None
+        assert not tainted(c, target)
+        assert not node["spec"].get("unschedulable")
+        assert ANNOTATION_OWNER not in (node["metadata"].get("annotations") or {})
+        failed = [e for e in c.events("ScaleDownFailed") if e["involvedObject"]["name"] == target]
+        assert failed and "failed to drain and delete node" in failed[0]["message"]
+        assert c.gce.deleted_instances == []
+        assert ctl.metrics.failed_scale_downs.labels("drain")._value.get() == 1
+        # Back in the pool with a fresh timer.
+        c.kube.reset_faults()
+        c.advance(10)
+        again = ctl.run_once()
+        assert again.unneeded.get(target) == c.clock()
+
+
+def test_delete_instances_503_twice_then_success_deletes_once(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config()) as ctl:
+        c.gce.fail("POST", r"deleteInstances", 503, times=2)
+        ctl.run_once()
+        c.advance(601)
+        decision = ctl.run_once()
+        c.wait_idle(ctl)
+        target = decision.drain[0].node.name
+        assert c.gce.deleted_instances == [target]
+        assert len(c.gce.requests_matching("POST", r"deleteInstances")) == 3
+
+
+def test_pool_at_min_size_is_never_shrunk(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, min_per_zone=2) as c, c.controller(c.config()) as ctl:
+        ctl.run_once()
+        for _ in range(3):
+            c.advance(601)
+            decision = ctl.run_once()
+            c.wait_idle(ctl)
+            assert decision.to_delete == ()
+        assert c.gce.deleted_instances == []
+        assert not any(tainted(c, n) for n in c.nodes)
+        # The first underused node is held by the min size (the second waits for the PDB budget).
+        reasons = {decision.verdicts[n][1].value for n in c.underused}
+        assert "NodeGroupMinSizeReached" in reasons and reasons <= {"NodeGroupMinSizeReached", "BlockedByPod"}
+        assert ctl.metrics.unremovable_nodes.labels("NodeGroupMinSizeReached")._value.get() >= 1
+
+
+def test_dry_run_writes_nothing_but_events_and_status(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(), dry_run=True) as ctl:
+        ctl.run_once()
+        c.advance(601)
+        decision = ctl.run_once()
+        assert decision.to_delete
+        writes = [r for r in c.kube.requests if r.method != "GET" and "/events" not in r.path and "/configmaps" not in r.path]
+        assert writes == []
+        assert c.gce.requests_matching("POST", r".") == []
+        assert any("[dry-run]" in e["message"] for e in c.events("ScaleDownDryRun"))
+
+
+@pytest.mark.parametrize("drained", [False, True])
+def test_restart_after_crash_rolls_back_or_completes(tmp_path: Path, drained: bool) -> None:
+    with E2ECluster(tmp_path) as c:
+        target = c.underused[0]
+        # A previous run tainted the node and (maybe) finished its drain, then died.
+        from scaler.kube.writer import STATE_DRAINED, KubeWriter
+
+        writer = KubeWriter(c.api, "scaler", clock=c.clock)
+        writer.mark_to_be_deleted(target, c.clock())
+        if drained:
+            for pod in c.kube.objects("Pod"):
+                if pod["spec"]["nodeName"] == target and pod["metadata"]["namespace"] != "kube-system":
+                    c.kube.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            writer.set_state(target, STATE_DRAINED)
+        with c.controller(c.config()) as ctl:
+            ctl.run_once()
+            c.wait_idle(ctl)
+        if drained:
+            assert c.gce.deleted_instances == [target]
+        else:
+            assert c.gce.deleted_instances == []
+            assert not tainted(c, target)
+            node = c.node(target)
+            assert node is not None and not node["spec"].get("unschedulable")
+            assert any(e["reason"] == "ScaleDownRolledBack" for e in c.events())

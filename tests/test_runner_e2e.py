@@ -1,0 +1,139 @@
+"""`scaler run` as a process and as replicas: crash mid-drain, SIGTERM, leader election."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from e2e_cluster import E2ECluster
+
+from scaler.kube.writer import ANNOTATION_OWNER
+from scaler.model.records import TAINT_TO_BE_DELETED
+from scaler.runner import Runner
+
+
+class WallClock:
+    """The real clock, settable like e2e_cluster.Clock (metrics follow it)."""
+
+    @property
+    def now(self) -> float:
+        return time.time()
+
+    @now.setter
+    def now(self, value: float) -> None:  # advance() is not used with the wall clock
+        raise AssertionError("the wall clock cannot be moved")
+
+    def __call__(self) -> float:
+        return time.time()
+
+
+def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def tainted(c: E2ECluster, name: str) -> bool:
+    node = c.node(name)
+    return node is not None and any(t["key"] == TAINT_TO_BE_DELETED for t in node["spec"].get("taints") or [])
+
+
+FAST = [
+    "--scale-down-unneeded-time=0s", "--scan-interval=0.2s", "--node-delete-delay-after-taint=0s",
+    "--scale-down-delay-after-add=0s", "--max-pod-eviction-time=60s", "--address=127.0.0.1:0",
+    "--gke-project=acme", "--gke-location=europe-west1", "--gke-cluster=prod",
+]  # fmt: skip
+
+
+def start_process(c: E2ECluster, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
+    kubeconfig = c.kube.write_kubeconfig(c.tmp / "kubeconfig")
+    return subprocess.Popen(
+        [sys.executable, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *FAST, *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def test_kill_mid_drain_then_restart_rolls_the_node_back(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        # Evictions hang, so the drain is in flight when the process dies.
+        c.kube.delay("/api/v1/namespaces/", 30.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        proc = start_process(c, "--leader-elect=false")
+        try:
+            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
+            wait_for(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), what="an eviction")
+            target = next(n for n in c.underused if tainted(c, n))
+        finally:
+            proc.kill()
+            proc.wait(10)
+        node = c.node(target)
+        assert node is not None and node["spec"].get("unschedulable")
+        assert (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == "scaler"
+        assert c.gce.deleted_instances == []
+        c.kube.reset_faults()
+        # The restart recognizes its own work and rolls it back before anything else.
+        with c.controller(c.config()) as ctl:
+            ctl.run_once()
+        assert not tainted(c, target)
+        node = c.node(target)
+        assert node is not None and not node["spec"].get("unschedulable")
+        assert ANNOTATION_OWNER not in (node["metadata"].get("annotations") or {})
+        assert c.gce.deleted_instances == []
+
+
+def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        c.kube.delay("/api/v1/namespaces/", 2.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        proc = start_process(c, "--leader-elect=true", "--namespace=scaler-system")
+        try:
+            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, out
+        lease = c.kube.get_object("Lease", "scaler", "scaler-system")
+        assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
+        for name in c.underused:
+            node = c.node(name)
+            if node is not None and name not in c.gce.deleted_instances:
+                assert not tainted(c, name), f"{name} left tainted after SIGTERM"
+
+
+def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=3600)
+        runners = [
+            Runner(cfg, c.api, c.provider(), identity=f"replica-{i}", lease=(1.0, 0.8, 0.1)).start(sync_timeout=10)
+            for i in range(2)
+        ]
+        try:
+            wait_for(lambda: any(r.controller.leader.is_set() for r in runners), what="a leader")
+            time.sleep(0.5)
+            leaders = [r for r in runners if r.controller.leader.is_set()]
+            assert len(leaders) == 1
+            leader = leaders[0]
+            follower = next(r for r in runners if r is not leader)
+            wait_for(lambda: c.kube.get_object("ConfigMap", "scaler-status", "scaler-system") is not None,
+                     what="the status ConfigMap")  # fmt: skip
+            status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+            assert status is not None and f"leader: {leader.controller.identity}" in status["data"]["status"]
+            assert follower.metrics.is_leader._value.get() == 0
+            assert leader.health is not None
+            health = httpx.get(f"http://127.0.0.1:{leader.health.port}/healthz", timeout=5)
+            assert health.status_code == 200
+            metrics = httpx.get(f"http://127.0.0.1:{leader.health.port}/metrics", timeout=5).text
+            assert "scaler_unneeded_nodes_count" in metrics and "scaler_is_leader 1.0" in metrics
+            leader.stop(timeout=10)
+            wait_for(lambda: follower.controller.leader.is_set(), timeout=10, what="fail-over")
+        finally:
+            for r in runners:
+                r.stop(timeout=10)
