@@ -2,8 +2,9 @@
 
 Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
 pod-metrics LIST), record usage, evaluate with usage aggregated over the unneeded window, plan,
-and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics, the
-status ConfigMap and (in dry-run) "would remove" events report every loop.
+and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics report
+every loop; the status ConfigMap is rewritten when its content changes (its ``time`` says when);
+in dry-run, "would remove" events are emitted once per node.
 
 On becoming leader it first recovers from a previous crash: nodes carrying this instance's
 ownership annotation are rolled back, unless their drain had finished (state ``drained``) and
@@ -24,7 +25,7 @@ from scaler.config import ScalerConfig
 from scaler.engine import evaluate
 from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, KubeWriter, ObjectRef
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.observability import Metrics, status_yaml
+from scaler.observability import Metrics, status_document, status_yaml
 from scaler.planner import (
     Aggregation,
     GroupSize,
@@ -53,6 +54,8 @@ class Controller:
         identity: this replica's name (status and logs).
         clock: Unix-seconds clock.
         actuator_factory: builds the :class:`Actuator` (tests tune its timings).
+        source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
+            watches that keep failing; while it says anything, nothing is started.
     """
 
     def __init__(
@@ -67,6 +70,7 @@ class Controller:
         identity: str = "scaler",
         clock: Callable[[], float] = time.time,
         actuator_factory: Callable[..., Actuator] = Actuator,
+        source_problem: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self.snapshot_source = snapshot_source
@@ -76,6 +80,7 @@ class Controller:
         self.dry_run = dry_run
         self.identity = identity
         self.clock = clock
+        self.source_problem = source_problem
         self.state = PlannerState()
         self.leader = threading.Event()
         self.stopping = threading.Event()
@@ -85,6 +90,7 @@ class Controller:
         self._outcomes: list[NodeOutcome] = []
         self._outcome_lock = threading.Lock()
         self._recovered = False
+        self._last_status: dict[str, object] | None = None
         self.actuator = actuator_factory(
             config,
             writer,
@@ -136,7 +142,12 @@ class Controller:
         start = time.monotonic()
         now = self.clock()
         snapshot = self.snapshot_source(now)
-        acting = self.leader.is_set() and not self.stopping.is_set() and not self.dry_run
+        stale = self.source_problem() if self.source_problem is not None else ""
+        if stale:
+            # When in doubt, don't act: a stale view could hide new pods on a node.
+            self.metrics.errors.labels("stale_cache").inc()
+            log.warning("cluster view may be stale (%s); no scale-down started this loop", stale)
+        acting = self.leader.is_set() and not self.stopping.is_set() and not self.dry_run and not stale
         if acting and not self._recovered:
             self.recover(snapshot)
             self._recovered = True
@@ -190,14 +201,18 @@ class Controller:
         if not self.leader.is_set():
             return
         groups = {n.name: n.node_group for n in snapshot.nodes}
-        text = status_yaml(
+        doc = status_document(
             decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run
         )
+        if doc == self._last_status:
+            return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)
+        text = status_yaml(doc, decision.now)
         try:
             self.writer.write_config_map(
                 self.config.namespace, self.config.status_config_map_name, {"status": text},
                 {"scaler.io/last-updated": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.now))},
             )  # fmt: skip
+            self._last_status = doc
         except Exception as e:  # status is best effort
             self.metrics.errors.labels("status").inc()
             log.warning("status ConfigMap not written: %s", e)

@@ -25,7 +25,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
 
-__all__ = ["HealthServer", "JsonFormatter", "Metrics", "configure_logging", "status_yaml"]
+__all__ = ["HealthServer", "JsonFormatter", "Metrics", "configure_logging", "status_document", "status_yaml"]
 
 
 class Metrics:
@@ -162,23 +162,21 @@ def configure_logging(fmt: str, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
-def status_yaml(
+def status_document(
     plan: ScaleDownPlan,
     groups: Mapping[str, Any],
     in_flight: Mapping[str, str],
     *,
     leader: str,
     dry_run: bool,
-) -> str:
-    """The ``status`` key of the status ConfigMap: CA's layout (``clusterWide.scaleDown``,
-    ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status and reason) and
-    ``deletionsInProgress``."""
-    now = dt.datetime.fromtimestamp(plan.now, dt.UTC).isoformat().replace("+00:00", "Z")
+) -> dict[str, Any]:
+    """The status ConfigMap's content without its timestamps: CA's layout
+    (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
+    and reason) and ``deletionsInProgress``. ``groups`` maps node name → node group."""
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
         per_group[str(groups.get(name, ""))] += 1
-    doc = {
-        "time": now,
+    return {
         "autoscalerStatus": "Running",
         "mode": "dry-run" if dry_run else "active",
         "leader": leader,
@@ -187,7 +185,6 @@ def status_yaml(
                 "status": "CandidatesPresent" if plan.unneeded else "NoCandidates",
                 "candidates": len(plan.unneeded),
                 "cooldown": plan.cooldown or None,
-                "lastProbeTime": now,
             }
         },
         "nodeGroups": [
@@ -204,4 +201,14 @@ def status_yaml(
             for name, (status, reason, detail) in sorted(plan.verdicts.items())
         ],
     }
+
+
+def status_yaml(document: Mapping[str, Any], now: float) -> str:
+    """The ``status`` key of the status ConfigMap: ``document`` with ``time`` (and CA's
+    ``clusterWide.scaleDown.lastProbeTime``) set to ``now`` (Unix seconds)."""
+    stamp = dt.datetime.fromtimestamp(now, dt.UTC).isoformat().replace("+00:00", "Z")
+    doc = {"time": stamp, **document}
+    cluster = dict(doc.get("clusterWide") or {})
+    cluster["scaleDown"] = {**(cluster.get("scaleDown") or {}), "lastProbeTime": stamp}
+    doc["clusterWide"] = cluster
     return yaml.safe_dump(doc, sort_keys=False)

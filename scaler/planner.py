@@ -23,6 +23,7 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
@@ -205,14 +206,20 @@ def with_aggregated_usage(
     return replace(snapshot, node_metrics=metrics)
 
 
+def _iso(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float | None, now: float) -> str:
+    # Messages name fixed times, not elapsed ones, so an unchanged situation reads the same
+    # every loop (the status ConfigMap is only rewritten when it changes).
     cfg = evaluation.config
     if last_scale_up is not None and now < last_scale_up + cfg.scale_down_delay_after_add:
-        return f"scale-down-delay-after-add: a node was added {now - last_scale_up:.0f}s ago"
+        return f"scale-down-delay-after-add until {_iso(last_scale_up + cfg.scale_down_delay_after_add)}"
     if state.last_delete is not None and now < state.last_delete + cfg.scale_down_delay_after_delete:
-        return f"scale-down-delay-after-delete: last deletion started {now - state.last_delete:.0f}s ago"
+        return f"scale-down-delay-after-delete until {_iso(state.last_delete + cfg.scale_down_delay_after_delete)}"
     if state.last_failure is not None and now < state.last_failure + cfg.scale_down_delay_after_failure:
-        return f"scale-down-delay-after-failure: last failure {now - state.last_failure:.0f}s ago"
+        return f"scale-down-delay-after-failure until {_iso(state.last_failure + cfg.scale_down_delay_after_failure)}"
     return ""
 
 
@@ -275,7 +282,7 @@ def plan(
                 if r.node.ready
                 else UnremovableReason.NotUnreadyLongEnough
             )
-            hold(r, reason, f"unneeded for {waited:.0f}s of {threshold:.0f}s")
+            hold(r, reason, f"unneeded since {_iso(since[name])}, deletable at {_iso(since[name] + threshold)}")
             continue
         size = group_sizes.get(group)
         if size is None:

@@ -75,6 +75,7 @@ class Runner:
             dry_run=dry_run,
             identity=identity,
             clock=clock,
+            source_problem=self.stale_kinds,
         )
         self.elector: LeaderElector | None = None
         if config.leader_elect:
@@ -89,6 +90,10 @@ class Runner:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs."""
         return snapshot_from_cache(self.cache, self.api, now)[0]
+
+    def stale_kinds(self) -> str:
+        """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""
+        return ", ".join(sorted(k for k, st in self.cache.stats.items() if st.consecutive_errors > 0))
 
     def _leading(self) -> None:
         self.controller.leader.set()

@@ -219,7 +219,9 @@ class E2ECluster:
                            retry_wait_seconds=0.01)  # fmt: skip
 
     @contextmanager
-    def controller(self, config: ScalerConfig, *, dry_run: bool = False, leader: bool = True) -> Iterator[Controller]:
+    def controller(
+        self, config: ScalerConfig, *, dry_run: bool = False, leader: bool = True, source_problem: Any = None
+    ) -> Iterator[Controller]:
         """A controller wired to both fakes (watch cache, writer with fast retries)."""
         cache = WatchCache(self.api)
         cache.start()
@@ -232,7 +234,7 @@ class E2ECluster:
 
         ctl = Controller(
             config, lambda now: snapshot_from_cache(cache, self.api, now)[0], writer, self.provider(), Metrics(),
-            dry_run=dry_run, identity="test", clock=self.clock, actuator_factory=actuator,
+            dry_run=dry_run, identity="test", clock=self.clock, actuator_factory=actuator, source_problem=source_problem,
         )  # fmt: skip
         if leader:
             ctl.leader.set()

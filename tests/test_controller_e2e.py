@@ -151,3 +151,35 @@ def test_restart_after_crash_rolls_back_or_completes(tmp_path: Path, drained: bo
             node = c.node(target)
             assert node is not None and not node["spec"].get("unschedulable")
             assert any(e["reason"] == "ScaleDownRolledBack" for e in c.events())
+
+
+def test_stale_cluster_view_starts_nothing(tmp_path: Path) -> None:
+    problem = ["pods"]
+    with E2ECluster(tmp_path) as c, c.controller(c.config(), source_problem=lambda: ", ".join(problem)) as ctl:
+        ctl.run_once()
+        c.advance(601)
+        decision = ctl.run_once()
+        assert decision.drain, "the plan still says what could go"
+        assert not any(tainted(c, n) for n in c.nodes), "but nothing is started"
+        assert ctl.metrics.errors.labels("stale_cache")._value.get() == 2
+        problem.clear()
+        c.advance(10)
+        ctl.run_once()
+        c.wait_idle(ctl)
+        assert c.gce.deleted_instances
+
+
+def test_steady_loop_makes_exactly_two_api_requests(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(scale_down_unneeded_time=3600)) as ctl:
+        ctl.run_once()
+        c.advance(10)
+        ctl.run_once()  # the status settles
+        before = len(c.kube.requests)
+        loops = 5
+        for _ in range(loops):
+            c.advance(10)
+            ctl.run_once()
+        made = c.kube.requests[before:]
+        paths = sorted(r.path for r in made)
+        assert len(made) == 2 * loops, paths
+        assert set(paths) == {"/apis/metrics.k8s.io/v1beta1/nodes", "/apis/metrics.k8s.io/v1beta1/pods"}

@@ -12,7 +12,6 @@ global default client rather than ours, cannot be stopped, and never releases th
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import threading
 import time
@@ -21,6 +20,8 @@ from typing import Any, cast
 
 from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
+
+from scaler.kube.raw import read_json, release
 
 __all__ = ["LeaderElector"]
 
@@ -89,7 +90,7 @@ class LeaderElector:
             if e.status == 404:
                 return None
             raise
-        return cast(dict[str, Any], json.loads(cast(Any, resp).data))
+        return cast(dict[str, Any], read_json(resp))
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt to become or stay leader. Returns True when this replica holds the lease."""
@@ -108,7 +109,9 @@ class LeaderElector:
                     "metadata": {"name": self.name, "namespace": self.namespace},
                     "spec": {**spec, "acquireTime": _micro(now), "leaseTransitions": 0},
                 }
-                self.api.create_namespaced_lease(self.namespace, cast(Any, body), _preload_content=False)
+                release(
+                    self.api.create_namespaced_lease(self.namespace, cast(Any, body), _preload_content=False)
+                )
                 return True
             current = lease.get("spec") or {}
             holder = current.get("holderIdentity") or ""
@@ -124,8 +127,10 @@ class LeaderElector:
                 new_spec["acquireTime"] = _micro(now)
                 new_spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
             lease["spec"] = new_spec
-            self.api.replace_namespaced_lease(
-                self.name, self.namespace, cast(Any, lease), _preload_content=False
+            release(
+                self.api.replace_namespaced_lease(
+                    self.name, self.namespace, cast(Any, lease), _preload_content=False
+                )
             )
             return True
         except ApiException as e:
@@ -168,8 +173,10 @@ class LeaderElector:
                 return
             lease["spec"]["holderIdentity"] = ""
             lease["spec"]["leaseDurationSeconds"] = 1
-            self.api.replace_namespaced_lease(
-                self.name, self.namespace, cast(Any, lease), _preload_content=False
+            release(
+                self.api.replace_namespaced_lease(
+                    self.name, self.namespace, cast(Any, lease), _preload_content=False
+                )
             )
         except Exception as e:
             log.warning("releasing lease %s/%s failed: %s", self.namespace, self.name, e)

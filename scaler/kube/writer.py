@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from scaler.eviction.executor import Evictor, EvictResult
+from scaler.kube.raw import read_json, release
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.sources.kube import ApiCall
 
@@ -82,11 +83,6 @@ def _body(e: ApiException) -> str:
         return str(e.reason)
 
 
-def _json(resp: object) -> Any:
-    """Decode a raw (``_preload_content=False``) response."""
-    return json.loads(cast(Any, resp).data)
-
-
 def _rfc3339(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -135,6 +131,7 @@ class KubeWriter:
         self.conflict_deadline_seconds = conflict_deadline_seconds
         self.eviction_retry_seconds = eviction_retry_seconds
         self.timeout = request_timeout_seconds
+        self._config_map_versions: dict[tuple[str, str], str | None] = {}
 
     # ---- nodes ----------------------------------------------------------------------------
     def get_node(self, name: str) -> dict[str, Any] | None:
@@ -149,7 +146,7 @@ class KubeWriter:
             if e.status == 404:
                 return None
             raise WriteError(f"get node {name}: HTTP {e.status} {_body(e)}") from None
-        return cast(dict[str, Any], _json(resp))
+        return cast(dict[str, Any], read_json(resp))
 
     def _patch_node(self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> bool:
         """Read-modify-write with the node's resourceVersion as precondition; retries 409s.
@@ -165,10 +162,12 @@ class KubeWriter:
             patch = change(node)
             if patch is None:
                 return True
-            patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"].get("resourceVersion")
+            version = node["metadata"].get("resourceVersion")
+            if version:  # optimistic concurrency; a null would delete the precondition
+                patch.setdefault("metadata", {})["resourceVersion"] = version
             try:
-                self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
-                                     _preload_content=False)  # fmt: skip
+                release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
+                                             _preload_content=False))  # fmt: skip
                 return True
             except ApiException as e:
                 if e.status == 409 and self.clock() < deadline:
@@ -250,7 +249,7 @@ class KubeWriter:
             WriteError: any other API error.
         """
         try:
-            self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False)
+            release(self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False))
         except ApiException as e:
             if e.status != 404:
                 raise WriteError(f"delete node {name}: HTTP {e.status} {_body(e)}") from None
@@ -270,7 +269,7 @@ class KubeWriter:
             if e.status == 404:
                 return True
             raise WriteError(f"get pod {pod.key}: HTTP {e.status} {_body(e)}") from None
-        obj = _json(resp)
+        obj = read_json(resp)
         same_uid = obj["metadata"].get("uid") == pod.uid
         return not same_uid or (obj.get("spec") or {}).get("nodeName") != pod.node_name
 
@@ -286,7 +285,7 @@ class KubeWriter:
                                                          _preload_content=False, _request_timeout=self.timeout)  # fmt: skip
         except ApiException as e:
             raise WriteError(f"list pods on node {name}: HTTP {e.status} {_body(e)}") from None
-        items = _json(resp).get("items") or []
+        items = read_json(resp).get("items") or []
         # The server filters already; filtering again costs nothing and guards against a proxy
         # or API that ignores fieldSelector.
         return [p for p in items if (p.get("spec") or {}).get("nodeName") == name]
@@ -300,8 +299,8 @@ class KubeWriter:
             "deleteOptions": {"gracePeriodSeconds": grace_seconds},
         }
         try:
-            self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, cast(Any, body), _preload_content=False,
-                                                     _request_timeout=self.timeout)  # fmt: skip
+            release(self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, cast(Any, body),
+                                                             _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
             return True, 201, "evicted"
         except ApiException as e:
             if e.status == 404:
@@ -376,8 +375,10 @@ class KubeWriter:
             "count": 1,
         }
         try:
-            self.core.create_namespaced_event(
-                namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
+            release(
+                self.core.create_namespaced_event(
+                    namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
+                )
             )
         except Exception as e:  # best effort, as CA's recorder
             log.warning("event %s on %s %s not recorded: %s", reason, ref.kind, ref.name, e)
@@ -396,18 +397,36 @@ class KubeWriter:
             "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
             "data": dict(data),
         }
+        key = (namespace, name)
+        cached = self._config_map_versions.get(key)
+        if cached is not None:
+            # Our own last write: replace directly, without a GET (a steady loop stays quiet).
+            body["metadata"]["resourceVersion"] = cached
+            try:
+                resp = self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
+                                                               _request_timeout=self.timeout)  # fmt: skip
+                self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
+                return
+            except ApiException as e:
+                if e.status not in (404, 409):
+                    raise WriteError(
+                        f"update configmap {namespace}/{name}: HTTP {e.status} {_body(e)}"
+                    ) from None
+                self._config_map_versions.pop(key, None)
         for _ in range(2):
             try:
-                current = _json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False,
+                current = read_json(self.core.read_namespaced_config_map(name, namespace, _preload_content=False,
                                                                      _request_timeout=self.timeout))  # fmt: skip
             except ApiException as e:
                 if e.status != 404:
                     raise WriteError(
                         f"get configmap {namespace}/{name}: HTTP {e.status} {_body(e)}"
                     ) from None
+                body["metadata"].pop("resourceVersion", None)
                 try:
-                    self.core.create_namespaced_config_map(namespace, cast(Any, body), _preload_content=False,
-                                                           _request_timeout=self.timeout)  # fmt: skip
+                    resp = self.core.create_namespaced_config_map(namespace, cast(Any, body), _preload_content=False,
+                                                                  _request_timeout=self.timeout)  # fmt: skip
+                    self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
                     return
                 except ApiException as e2:
                     if e2.status == 409:
@@ -417,8 +436,9 @@ class KubeWriter:
                     ) from None
             body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             try:
-                self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
-                                                        _request_timeout=self.timeout)  # fmt: skip
+                resp = self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
+                                                               _request_timeout=self.timeout)  # fmt: skip
+                self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
                 return
             except ApiException as e:
                 if e.status == 409:

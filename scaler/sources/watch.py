@@ -1,0 +1,591 @@
+"""Watch-based cache of the cluster (an informer) for the live controller.
+
+:class:`WatchCache` keeps every kind of :data:`~scaler.sources.kube.READ_CALLS` except the
+metrics API in memory: one thread per kind LISTs it (paginated, as
+:func:`~scaler.sources.kube.fetch_objects` does) and then WATCHes it from the list's
+resourceVersion, applying ``ADDED``/``MODIFIED``/``DELETED`` events and following ``BOOKMARK``
+events. A steady-state control loop then reads the cache and makes exactly two requests per
+iteration, the node-metrics and pod-metrics LISTs (:func:`snapshot_from_cache`); metrics-server
+serves no watch.
+
+Recovery, per kind:
+
+* the watch stream ends (server ``timeoutSeconds``, a load balancer, a dropped connection):
+  WATCH again from the last resourceVersion seen (events and bookmarks advance it), no LIST;
+* ``410 Gone`` (HTTP status, or an ``ERROR`` event carrying a 410 ``Status``: the
+  resourceVersion was compacted away): LIST again, then WATCH from the new list;
+* any other failure (HTTP errors, ``ERROR`` events, connection errors, malformed lines): back
+  off exponentially with jitter (``backoff_initial`` doubling up to ``backoff_max``) and retry
+  where it failed. A stream that ends cleanly but at once, with nothing delivered, backs off too.
+* optional kinds (PVs, PVCs) that answer 403/404 to the LIST or the WATCH are skipped (empty,
+  synced).
+
+RBAC: ``list`` (:data:`WATCHED_CALLS`) and ``watch`` (:data:`WATCH_CALLS`) on every cached kind.
+
+As in :mod:`scaler.sources.kube`, HTTP goes through the official ``kubernetes`` client with
+``_preload_content=False`` (watch bodies are read line by line) and only plain dicts come out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from copy import deepcopy
+from dataclasses import dataclass, replace
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, build_snapshot
+from scaler.sources.kube import (
+    METRICS_GROUP,
+    READ_CALLS,
+    ApiCall,
+    ClusterUnreachable,
+    LiveSourceError,
+    _HttpStatusError,
+    _list_method,
+    _one_line,
+    _request,
+    _status_message,
+)
+
+__all__ = [
+    "METRICS_CALLS",
+    "WATCHED_CALLS",
+    "WATCH_CALLS",
+    "CacheNotSynced",
+    "KindStats",
+    "WatchCache",
+    "fetch_metrics",
+    "snapshot_from_cache",
+]
+
+logger = logging.getLogger(__name__)
+
+WATCHED_CALLS: tuple[ApiCall, ...] = tuple(
+    c for c in READ_CALLS if c.verb == "list" and c.group != METRICS_GROUP
+)
+"""The calls a :class:`WatchCache` lists and watches by default: :data:`READ_CALLS` without the
+metrics API."""
+
+WATCH_CALLS: tuple[ApiCall, ...] = tuple(replace(c, verb="watch") for c in WATCHED_CALLS)
+"""The RBAC a :class:`WatchCache` needs on top of the ``list`` verbs of :data:`WATCHED_CALLS`:
+``watch`` on the same resources (cluster-wide)."""
+
+METRICS_CALLS: tuple[ApiCall, ...] = tuple(
+    c for c in READ_CALLS if c.verb == "list" and c.group == METRICS_GROUP
+)
+"""The node-metrics and pod-metrics LISTs, made on every :func:`snapshot_from_cache`."""
+
+_MIN_WATCH_SECONDS = 1.0  # a clean end sooner than this, with nothing delivered, backs off
+
+
+class CacheNotSynced(LiveSourceError):
+    """A snapshot was asked of a :class:`WatchCache` that has not listed every kind yet (or was
+    stopped): building one from a partial cache would make nodes look empty."""
+
+
+@dataclass(slots=True)
+class KindStats:
+    """Counters of one kind's list/watch loop (for tests and metrics).
+
+    Attributes:
+        lists: complete LISTs (all pages), the first one included.
+        relists: LISTs after the first (a 410 Gone).
+        watches: WATCH requests made.
+        events: ``ADDED``/``MODIFIED``/``DELETED`` events applied.
+        bookmarks: ``BOOKMARK`` events received.
+        errors: failed LIST/WATCH requests, ``ERROR`` events (other than 410), broken streams.
+        consecutive_errors: failures since the last successful LIST or established WATCH: while
+            it is above zero the kind's cached objects may be stale (a controller may hold off).
+        skipped: an optional kind the API refused (403/404); it stays empty.
+        resource_version: the last resourceVersion seen (``""`` before the first LIST).
+    """
+
+    lists: int = 0
+    relists: int = 0
+    watches: int = 0
+    events: int = 0
+    bookmarks: int = 0
+    errors: int = 0
+    consecutive_errors: int = 0
+    skipped: bool = False
+    resource_version: str = ""
+
+
+@dataclass(slots=True)
+class _LoopState:
+    need_list: bool = True
+    failures: int = 0  # consecutive
+    done: bool = False  # an optional kind was skipped
+
+
+class _Gone(Exception):
+    """The resourceVersion we watch from is too old: relist."""
+
+
+class _Skip(Exception):
+    """An optional kind the API refuses (403/404): cache none of it."""
+
+
+class _WatchError(Exception):
+    """A failed watch: back off and watch again from the same resourceVersion."""
+
+
+class WatchCache:
+    """An in-memory, watch-maintained copy of the cluster's objects.
+
+    Args:
+        api: a ``kubernetes.client.ApiClient`` (see :func:`~scaler.sources.kube.make_api_client`);
+            the cache makes its own client from a copy of its configuration, with a connection
+            pool large enough for one long-lived watch per kind, and closes it in :meth:`stop`.
+        calls: the kinds to cache (default :data:`WATCHED_CALLS`).
+        page_size: items per LIST page (>= 1).
+        bookmarks: ask for ``BOOKMARK`` events (``allowWatchBookmarks``).
+        backoff_initial: first retry delay after a failure, seconds (> 0).
+        backoff_max: longest retry delay, seconds (>= ``backoff_initial``).
+        watch_timeout_seconds: ``timeoutSeconds`` of each WATCH (> 0); the server ends the
+            stream then and the cache watches again from where it was.
+        request_timeout: client-side timeout of each LIST page, and the connect timeout of a
+            WATCH, seconds (> 0). A WATCH's read timeout is ``watch_timeout_seconds`` plus this.
+
+    Raises:
+        ValueError: an argument is out of range, or ``calls`` holds a metrics call or a kind
+            twice.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        calls: Sequence[ApiCall] = WATCHED_CALLS,
+        *,
+        page_size: int = 500,
+        bookmarks: bool = True,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        watch_timeout_seconds: int = 300,
+        request_timeout: float = 30.0,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if not 0 < backoff_initial <= backoff_max:
+            raise ValueError(f"need 0 < backoff_initial <= backoff_max, got {backoff_initial}, {backoff_max}")
+        if watch_timeout_seconds < 1 or request_timeout <= 0:
+            raise ValueError("need watch_timeout_seconds >= 1 (whole seconds) and request_timeout > 0")
+        kinds = [c.kind for c in calls]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"calls list a kind twice: {kinds}")
+        if any(c.group == METRICS_GROUP or c.verb != "list" for c in calls):
+            raise ValueError("the metrics API cannot be watched: only LIST calls of other groups")
+        self.api = api
+        self.calls: tuple[ApiCall, ...] = tuple(calls)
+        self.page_size = page_size
+        self.bookmarks = bookmarks
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.request_timeout = request_timeout
+        self.stats: dict[str, KindStats] = {c.kind: KindStats() for c in self.calls}
+        """Counters per kind (``stats["Pod"].relists``); updated live by the worker threads."""
+        self._lock = threading.Lock()
+        self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {c.kind: {} for c in self.calls}
+        self._synced = {c.kind: threading.Event() for c in self.calls}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._responses: dict[str, Any] = {}  # kind -> the open watch response (to cut it on stop)
+        self._client: ApiClient | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start one daemon thread per kind (LIST, then WATCH). Returns at once; see
+        :meth:`wait_synced`. A cache starts once: after :meth:`stop`, make a new one.
+
+        Raises:
+            RuntimeError: already started.
+        """
+        if self._threads:
+            raise RuntimeError("WatchCache already started")
+        cfg = deepcopy(self.api.configuration)
+        cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), len(self.calls) + 4)
+        self._client = ApiClient(configuration=cfg)
+        for call in self.calls:
+            thread = threading.Thread(
+                target=self._run, args=(call,), name=f"watch-{call.display}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every thread: cut open watch streams and wait up to ``timeout`` seconds for the
+        threads to end. The cached objects stay readable (idempotent)."""
+        self._stop.set()
+        with self._lock:
+            responses = list(self._responses.values())
+        for resp in responses:
+            _cut(resp)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        client: Any = self._client
+        if client is not None:
+            client.close()  # empties the connection pool; a straggling thread would reconnect
+
+    def __enter__(self) -> WatchCache:
+        """Start the cache (``with WatchCache(api) as cache: ...``)."""
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop the cache."""
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        """Whether any worker thread is alive."""
+        return any(t.is_alive() for t in self._threads)
+
+    @property
+    def synced(self) -> bool:
+        """Whether every kind has been listed (or skipped) at least once."""
+        return all(e.is_set() for e in self._synced.values())
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every kind's first LIST; returns :attr:`synced`."""
+        deadline = time.monotonic() + timeout
+        return all(e.wait(max(0.0, deadline - time.monotonic())) for e in self._synced.values())
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def objects(self, *, copy: bool = True) -> list[dict[str, Any]]:
+        """A consistent copy of every cached object, with ``kind`` and ``apiVersion`` set, in
+        :attr:`calls` order and by namespace then name within a kind (as
+        :func:`~scaler.sources.kube.fetch_objects` returns them).
+
+        Args:
+            copy: deep-copy the objects (about 40 µs per pod). With ``False`` the dicts are the
+                cache's own: consistent, never changed by the cache (it replaces them), but they
+                must not be mutated.
+        """
+        with self._lock:
+            views = [[store[k] for k in sorted(store)] for store in (self._store[c.kind] for c in self.calls)]
+        # Stored objects are replaced, never mutated: copying outside the lock is consistent.
+        return [_copy(obj) if copy else obj for view in views for obj in view]
+
+    # -- worker ----------------------------------------------------------------------------------
+
+    def _run(self, call: ApiCall) -> None:
+        state = _LoopState()
+        while not self._stop.is_set() and not state.done:
+            try:
+                self._step(call, state)
+            except Exception as e:  # a bug or an unexpected answer: never let the thread die
+                logger.exception("%s: unexpected error in the watch loop", call.display)
+                state.failures = self._failed(call, state.failures, f"unexpected error: {e!r}")
+                state.need_list = True
+
+    def _step(self, call: ApiCall, state: _LoopState) -> None:
+        """One LIST (if needed) and one WATCH, or one failure and its back-off."""
+        if state.need_list:
+            try:
+                self._list(call)
+            except _HttpStatusError as e:
+                if call.optional and e.status in (403, 404):
+                    self._skip(call, e.describe(call))
+                    state.done = True
+                else:
+                    state.failures = self._failed(call, state.failures, e.describe(call))
+                return
+            except (ClusterUnreachable, LiveSourceError) as e:
+                state.failures = self._failed(call, state.failures, str(e))
+                return
+            state.need_list, state.failures = False, 0
+            self.stats[call.kind].consecutive_errors = 0
+        started = time.monotonic()
+        try:
+            delivered = self._watch(call)
+        except _Gone as e:
+            logger.info("%s: %s; relisting", call.display, e)
+            state.need_list = True
+            return
+        except _WatchError as e:
+            if not self._stop.is_set():
+                state.failures = self._failed(call, state.failures, str(e))
+            return
+        except _Skip as e:
+            self._skip(call, str(e))
+            state.done = True
+            return
+        if delivered or time.monotonic() - started >= _MIN_WATCH_SECONDS:
+            state.failures = 0
+            self.stats[call.kind].consecutive_errors = 0
+        else:  # ended at once with nothing: do not hammer the server
+            state.failures += 1
+            self._stop.wait(self._backoff(state.failures))
+
+    def _skip(self, call: ApiCall, message: str) -> None:
+        logger.warning("skipping %s: %s", call.display, message)
+        with self._lock:
+            self._store[call.kind] = {}
+        self.stats[call.kind].skipped = True
+        self._synced[call.kind].set()
+
+    def _failed(self, call: ApiCall, failures: int, message: str) -> int:
+        stats = self.stats[call.kind]
+        stats.errors += 1
+        failures += 1
+        stats.consecutive_errors = failures
+        delay = self._backoff(failures)
+        logger.warning("%s: %s; retrying in %.1fs", call.display, message, delay)
+        self._stop.wait(delay)
+        return failures
+
+    def _backoff(self, failures: int) -> float:
+        base = min(self.backoff_max, self.backoff_initial * 2.0 ** min(failures - 1, 30))
+        return base * random.uniform(0.5, 1.0)
+
+    def _list(self, call: ApiCall) -> None:
+        """One complete paginated LIST of ``call``; replaces the kind's cached objects."""
+        assert self._client is not None
+        items: dict[tuple[str, str], dict[str, Any]] = {}
+        token: str | None = None
+        rv = ""
+        restarted = False
+        while True:
+            params: dict[str, Any] = {"limit": self.page_size}
+            if token:
+                params["_continue"] = token
+            try:
+                doc = _request(self._client, call, self.request_timeout, **params)
+            except _HttpStatusError as e:
+                if e.status == 410 and token and not restarted:  # continue token expired: start over
+                    items, token, restarted = {}, None, True
+                    continue
+                raise
+            for item in doc.get("items") or []:
+                if not isinstance(item, dict):
+                    raise LiveSourceError(f"{call.display} ({call.path}): a list item is not an object")
+                items[_key(item)] = _typed(call, item)
+            meta = doc.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            rv = rv or str(meta.get("resourceVersion") or "")  # every page answers the first one's
+            token = meta.get("continue")
+            if not token:
+                break
+        stats = self.stats[call.kind]
+        with self._lock:
+            self._store[call.kind] = items
+            stats.resource_version = rv
+            if stats.lists:
+                stats.relists += 1
+            stats.lists += 1
+        self._synced[call.kind].set()
+
+    def _watch(self, call: ApiCall) -> int:
+        """One WATCH from the kind's last resourceVersion until the stream ends; returns how many
+        events and bookmarks it delivered.
+
+        Raises:
+            _Gone: the resourceVersion is too old (relist).
+            _WatchError: anything else went wrong (back off, watch again).
+        """
+        assert self._client is not None
+        stats = self.stats[call.kind]
+        stats.watches += 1
+        params: dict[str, Any] = {
+            "watch": True,
+            "resource_version": stats.resource_version,
+            "timeout_seconds": int(self.watch_timeout_seconds),
+            "_preload_content": False,
+            "_request_timeout": (self.request_timeout, self.watch_timeout_seconds + self.request_timeout),
+        }
+        if self.bookmarks:
+            params["allow_watch_bookmarks"] = True
+        try:
+            resp = _list_method(self._client, call)(**params)
+        except ApiException as e:
+            if e.status == 410:
+                raise _Gone(f"HTTP 410: {_status_message(e.body)}") from None
+            if call.optional and e.status in (403, 404):
+                raise _Skip(f"cannot watch {call.display} ({call.path}): HTTP {e.status}") from None
+            raise _WatchError(
+                f"watch failed: HTTP {e.status} {e.reason or ''}: {_status_message(e.body)}"
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise _WatchError(f"watch failed: {_one_line(str(e))}") from None
+        with self._lock:
+            self._responses[call.kind] = resp
+        stats.consecutive_errors = 0  # the watch is established: changes flow again
+        delivered = 0
+        clean = False
+        try:
+            if self._stop.is_set():
+                return 0
+            for line in _lines(resp):
+                delivered += 1
+                self._apply(call, line)
+                if self._stop.is_set():
+                    return delivered
+            clean = True
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            if not self._stop.is_set():
+                raise _WatchError(f"watch stream broken: {_one_line(str(e))}") from None
+        finally:
+            with self._lock:
+                self._responses.pop(call.kind, None)
+            if clean:
+                resp.release_conn()  # fully read: the connection can be reused
+            else:
+                resp.close()
+                resp.release_conn()
+        return delivered
+
+    def _apply(self, call: ApiCall, line: str) -> None:
+        """Apply one watch event line to the cache.
+
+        Raises:
+            _Gone: an ``ERROR`` event with code 410.
+            _WatchError: any other ``ERROR`` event, or a malformed line.
+        """
+        try:
+            event = json.loads(line)
+            kind, obj = event["type"], event["object"]
+            if not isinstance(obj, dict):
+                raise TypeError("object is not a JSON object")
+        except (ValueError, KeyError, TypeError) as e:
+            raise _WatchError(f"malformed watch event ({e}): {line[:200]}") from None
+        stats = self.stats[call.kind]
+        if kind == "ERROR":
+            message = f"watch ERROR {obj.get('code')} {obj.get('reason') or ''}: {_one_line(str(obj.get('message') or ''))}"
+            if obj.get("code") == 410:
+                raise _Gone(message)
+            raise _WatchError(message)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if kind == "BOOKMARK":
+            stats.bookmarks += 1
+            if rv:
+                stats.resource_version = rv
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            raise _WatchError(f"unknown watch event type {kind!r}")
+        try:
+            key = _key(obj)
+        except (KeyError, TypeError, AttributeError) as e:
+            raise _WatchError(f"watch event object without metadata.name ({e})") from None
+        with self._lock:
+            store = self._store[call.kind]
+            if kind == "DELETED":
+                store.pop(key, None)
+            else:
+                store[key] = _typed(call, obj)
+            stats.events += 1
+            if rv:
+                stats.resource_version = rv
+
+
+# -- snapshots -------------------------------------------------------------------------------------
+
+
+def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[dict[str, Any]]:
+    """Exactly one LIST each of ``metrics.k8s.io`` nodes and pods (:data:`METRICS_CALLS`), as
+    dicts with ``kind``/``apiVersion`` set.
+
+    Raises:
+        ClusterUnreachable: connection refused, DNS or TLS failure, timeout.
+        LiveSourceError: an HTTP error (404/503: metrics-server missing) or a body that is not a
+            JSON List.
+    """
+    objects: list[dict[str, Any]] = []
+    for call in METRICS_CALLS:
+        try:
+            doc = _request(api, call, timeout_seconds)
+        except _HttpStatusError as e:
+            raise LiveSourceError(e.describe(call)) from None
+        for item in doc.get("items") or []:
+            if not isinstance(item, dict):
+                raise LiveSourceError(f"{call.display} ({call.path}): a list item is not an object")
+            objects.append(_typed(call, item))
+    return objects
+
+
+def snapshot_from_cache(
+    cache: WatchCache, api: ApiClient, now: float
+) -> tuple[ClusterSnapshot, list[dict[str, Any]]]:
+    """Build a snapshot from the cache plus fresh metrics (:func:`fetch_metrics`: two requests).
+
+    Every controller kind the cache watches counts as listed (``workload_kinds``), as in
+    :func:`~scaler.sources.kube.load_live_snapshot`.
+
+    Args:
+        cache: a started, synced :class:`WatchCache`.
+        api: the client for the metrics LISTs.
+        now: evaluation time, Unix seconds.
+
+    Returns:
+        The snapshot and the raw objects it was built from.
+
+    Raises:
+        CacheNotSynced: some kind has not been listed yet.
+        ClusterUnreachable, LiveSourceError: as :func:`fetch_metrics`.
+        SnapshotError: a cached or fetched object is malformed.
+    """
+    if not cache.synced:
+        missing = sorted(k for k, e in cache._synced.items() if not e.is_set())
+        raise CacheNotSynced(f"the watch cache has not listed {', '.join(missing)} yet")
+    objects = cache.objects() + fetch_metrics(api)
+    kinds = {c.kind for c in cache.calls if c.kind in CONTROLLER_KINDS}
+    return build_snapshot(objects, now, workload_kinds=kinds), objects
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return (str(meta.get("namespace") or ""), str(meta["name"]))
+
+
+def _typed(call: ApiCall, obj: dict[str, Any]) -> dict[str, Any]:
+    if obj.get("kind") and obj.get("apiVersion"):
+        return obj
+    return {"apiVersion": call.api_version, "kind": call.kind, **obj}
+
+
+def _copy(doc: Any) -> Any:
+    """A deep copy of a JSON document (faster than :func:`copy.deepcopy`)."""
+    if isinstance(doc, dict):
+        return {k: _copy(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_copy(v) for v in doc]
+    return doc
+
+
+def _lines(resp: Any) -> Iterator[str]:
+    """The non-empty lines of a streamed (chunked) response body, as each arrives."""
+    buffer = b""
+    for chunk in resp.stream(amt=None, decode_content=True):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line.decode("utf-8")
+    if buffer.strip():
+        yield buffer.decode("utf-8")
+
+
+def _cut(resp: Any) -> None:
+    """Unblock a thread reading ``resp``: shut the socket down (urllib3 >= 2.3), else close."""
+    try:
+        resp.shutdown()
+    except Exception:  # older urllib3, or the connection is already gone
+        try:
+            resp.close()
+        except Exception:
+            logger.debug("could not close a watch response", exc_info=True)

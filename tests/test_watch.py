@@ -1,0 +1,363 @@
+"""The watch-based cache against the loopback fake API server (real HTTP, bounded in time)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes.kube_api import FakeKubeAPI
+from kubernetes import client as k8s
+
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.sources.files import load_objects
+from scaler.sources.kube import READ_CALLS, fetch_objects, load_live_snapshot, make_api_client
+from scaler.sources.watch import (
+    METRICS_CALLS,
+    WATCH_CALLS,
+    WATCHED_CALLS,
+    CacheNotSynced,
+    WatchCache,
+    fetch_metrics,
+    snapshot_from_cache,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "scaler" / "examples" / "bitbrains-gke-day1"
+METRICS_PATHS = {c.path for c in METRICS_CALLS}
+N_KINDS = len(WATCHED_CALLS)
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture(scope="module")
+def example_objects() -> list[dict[str, Any]]:
+    return list(load_objects([EXAMPLE]))
+
+
+@pytest.fixture(scope="module")
+def small_objects(example_objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The example with its first 150 pods (and their metrics) only: a quicker cluster."""
+    pods = [o for o in example_objects if o["kind"] == "Pod"][:150]
+    keep = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
+    return [
+        o
+        for o in example_objects
+        if o["kind"] not in ("Pod", "PodMetrics")
+        or (o["metadata"]["namespace"], o["metadata"]["name"]) in keep
+    ]
+
+
+@pytest.fixture
+def cluster_objects(
+    request: pytest.FixtureRequest, example_objects: list[dict[str, Any]], small_objects: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    return example_objects if getattr(request, "param", "small") == "full" else small_objects
+
+
+FULL_EXAMPLE = pytest.mark.parametrize("cluster_objects", ["full"], indirect=True)
+"""Run a test against the whole example cluster (1172 pods) instead of a 150-pod part of it."""
+
+
+@pytest.fixture
+def fake(cluster_objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubeAPI]:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with FakeKubeAPI(bookmark_interval=0.1) as server:
+        server.load_objects(cluster_objects)
+        yield server
+
+
+@pytest.fixture
+def api(fake: FakeKubeAPI, tmp_path: Path) -> Iterator[Any]:
+    client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_cache(api: Any) -> Iterator[Callable[..., WatchCache]]:
+    caches: list[WatchCache] = []
+
+    def make(start: bool = True, **kwargs: Any) -> WatchCache:
+        kwargs = {"backoff_initial": 0.02, "backoff_max": 0.2, "page_size": 50, **kwargs}
+        cache = WatchCache(api, **kwargs)
+        caches.append(cache)
+        if start:
+            cache.start()
+            assert cache.wait_synced(10)
+        return cache
+
+    yield make
+    for cache in caches:
+        cache.stop()
+
+
+@pytest.fixture
+def cache(make_cache: Callable[..., WatchCache], fake: FakeKubeAPI) -> WatchCache:
+    cache = make_cache()
+    assert wait_until(lambda: fake.open_watches() == N_KINDS)
+    return cache
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def find(cache: WatchCache, kind: str, name: str) -> dict[str, Any] | None:
+    return next((o for o in cache.objects() if o["kind"] == kind and o["metadata"]["name"] == name), None)
+
+
+def a_pod(fake: FakeKubeAPI) -> dict[str, Any]:
+    return fake.objects("Pod")[0]
+
+
+def total(cache: WatchCache, counter: str) -> int:
+    return sum(getattr(s, counter) for s in cache.stats.values())
+
+
+def test_watched_calls_are_read_calls_without_metrics() -> None:
+    assert WATCHED_CALLS + METRICS_CALLS == READ_CALLS
+    assert {c.kind for c in METRICS_CALLS} == {"NodeMetrics", "PodMetrics"}
+    assert [(c.path, c.verb) for c in WATCH_CALLS] == [(c.path, "watch") for c in WATCHED_CALLS]
+
+
+@FULL_EXAMPLE
+def test_initial_sync_equals_fetch_objects(cache: WatchCache, api: Any, fake: FakeKubeAPI) -> None:
+    pods = fake.requests_to("/api/v1/pods")
+    fetched = fetch_objects(api)
+    assert cache.objects() == [o for o in fetched if o["kind"] not in ("NodeMetrics", "PodMetrics")]
+    assert cache.synced and cache.running
+    assert all((s.lists, s.relists, s.errors, s.skipped) == (1, 0, 0, False) for s in cache.stats.values())
+    # Paginated like fetch_objects, then one watch per kind from the list's resourceVersion.
+    lists = [r for r in pods if not r.watch]
+    (watch,) = [r for r in pods if r.watch]
+    assert len(lists) == -(-len(fake.objects("Pod")) // 50) and lists[0].query["limit"] == "50"
+    assert watch.query["allowWatchBookmarks"] == "true" and watch.query["timeoutSeconds"] == "300"
+    assert int(watch.query["resourceVersion"]) == fake.resource_version
+    # Copies: mutating them does not touch the cache.
+    cache.objects()[0]["metadata"]["name"] = "mutated"
+    assert cache.objects()[0]["metadata"]["name"] != "mutated"
+    assert cache.objects(copy=False) == cache.objects()
+
+
+def test_changes_flow_into_the_cache(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
+    pod = a_pod(fake)
+    name = pod["metadata"]["name"]
+    new = {**pod, "metadata": {**pod["metadata"], "name": "new-pod", "uid": "new"}}
+    fake.put_object(new)
+    assert wait_until(lambda: find(cache, "Pod", "new-pod") is not None)
+    # Through the API (the way the controller taints a node).
+    node_name = fake.objects("Node")[0]["metadata"]["name"]
+    taint = {"key": "scaler/drain", "effect": "NoSchedule"}
+    resp: Any = k8s.CoreV1Api(api).patch_node(
+        node_name, {"spec": {"taints": [taint]}}, _preload_content=False
+    )
+    assert resp.status == 200 and resp.data
+    resp.release_conn()
+    assert wait_until(lambda: (find(cache, "Node", node_name) or {}).get("spec", {}).get("taints") == [taint])
+    fake.delete_object("Pod", name, pod["metadata"]["namespace"])
+    assert wait_until(lambda: find(cache, "Pod", name) is None)
+    fake.delete_object("PodDisruptionBudget", *reversed(_ns_name(fake.objects("PodDisruptionBudget")[0])))
+    expected = [o for o in fetch_objects(api) if o["kind"] not in ("NodeMetrics", "PodMetrics")]
+    assert wait_until(lambda: _without_rv(cache.objects()) == _without_rv(expected))
+    assert all(s.relists == 0 for s in cache.stats.values())
+    assert cache.stats["Pod"].events >= 2 and cache.stats["Node"].events >= 1
+
+
+@FULL_EXAMPLE
+def test_steady_state_makes_only_the_metrics_lists(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
+    fake.requests.clear()
+    n = 3
+    for _ in range(n):
+        snap, objects = snapshot_from_cache(cache, api, NOW)
+    assert len(fake.requests) == 2 * n
+    assert {r.path for r in fake.requests} == METRICS_PATHS and all(r.method == "GET" for r in fake.requests)
+    live, live_objects = load_live_snapshot(api, NOW)
+    assert _same_snapshot(snap, live)
+    assert sorted(map(_key, objects)) == sorted(map(_key, live_objects))
+
+
+def test_snapshot_reflects_watched_changes(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
+    node = fake.objects("Node")[0]
+    name = node["metadata"]["name"]
+    fake.put_object({**node, "spec": {**node.get("spec", {}), "unschedulable": True}})
+    assert wait_until(lambda: (find(cache, "Node", name) or {}).get("spec", {}).get("unschedulable"))
+    snap, _ = snapshot_from_cache(cache, api, NOW)
+    assert _same_snapshot(snap, load_live_snapshot(api, NOW)[0])
+
+
+def test_dropped_watches_rewatch_without_relisting(cache: WatchCache, fake: FakeKubeAPI) -> None:
+    watches = total(cache, "watches")
+    lists = len([r for r in fake.requests if not r.watch])
+    for abrupt in (False, True):
+        assert fake.drop_watches(abrupt=abrupt) == N_KINDS
+        target = watches + N_KINDS
+
+        def rewatched(t: int = target) -> bool:
+            return fake.open_watches() == N_KINDS and total(cache, "watches") >= t
+
+        assert wait_until(rewatched)
+        watches = total(cache, "watches")
+    assert all((s.lists, s.relists) == (1, 0) for s in cache.stats.values())
+    assert total(cache, "errors") >= N_KINDS  # the abrupt cut is an error, the clean end is not
+    assert len([r for r in fake.requests if not r.watch]) == lists
+    # Nothing was missed: a change made while the watches were down arrives through the replay.
+    fake.drop_watches()
+    pod = a_pod(fake)
+    fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    assert cache.stats["Pod"].relists == 0
+
+
+@pytest.mark.parametrize("mode", ["watch-start-error-event", "error-event-on-open-stream", "http-410"])
+def test_expired_history_relists(cache: WatchCache, fake: FakeKubeAPI, api: Any, mode: str) -> None:
+    fake.watch_gone_as_http = mode == "http-410"
+    pod = a_pod(fake)
+    fake.expire_history(notify=mode == "error-event-on-open-stream")
+    # Lost from the history: only a relist can notice this deletion.
+    fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+    fake.expire_history()
+    assert wait_until(lambda: all(s.relists >= 1 for s in cache.stats.values()))
+    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    expected = [o for o in fetch_objects(api) if o["kind"] not in ("NodeMetrics", "PodMetrics")]
+    assert wait_until(lambda: _without_rv(cache.objects()) == _without_rv(expected))
+    assert wait_until(lambda: fake.open_watches() == N_KINDS)
+    assert total(cache, "errors") == 0
+
+
+def test_watch_errors_back_off_and_recover(cache: WatchCache, fake: FakeKubeAPI) -> None:
+    fake.fail("/api/v1/pods", 500, times=3, match=lambda r: r.watch)
+    start = time.monotonic()
+    fake.drop_watches()
+    assert wait_until(lambda: cache.stats["Pod"].consecutive_errors == 3)
+    assert wait_until(lambda: cache.stats["Pod"].errors == 3 and fake.open_watches("/api/v1/pods") == 1)
+    # Three failures: waits of at least 0.01 + 0.02 + 0.04 s (backoff 0.02 s doubling, jitter >= 1/2).
+    assert time.monotonic() - start >= 0.07
+    assert (cache.stats["Pod"].lists, cache.stats["Pod"].relists) == (1, 0)
+    pod = a_pod(fake)
+    fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    assert wait_until(lambda: cache.stats["Pod"].consecutive_errors == 0)
+    # A malformed event line: an error, then a watch again from the same place.
+    fake.fail("/api/v1/nodes", 200, times=1, match=lambda r: r.watch, body=b'{"type": "ADDED"\n')
+    fake.drop_watches()
+    assert wait_until(lambda: cache.stats["Node"].errors == 1 and fake.open_watches("/api/v1/nodes") == 1)
+    assert cache.stats["Node"].relists == 0
+
+
+def test_list_errors_and_optional_kinds(
+    make_cache: Callable[..., WatchCache], fake: FakeKubeAPI, caplog: Any
+) -> None:
+    fake.fail("/api/v1/persistentvolumes", 403)
+    fake.fail("/api/v1/persistentvolumeclaims", 403, match=lambda r: r.watch)  # list, but no watch
+    fake.fail("/api/v1/pods", 500, times=2, match=lambda r: not r.watch)
+    fake.fail("/api/v1/replicationcontrollers", 410, times=1, match=lambda r: "continue" in r.query)
+    fake.load_objects(
+        {"kind": "ReplicationController", "metadata": {"name": f"rc-{i:03}", "namespace": "x"}}
+        for i in range(250)
+    )
+    with caplog.at_level(logging.WARNING, logger="scaler.sources.watch"):
+        cache = make_cache(page_size=100)
+    assert cache.stats["PersistentVolume"].skipped and cache.stats["PersistentVolume"].watches == 0
+    assert wait_until(lambda: cache.stats["PersistentVolumeClaim"].skipped)
+    assert (
+        cache.stats["PersistentVolumeClaim"].watches == 1 and not cache.stats["PersistentVolumeClaim"].errors
+    )
+    assert (cache.stats["Pod"].errors, cache.stats["Pod"].lists) == (2, 1)
+    assert len([o for o in cache.objects() if o["kind"] == "ReplicationController"]) == 250
+    rc_lists = [r for r in fake.requests_to("/api/v1/replicationcontrollers") if not r.watch]
+    assert len(rc_lists) == 2 + 3  # page 1, expired page 2, then pages 1-3 again
+    assert len([o for o in cache.objects() if o["kind"] == "Pod"]) == len(fake.objects("Pod"))
+    assert any("persistentvolumes" in r.getMessage() and "403" in r.getMessage() for r in caplog.records)
+
+
+def test_snapshot_needs_a_synced_cache(
+    make_cache: Callable[..., WatchCache], api: Any, fake: FakeKubeAPI
+) -> None:
+    cache = make_cache(start=False)
+    with pytest.raises(CacheNotSynced, match="Node"):
+        snapshot_from_cache(cache, api, NOW)
+    fake.delay("/api/v1/pods", 0.5, times=1)
+    cache.start()
+    assert not cache.wait_synced(0.1)
+    assert cache.wait_synced(5)
+    fake.fail("/apis/metrics.k8s.io", 503, times=1)
+    with pytest.raises(Exception, match=r"metrics\.k8s\.io.*503"):
+        snapshot_from_cache(cache, api, NOW)
+    assert len(fetch_metrics(api)) == len(fake.objects("NodeMetrics")) + len(fake.objects("PodMetrics"))
+
+
+def test_stop_ends_all_threads_promptly(make_cache: Callable[..., WatchCache], fake: FakeKubeAPI) -> None:
+    cache = make_cache(bookmarks=False)  # idle streams: nothing would wake the readers
+    assert wait_until(lambda: fake.open_watches() == N_KINDS)
+    start = time.monotonic()
+    cache.stop()
+    assert time.monotonic() - start < 1 and not cache.running
+    assert wait_until(lambda: fake.open_watches() == 0, timeout=2)
+    assert cache.objects()  # still readable
+    # A cache stopped while backing off stops promptly too.
+    fake.fail("/api/v1/nodes", 500)
+    failing = make_cache(start=False, backoff_initial=5, backoff_max=5)
+    failing.start()
+    assert wait_until(lambda: failing.stats["Node"].errors >= 1)
+    start = time.monotonic()
+    failing.stop()
+    assert time.monotonic() - start < 1 and not failing.running
+
+
+def test_invalid_arguments(api: Any) -> None:
+    with pytest.raises(ValueError, match="page_size"):
+        WatchCache(api, page_size=0)
+    with pytest.raises(ValueError, match="backoff"):
+        WatchCache(api, backoff_initial=2, backoff_max=1)
+    with pytest.raises(ValueError, match="metrics"):
+        WatchCache(api, READ_CALLS)
+    with pytest.raises(ValueError, match="twice"):
+        WatchCache(api, WATCHED_CALLS[:1] * 2)
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _ns_name(obj: dict[str, Any]) -> tuple[str, str]:
+    return (obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    return (obj["kind"], *_ns_name(obj))
+
+
+def _without_rv(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Watch events carry resourceVersions that seeded LIST items lack: compare without them."""
+    return [
+        {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "resourceVersion"}} for o in objects
+    ]
+
+
+def _same_snapshot(a: ClusterSnapshot, b: ClusterSnapshot) -> bool:
+    return (
+        a.now,
+        a.nodes,
+        a.pods,
+        a.pdbs,
+        a.controllers,
+        a.node_metrics,
+        a.pod_metrics,
+        a.workload_kinds,
+    ) == (
+        b.now,
+        b.nodes,
+        b.pods,
+        b.pdbs,
+        b.controllers,
+        b.node_metrics,
+        b.pod_metrics,
+        b.workload_kinds,
+    )
