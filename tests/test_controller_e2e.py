@@ -79,6 +79,7 @@ def test_eviction_429_past_max_pod_eviction_time_rolls_back(tmp_path: Path) -> N
         assert failed and "failed to drain and delete node" in failed[0]["message"]
         assert c.gce.deleted_instances == []
         assert ctl.metrics.failed_scale_downs.labels("drain")._value.get() == 1
+        assert ctl.metrics.evicted_pods.labels("failed")._value.get() >= 1
         # Back in the pool with a fresh timer.
         c.kube.reset_faults()
         c.advance(10)
@@ -112,6 +113,8 @@ def test_pool_at_min_size_is_never_shrunk(tmp_path: Path) -> None:
         reasons = {decision.verdicts[n][1].value for n in c.underused}
         assert "NodeGroupMinSizeReached" in reasons and reasons <= {"NodeGroupMinSizeReached", "BlockedByPod"}
         assert ctl.metrics.unremovable_nodes.labels("NodeGroupMinSizeReached")._value.get() >= 1
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "reason: NodeGroupMinSizeReached" in status["data"]["status"]
 
 
 def test_dry_run_writes_nothing_but_events_and_status(tmp_path: Path) -> None:
