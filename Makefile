@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit clean
+.PHONY: demo test lint typecheck unit test-deps bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,14 +20,31 @@ demo: $(STAMP)
 test: lint typecheck unit
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check scaler plugins tests
-	$(VENV)/bin/ruff format --check scaler plugins
+	$(VENV)/bin/ruff check scaler plugins tests benchmarks
+	$(VENV)/bin/ruff format --check scaler plugins benchmarks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) test-deps
 	$(VENV)/bin/pytest
+
+## System packages some tests run for real, from Debian, installed when missing (as root):
+## prometheus and promtool (the Prometheus history tests). Where they cannot be installed
+## (not root, no apt-get) those tests skip and say why.
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
+test-deps:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    $(APT_INSTALL) prometheus >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) prometheus; }; \
+	  else echo "test-deps: prometheus is missing and cannot be installed here (needs root and apt-get)"; fi; \
+	fi
+
+## Benchmarks (minutes): full evaluation, parse and peak RSS at 1k, 5k and 15k nodes; writes
+## docs/benchmarks.md and docs/benchmarks.png. BENCH_ARGS="--sizes 1000,5000" for fewer sizes.
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m benchmarks $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

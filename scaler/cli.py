@@ -182,6 +182,16 @@ def _dry_run(args: argparse.Namespace) -> int:
     config = _config(args)
     err = Console(stderr=True)
     snapshot, source = _load_state(args, err)
+    if config.history != "none":
+        from dataclasses import replace
+
+        from scaler.history.prometheus import HistoryError
+        from scaler.history.source import load_profiles
+
+        try:
+            snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
+        except HistoryError as e:
+            raise UsageError(str(e)) from None
     evaluation = evaluate(snapshot, config)
     report = build_report(evaluation, snapshot, source)
     if args.output == "json":

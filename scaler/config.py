@@ -67,6 +67,24 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "filter_plugins": "Extra Filter plugins (comma-separated entry-point names); default TargetUsage.",
         "score_plugins": "Score plugins (comma-separated entry-point names); default none: first fit.",
     },
+    "History and portraits": {
+        "history": "Where 24-hour workload profiles (resource portraits, seed 001) come from: none (default; "
+        "instantaneous usage only, the portrait plugins then check requests only and score every node alike) "
+        "or prometheus (range queries to --prometheus-url).",
+        "prometheus_url": "Base URL of the Prometheus query API (the part before /api/v1), e.g. "
+        "http://prometheus.monitoring:9090 or, for Google Managed Prometheus, "
+        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus.",
+        "prometheus_auth_file": "File holding a bearer token, or one 'Header-Name: value' line, sent with every "
+        "Prometheus query; read at each refresh (rotated tokens work). Empty: no auth header.",
+        "prometheus_selector": 'Extra label matchers added to both Prometheus queries, e.g. cluster="prod" '
+        "when one (managed) Prometheus holds several clusters.",
+        "history_days": "Profiles cover the last this many days of usage.",
+        "oversell_rate": "PodFitsResourceOnPortrait's hard limit: a destination's cpu requests must stay <= "
+        "allocatable x this (memory requests <= allocatable, never oversold). At most 1: evicted pods are "
+        "re-placed by kube-scheduler, by requests.",
+        "portrait_cpu_weight": "ResourceBalanceOnPortrait: weight of the normalised cpu score.",
+        "portrait_memory_weight": "ResourceBalanceOnPortrait: weight of the normalised memory score.",
+    },
     "Actuation budgets": {
         "max_scale_down_parallelism": "Maximum nodes deleted at once.",
         "max_drain_parallelism": "Maximum non-empty nodes drained at once.",
@@ -101,7 +119,13 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
     },
 }
 # Groups shown by `scaler dry-run` (the rest belong to `scaler run`).
-DRY_RUN_GROUPS = ("Utilization and eligibility", "Drain rules", "Simulation", "Actuation budgets")
+DRY_RUN_GROUPS = (
+    "Utilization and eligibility",
+    "Drain rules",
+    "Simulation",
+    "History and portraits",
+    "Actuation budgets",
+)
 FLAG_HELP: dict[str, str] = {k: v for group in FLAG_GROUPS.values() for k, v in group.items()}
 
 
@@ -185,6 +209,15 @@ class ScalerConfig(BaseModel):
     target_memory_usage: float = Field(0.75, gt=0.0, le=1.0)
     filter_plugins: tuple[str, ...] = ("TargetUsage",)
     score_plugins: tuple[str, ...] = ()
+    # History and portraits (seed 001)
+    history: Literal["none", "prometheus"] = "none"
+    prometheus_url: str = ""
+    prometheus_auth_file: str = ""
+    prometheus_selector: str = Field("", pattern=r"^[^{}]*$")
+    history_days: float = Field(7.0, gt=0.0)
+    oversell_rate: float = Field(1.0, gt=0.0, le=1.0)
+    portrait_cpu_weight: float = Field(1.0, ge=0.0)
+    portrait_memory_weight: float = Field(1.0, ge=0.0)
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)
     max_scale_down_parallelism: int = Field(10, ge=1)
     max_drain_parallelism: int = Field(1, ge=1)

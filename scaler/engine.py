@@ -14,6 +14,11 @@ Destinations: every other live node, in two tiers: nodes that are not candidates
 candidates in reverse removal order (the ones least likely to be removed). A node that receives
 moved pods is no longer a candidate later in the evaluation (``DestinationForMovedPods``), so no
 pod is ever proposed to move onto a node that is itself reported removable.
+
+Speed (``docs/benchmarks.md``): destinations are :class:`~scaler.simulator.removal.Tier` values of
+node-table rows, a candidate's PDB charges are journaled and reverted rather than copying the
+tracker, and the cyclic garbage collector is paused for the evaluation
+(:mod:`scaler.model.gcpause`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,12 @@ from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
 from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
 from scaler.eligibility import check_eligibility, node_group_limits
+from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.removal import RemovalSimulator
+from scaler.simulator.removal import RemovalSimulator, Tier
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 from scaler.utilization import NodeUtilization, node_utilization
 
@@ -116,6 +122,17 @@ def evaluate(
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin name is unknown.
     """
+    with no_cycle_collector():
+        return _evaluate(snapshot, config, filters, scorers, recently_unremovable)
+
+
+def _evaluate(
+    snapshot: ClusterSnapshot,
+    config: ScalerConfig,
+    filters: Sequence[FilterPlugin] | None,
+    scorers: Sequence[ScorePlugin] | None,
+    recently_unremovable: Collection[str],
+) -> Evaluation:
     if filters is None:
         filters = load_filters(config)
     if scorers is None:
@@ -147,8 +164,8 @@ def evaluate(
     state = ClusterState(snapshot, pods_by_node, usage)
     simulator = RemovalSimulator(state, filters, scorers)
     candidate_names = {n.name for n in candidates}
-    non_candidates = [n.name for n in snapshot.nodes if n.name not in candidate_names]
-    reverse_candidates = [n.name for n in reversed(candidates)]
+    non_candidates = Tier.of(state, [n.name for n in snapshot.nodes if n.name not in candidate_names])
+    reverse_candidates = Tier.of(state, [n.name for n in reversed(candidates)])
     tracker = RemainingPdbTracker(snapshot.pdbs)
     options = DrainOptions.from_config(config)
     planned: Counter[str] = Counter()
@@ -173,9 +190,12 @@ def evaluate(
                 f"node group {group}: {group_sizes[group]} nodes, {planned[group]} already removable, min {min_size}",
             )
             continue
-        ctx = DrainContext(snapshot, options, now, tracker.copy())
+        # The node's PDB charges are journaled and reverted unless its removal is committed.
+        mark = tracker.checkpoint()
+        ctx = DrainContext(snapshot, options, now, tracker)
         to_move = get_pods_to_move(state.nodes[node.name].pods, ctx)
         if to_move.blocking is not None:
+            tracker.revert(mark)
             b = to_move.blocking
             unremovable(
                 UnremovableReason.BlockedByPod,
@@ -183,20 +203,22 @@ def evaluate(
                 b,
             )
             continue
-        tiers = (non_candidates, [n for n in reverse_candidates if n != node.name])
+        tiers = (non_candidates, reverse_candidates.without(node.name))
         keep = not to_move.on_completion_pods
         sim = simulator.simulate(node.name, to_move.pods, tiers, keep=keep)
         if sim.failure is not None:
+            tracker.revert(mark)
             unremovable(
                 UnremovableReason.NoPlaceToMovePods,
                 f"pod {sim.failure.pod.key} fits nowhere: {sim.failure.summary(limit=2)}",
             )
             continue
         if not keep:
+            tracker.revert(mark)
             first = to_move.on_completion_pods[0]
             unremovable(UnremovableReason.BlockedByOnCompletionPod, f"pod {first.key} runs until completion")
             continue
-        tracker = ctx.pdb_tracker
+        tracker.commit()
         planned[group] += 1
         receivers.update(dest for _, dest in sim.moves)
         status = NodeStatus.REMOVABLE_DRAIN if sim.moves else NodeStatus.REMOVABLE_EMPTY

@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from types import FrameType
 
 from kubernetes.client import ApiClient
@@ -21,6 +22,7 @@ from kubernetes.client import ApiClient
 from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
+from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
 from scaler.model.snapshot import ClusterSnapshot
@@ -63,6 +65,7 @@ class Runner:
         self.config = config
         self.api = api
         self.cache = WatchCache(api)
+        self.profiles = ProfileCache()
         self.metrics = Metrics()
         self.writer = writer or KubeWriter(api, config.instance_name, clock=clock)
         self.stop_event = threading.Event()
@@ -88,8 +91,12 @@ class Runner:
         self._threads: list[threading.Thread] = []
 
     def snapshot(self, now: float) -> ClusterSnapshot:
-        """Cluster state from the watch caches plus the two metrics LISTs."""
-        return snapshot_from_cache(self.cache, self.api, now)[0]
+        """Cluster state from the watch caches plus the two metrics LISTs, with workload
+        profiles attached when ``--history`` is set (refreshed at most hourly)."""
+        snap = snapshot_from_cache(self.cache, self.api, now)[0]
+        if self.config.history == "none":
+            return snap
+        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))
 
     def stale_kinds(self) -> str:
         """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""

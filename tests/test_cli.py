@@ -208,3 +208,11 @@ def test_named_but_unreachable_cluster_is_an_error(
     code, out, err = run(capsys, "dry-run", "--kubeconfig", str(tmp_path / "missing"))
     assert code == 2 and out == ""
     one_line_error(err, "unreachable")
+
+
+def test_unreachable_history_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "dry-run", "--snapshot", EXAMPLE, "--history", "prometheus", "--prometheus-url", "http://127.0.0.1:9"
+    )
+    assert code == 2 and out == ""
+    one_line_error(err, "127.0.0.1:9")

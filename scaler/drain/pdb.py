@@ -4,7 +4,12 @@
 (``core/scaledown/pdb/basic.go``, interface in ``core/scaledown/pdb/pdb.go``): it starts from each
 PDB's ``status.disruptionsAllowed`` and counts down as the simulation removes pods, so later
 nodes see what earlier (committed) removals left. Copy it per candidate node and keep the copy
-only when the node's removal is committed.
+only when the node's removal is committed — or, cheaper for many nodes, take a
+:meth:`~RemainingPdbTracker.checkpoint` and :meth:`~RemainingPdbTracker.revert` to it when the
+removal is not committed.
+
+PDBs are indexed by namespace and by their selector's first ``matchLabels`` pair, so finding the
+PDBs of a pod looks only at the PDBs that could match it.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ class RemainingPdbTracker:
     Source: ``core/scaledown/pdb/basic.go``.
     """
 
-    __slots__ = ("_by_namespace", "_pdbs", "_remaining")
+    __slots__ = ("_by_label", "_by_namespace", "_journal", "_order", "_pdbs", "_remaining")
 
     def __init__(self, pdbs: Iterable[PodDisruptionBudget]) -> None:
         """Start tracking ``pdbs`` with their ``disruptions_allowed`` as the remaining allowance."""
@@ -48,9 +53,23 @@ class RemainingPdbTracker:
             by_key[_key(pdb)] = pdb
         self._pdbs: dict[PdbKey, PodDisruptionBudget] = by_key
         self._remaining: dict[PdbKey, int] = {k: p.disruptions_allowed for k, p in by_key.items()}
+        self._journal: list[tuple[PdbKey, int]] = []
+        # Index: PDBs whose selector has matchLabels, under their first pair; the others (only
+        # matchExpressions, or empty) by namespace. A null selector matches nothing.
+        self._order: dict[PdbKey, int] = {k: i for i, k in enumerate(by_key)}
+        by_label: dict[tuple[str, str, str], list[PodDisruptionBudget]] = {}
         by_ns: dict[str, list[PodDisruptionBudget]] = {}
         for pdb in by_key.values():
-            by_ns.setdefault(pdb.namespace, []).append(pdb)
+            if pdb.selector is None:
+                continue
+            if pdb.selector.match_labels:
+                k, v = next(iter(pdb.selector.match_labels.items()))
+                by_label.setdefault((pdb.namespace, k, v), []).append(pdb)
+            else:
+                by_ns.setdefault(pdb.namespace, []).append(pdb)
+        self._by_label: dict[tuple[str, str, str], tuple[PodDisruptionBudget, ...]] = {
+            k: tuple(v) for k, v in by_label.items()
+        }
         self._by_namespace: dict[str, tuple[PodDisruptionBudget, ...]] = {
             ns: tuple(v) for ns, v in by_ns.items()
         }
@@ -59,13 +78,31 @@ class RemainingPdbTracker:
         """An independent tracker with the same PDBs and current allowances.
 
         Removing pods from the copy never changes this tracker, and vice versa. O(number of
-        PDBs); the PDB records and the namespace index are shared (they are immutable).
+        PDBs); the PDB records and the indexes are shared (they are immutable).
         """
         new = RemainingPdbTracker.__new__(RemainingPdbTracker)
         new._pdbs = self._pdbs
+        new._order = self._order
+        new._by_label = self._by_label
         new._by_namespace = self._by_namespace
         new._remaining = dict(self._remaining)
+        new._journal = []
         return new
+
+    def checkpoint(self) -> int:
+        """A mark to :meth:`revert` to: every allowance change after it can be undone."""
+        return len(self._journal)
+
+    def revert(self, mark: int) -> None:
+        """Restore the allowances as they were at ``mark``."""
+        journal, remaining = self._journal, self._remaining
+        while len(journal) > mark:
+            key, old = journal.pop()
+            remaining[key] = old
+
+    def commit(self) -> None:
+        """Keep every change so far and forget how to undo it."""
+        self._journal.clear()
 
     @property
     def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
@@ -77,7 +114,17 @@ class RemainingPdbTracker:
 
         Every matching PDB is returned, whatever its remaining allowance.
         """
-        return [pdb for pdb in self._by_namespace.get(pod.namespace, ()) if pdb.matches(pod)]
+        ns = pod.namespace
+        found = [pdb for pdb in self._by_namespace.get(ns, ()) if pdb.matches(pod)]
+        by_label = self._by_label
+        for k, v in pod.labels.items():
+            for pdb in by_label.get((ns, k, v), ()):
+                if pdb.matches(pod):
+                    found.append(pdb)
+        if len(found) > 1:
+            order = self._order
+            found.sort(key=lambda p: order[_key(p)])
+        return found
 
     def blocking_pdb(self, pod: Pod) -> PodDisruptionBudget | None:
         """The first PDB covering ``pod`` whose remaining allowance is below 1, else ``None``.
@@ -96,9 +143,12 @@ class RemainingPdbTracker:
         Allowances may go negative (CA does the same); nothing is checked here, call
         :meth:`blocking_pdb` first. Source: ``basicRemainingPdbTracker.RemovePods``.
         """
+        remaining, journal = self._remaining, self._journal
         for pod in pods:
             for pdb in self.matching(pod):
-                self._remaining[_key(pdb)] -= 1
+                key = _key(pdb)
+                journal.append((key, remaining[key]))
+                remaining[key] -= 1
 
     def remaining(self, pdb: PodDisruptionBudget) -> int:
         """The remaining allowance of ``pdb`` in pods (may be negative).

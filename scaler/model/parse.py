@@ -12,8 +12,9 @@ server's defaulting does.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
@@ -76,7 +77,7 @@ def _map(obj: Obj, key: str, where: Obj) -> Mapping[str, Any]:
     v = obj.get(key)
     if v is None:
         return {}
-    if not isinstance(v, Mapping):
+    if type(v) is not dict and not isinstance(v, Mapping):  # dict first: the ABC check is slow
         raise ObjectError(f"{_ident(where)}: field {key!r} must be an object, got {v!r}")
     return v
 
@@ -88,13 +89,16 @@ def _list(obj: Obj, key: str, where: Obj) -> list[Any]:
     if not isinstance(v, list):
         raise ObjectError(f"{_ident(where)}: field {key!r} must be a list, got {v!r}")
     for item in v:
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             raise ObjectError(f"{_ident(where)}: field {key!r} must hold objects, got {item!r}")
     return v
 
 
 def _str_map(obj: Obj, key: str, where: Obj) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _map(obj, key, where).items()}
+    m = _map(obj, key, where)
+    if all(type(k) is str and type(v) is str for k, v in m.items()):
+        return dict(m)  # the usual case: already strings
+    return {str(k): str(v) for k, v in m.items()}
 
 
 def _required(obj: Obj, key: str, where: Obj) -> Any:
@@ -122,15 +126,26 @@ def parse_time(value: Any, field: str = "timestamp", where: Obj | None = None) -
     if not isinstance(value, str):
         raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}")
     try:
-        text = value.replace("Z", "+00:00").replace("z", "+00:00")
-        t = dt.datetime.fromisoformat(text)
+        return _rfc3339_seconds(value)
     except ValueError:
         raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}") from None
+
+
+@lru_cache(maxsize=4096)
+def _rfc3339_seconds(value: str) -> float:
+    """Unix seconds of an RFC 3339 string (memoized: a metrics list repeats one timestamp).
+
+    Raises:
+        ValueError: not a timestamp.
+    """
+    text = value.replace("Z", "+00:00").replace("z", "+00:00")
+    t = dt.datetime.fromisoformat(text)
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)
     return t.timestamp()
 
 
+@lru_cache(maxsize=1024)
 def parse_duration_seconds(value: str) -> float:
     """Parse a Go-style duration (``30s``, ``2m``, ``1h30m``, ``500ms``) or a bare number of
     seconds into seconds.
@@ -293,7 +308,57 @@ def _qos_class(groups: list[tuple[Mapping[str, Any], Mapping[str, Any]]], where:
     return QoSClass.BURSTABLE
 
 
+def _requests_key(spec: Mapping[str, Any]) -> Hashable | None:
+    """Everything :func:`pod_requests` reads from ``spec``, as a hashable value (each scalar
+    with its type, so that ``1`` and ``True`` differ), or ``None`` when it holds something
+    unexpected (the uncached path then reports it)."""
+
+    def res(r: Any) -> Hashable:
+        if r is None:
+            return None
+        if type(r) is not dict:
+            raise TypeError
+        return tuple(
+            (k, type(v).__name__, v) if type(v) is not dict else (k, "dict", res(v)) for k, v in r.items()
+        )
+
+    try:
+        containers = tuple(
+            (res(c.get("resources")), c.get("restartPolicy") if init else None)
+            for init, key in ((False, "containers"), (True, "initContainers"))
+            for c in (spec.get(key) or ())
+        )
+        key = (containers, res(spec.get("resources")), res(spec.get("overhead")))
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key
+
+
+_REQUESTS_MEMO: dict[Hashable, tuple[Resources, QoSClass]] = {}
+_REQUESTS_MEMO_MAX = 4096
+
+
 def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
+    """:func:`compute_pod_requests`, memoized on the resource fields of ``spec`` (replicas of a
+    workload share them); malformed input is never memoized, so it always raises.
+
+    Raises:
+        ObjectError: a malformed quantity.
+    """
+    key = _requests_key(spec)
+    if key is None:
+        return compute_pod_requests(spec, where)
+    hit = _REQUESTS_MEMO.get(key)
+    if hit is None:
+        hit = compute_pod_requests(spec, where)
+        if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_MAX:
+            _REQUESTS_MEMO.clear()
+        _REQUESTS_MEMO[key] = hit
+    return hit
+
+
+def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
     """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``,
     ``qos.ComputePodQOS``).
 

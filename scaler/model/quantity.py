@@ -5,6 +5,9 @@ A quantity is ``<sign><digits>[.<digits>]<suffix>`` where the suffix is a binary
 (``e3``, ``E-2``). The grammar follows ``k8s.io/apimachinery/pkg/api/resource/quantity.go``.
 Values are kept as :class:`fractions.Fraction`, so nothing is lost to floating point, and are
 rounded *up* to whole units like ``Quantity.MilliValue()`` and ``Quantity.Value()`` do.
+
+A cluster repeats the same few quantity strings (``100m``, ``128Mi``) across thousands of pods,
+so results for strings are memoized (a bounded LRU table); other inputs are parsed each time.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 __all__ = [
     "QuantityError",
@@ -60,6 +64,18 @@ def parse_quantity(value: str | int | float) -> Fraction:
     Raises:
         QuantityError: the value is not a valid quantity (message names the value).
     """
+    # Memoize strings only: 1, 1.0 and True hash alike but must not share an answer.
+    if type(value) is str:
+        return _parse_quantity_str(value)
+    return _parse_quantity(value)
+
+
+@lru_cache(maxsize=8192)
+def _parse_quantity_str(value: str) -> Fraction:
+    return _parse_quantity(value)
+
+
+def _parse_quantity(value: str | int | float) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(f"invalid quantity {value!r}")
     if isinstance(value, int):
@@ -90,6 +106,30 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 
 def _ceil_nonnegative(value: str | int | float, scale: int, what: str) -> int:
+    if type(value) is str:
+        return _ceil_str(value, scale, what)
+    return _ceil(value, scale, what)
+
+
+@lru_cache(maxsize=8192)
+def _ceil_str(value: str, scale: int, what: str) -> int:
+    return _ceil(value, scale, what)
+
+
+_INTEGER = re.compile(r"([0-9]{1,18})(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)")
+# Suffix -> (multiplier, divisor) as integers, for the exact integer path of _ceil.
+_INT_SCALE = {
+    **{k: (v, 1) for k, v in _BINARY.items()},
+    **{k: (v.numerator, v.denominator) for k, v in _DECIMAL.items()},
+}
+
+
+def _ceil(value: str | int | float, scale: int, what: str) -> int:
+    if type(value) is str:
+        m = _INTEGER.fullmatch(value)
+        if m is not None:  # plain digits and a suffix: exact in integers, no Fraction needed
+            mul, div = _INT_SCALE[m[2]]
+            return -(-int(m[1]) * mul * scale // div)
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"negative {what} quantity {value!r}")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import (
     ObjectError,
     parse_controller,
@@ -32,6 +33,9 @@ from scaler.model.records import (
     PodDisruptionBudget,
     PodMetrics,
 )
+
+if TYPE_CHECKING:
+    from scaler.history.profiles import WorkloadProfile
 
 __all__ = ["CONTROLLER_KINDS", "IGNORED_KINDS", "ClusterSnapshot", "SnapshotError", "build_snapshot"]
 
@@ -68,6 +72,8 @@ class ClusterSnapshot:
 
     Indexes (``pods_by_node``, ``node_by_name``) are derived at construction. ``has_pvs`` says
     whether PersistentVolumes were part of the input, which enables the VolumeZone filter.
+    ``workload_profiles`` are 24-hour usage profiles by workload (seed 001's resource portraits,
+    :mod:`scaler.history.profiles`), empty without history; the portrait plugins read them.
     ``workload_kinds`` are the controller kinds that were listed: the ReplicaCount drain rule
     only reports ``ControllerNotFound`` for a kind that was listed (a snapshot without
     ReplicationControllers says nothing about them).
@@ -84,6 +90,7 @@ class ClusterSnapshot:
     pvcs: Mapping[tuple[str, str], PersistentVolumeClaim] = field(default_factory=dict)
     has_pvs: bool = False
     workload_kinds: frozenset[str] = frozenset()
+    workload_profiles: Mapping[str, WorkloadProfile] = field(default_factory=dict)
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
 
@@ -197,6 +204,15 @@ def build_snapshot(
         SnapshotError: an object is malformed, of an unknown kind, or ``now`` cannot be set
             because there is no metrics timestamp.
     """
+    with no_cycle_collector():
+        return _build_snapshot(objects, now, workload_kinds)
+
+
+def _build_snapshot(
+    objects: Iterable[Mapping[str, Any]],
+    now: float | None,
+    workload_kinds: Iterable[str] | None,
+) -> ClusterSnapshot:
     parsed: dict[str, dict[tuple[str, str], Any]] = {}
     kinds = {
         "Node": parse_node,

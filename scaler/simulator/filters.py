@@ -16,11 +16,21 @@ can count nodes per reason, as the scheduler's "0/N nodes are available: …" me
 
 Units follow :mod:`scaler.model.records`: CPU in millicores, memory and storage in bytes,
 extended resources in whole units.
+
+Speed: the filters that read only numbers, labels and taints also answer for many nodes at once
+(``filter_nodes``, :class:`~scaler.simulator.state.VectorFilterPlugin`) from the state's
+:class:`~scaler.simulator.state.NodeTable` and from per-state memos of snapshot-only facts (which
+nodes carry a label, which tolerate a set of tolerations); the pod-scanning filters look pods up
+through the state's indexes (topology domains, pods by label) instead of scanning the cluster.
+Every ``filter_nodes`` gives, node by node, exactly the verdict and reason of ``filter``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+
+import numpy as np
+import numpy.typing as npt
 
 from scaler.config import ScalerConfig
 from scaler.model.records import (
@@ -36,7 +46,7 @@ from scaler.model.records import (
     Toleration,
     TopologySpreadConstraint,
 )
-from scaler.simulator.state import ClusterState, NodeState
+from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
 
 __all__ = [
     "TAINT_UNSCHEDULABLE",
@@ -125,6 +135,39 @@ def _fmt_taint(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
+class _Reasons:
+    """Interns reason strings into codes (1, 2, …) for ``filter_nodes`` results."""
+
+    def __init__(self, fixed: Iterable[str] = ()) -> None:
+        self.reasons: list[str] = list(fixed)
+        self._code = {r: i + 1 for i, r in enumerate(self.reasons)}
+
+    def code(self, reason: str) -> int:
+        c = self._code.get(reason)
+        if c is None:
+            self.reasons.append(reason)
+            c = self._code[reason] = len(self.reasons)
+        return c
+
+
+def _no_fail(nodes: Positions) -> tuple[Codes, tuple[str, ...]]:
+    return np.zeros(len(nodes), dtype=np.int16), ()
+
+
+def _label_positions(state: ClusterState, key: str) -> dict[str, Positions]:
+    """Label value → positions of the nodes carrying label ``key`` with that value (memoized)."""
+
+    def compute() -> dict[str, Positions]:
+        out: dict[str, list[int]] = {}
+        for ns in state.nodes.values():
+            v = ns.node.labels.get(key)
+            if v is not None:
+                out.setdefault(v, []).append(ns.position)
+        return {v: np.array(p, dtype=np.intp) for v, p in out.items()}
+
+    return state.static(("label-positions", key), compute)
+
+
 # ---- NodeUnschedulable ------------------------------------------------------------------------
 
 
@@ -155,6 +198,23 @@ class NodeUnschedulable(BaseFilter):
         if node.node.unschedulable:
             return "node is unschedulable (cordoned)"
         return None
+
+    _REASONS = (
+        "node is being removed (simulated)",
+        "node was removed in this simulation",
+        f"node has taint {TAINT_TO_BE_DELETED} (being deleted)",
+        "node is unschedulable (cordoned)",
+    )
+
+    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        """:meth:`filter` for the nodes at table positions ``nodes``."""
+        t = state.table
+        codes = np.zeros(len(nodes), dtype=np.int16)
+        codes[t.cordoned[nodes]] = 4  # lowest precedence first: the first failing check wins
+        codes[t.to_be_deleted[nodes]] = 3
+        codes[t.removed[nodes]] = 2
+        codes[t.ghost[nodes]] = 1
+        return codes, self._REASONS
 
 
 # ---- NodeResourcesFit -------------------------------------------------------------------------
@@ -195,6 +255,36 @@ class NodeResourcesFit(BaseFilter):
                 return f"Insufficient {name}"
         return None
 
+    _REASONS = ("Too many pods", "Insufficient cpu", "Insufficient memory", "Insufficient ephemeral-storage")
+
+    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        """:meth:`filter` for the nodes at table positions ``nodes``."""
+        t = state.table
+        req = pod.requests
+        codes = np.zeros(len(nodes), dtype=np.int16)
+        # Assigned from the last check to the first, so that the first failing check wins.
+        if req.ephemeral_storage_bytes > 0:
+            codes[t.req_eph[nodes] + req.ephemeral_storage_bytes > t.alloc_eph[nodes]] = 4
+        if req.memory_bytes > 0:
+            codes[t.req_mem[nodes] + req.memory_bytes > t.alloc_mem[nodes]] = 3
+        if req.cpu_millicores > 0:
+            codes[t.req_cpu[nodes] + req.cpu_millicores > t.alloc_cpu[nodes]] = 2
+        codes[t.pod_count[nodes] + 1 > t.alloc_pods[nodes]] = 1
+        if not any(v > 0 for v in req.extended.values()):
+            return codes, self._REASONS
+        # Extended resources are not tabled: check them on the nodes that passed the rest.
+        interned = _Reasons(self._REASONS)
+        names = state.names
+        for j in np.flatnonzero(codes == 0).tolist():
+            ns = state.nodes[names[nodes[j]]]
+            used, alloc = ns.requested.extended, ns.node.allocatable.extended
+            for name in sorted(req.extended):
+                want = req.extended[name]
+                if want > 0 and used.get(name, 0) + want > alloc.get(name, 0):
+                    codes[j] = interned.code(f"Insufficient {name}")
+                    break
+        return codes, tuple(interned.reasons)
+
 
 # ---- TaintToleration --------------------------------------------------------------------------
 
@@ -213,6 +303,28 @@ class TaintToleration(BaseFilter):
             return f"untolerated taint {_fmt_taint(t)}"
         return None
 
+    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        """:meth:`filter` for the nodes at table positions ``nodes`` (per set of tolerations,
+        computed once per distinct set of node taints)."""
+        codes, reasons = state.static(("TaintToleration", pod.tolerations), lambda: self._all(pod, state))
+        return codes[nodes], reasons
+
+    @staticmethod
+    def _all(pod: Pod, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        def groups() -> dict[tuple[Taint, ...], list[int]]:
+            out: dict[tuple[Taint, ...], list[int]] = {}
+            for ns in state.nodes.values():
+                out.setdefault(ns.node.taints, []).append(ns.position)
+            return out
+
+        codes = np.zeros(len(state.names), dtype=np.int16)
+        interned = _Reasons()
+        for taints, positions in state.static(("taint-groups",), groups).items():
+            t = untolerated_taint(taints, pod.tolerations)
+            if t is not None:
+                codes[positions] = interned.code(f"untolerated taint {_fmt_taint(t)}")
+        return codes, tuple(interned.reasons)
+
 
 # ---- NodeAffinity -----------------------------------------------------------------------------
 
@@ -227,8 +339,32 @@ class NodeAffinity(BaseFilter):
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when the node matches the pod's node selector and affinity."""
         if not node_matches_pod_node_affinity(pod, node.node):
-            return "node didn't match Pod's node affinity/selector"
+            return self._REASONS[0]
         return None
+
+    _REASONS = ("node didn't match Pod's node affinity/selector",)
+
+    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        """:meth:`filter` for the nodes at table positions ``nodes`` (per distinct node selector
+        and affinity; ``nodeSelector`` pairs through the label index)."""
+        key = ("NodeAffinity", tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
+        codes = state.static(key, lambda: self._all(pod, state))
+        return codes[nodes], self._REASONS
+
+    @staticmethod
+    def _all(pod: Pod, state: ClusterState) -> Codes:
+        ok = np.ones(len(state.names), dtype=np.bool_)
+        for k, v in pod.node_selector.items():
+            match = np.zeros(len(state.names), dtype=np.bool_)
+            match[_label_positions(state, k).get(v, np.zeros(0, dtype=np.intp))] = True
+            ok &= match
+        terms = pod.required_node_affinity
+        if terms is not None:
+            names = state.names
+            for i in np.flatnonzero(ok).tolist():
+                node = state.nodes[names[i]].node
+                ok[i] = any(t.matches(node.name, node.labels) for t in terms)
+        return np.where(ok, 0, 1).astype(np.int16)
 
 
 # ---- NodePorts --------------------------------------------------------------------------------
@@ -258,6 +394,15 @@ class NodePorts(BaseFilter):
             for uproto, uip, uport in used:
                 if uport == port and uproto == proto and (_ANY_IP in (ip, uip) or uip == ip):
                     return f"host port {proto}/{ip}:{port} already in use"
+        return None
+
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """:meth:`filter` for the nodes at table positions ``nodes``: all fit when the pod has
+        no host port, else ``None`` (node by node)."""
+        if not pod.host_ports:
+            return _no_fail(nodes)
         return None
 
 
@@ -321,6 +466,15 @@ class VolumeZone(BaseFilter):
                     return f"no available volume zone (PersistentVolume {pv.name} {key}={raw})"
         return None
 
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """:meth:`filter` for the nodes at table positions ``nodes``: all fit when there is no
+        PV to check, else ``None`` (node by node)."""
+        if not state.snapshot.has_pvs or not any(v.kind == "persistentVolumeClaim" for v in pod.volumes):
+            return _no_fail(nodes)
+        return None
+
 
 # ---- InterPodAffinity -------------------------------------------------------------------------
 
@@ -345,8 +499,9 @@ class InterPodAffinity(BaseFilter):
        anywhere (on a node carrying any of the keys) and the incoming pod matches all its own
        terms, the first pod of a self-affine group may go anywhere that has the keys.
 
-    Pods are found by scanning the state at each call (no cache): pods move during simulation.
-    ``namespaceSelector`` is approximated by :meth:`PodAffinityTerm.selects`.
+    Pods are looked up at each call through the state's indexes (topology domains, pods by
+    label), which follow every simulated move. ``namespaceSelector`` is approximated by
+    :meth:`PodAffinityTerm.selects`.
     """
 
     name = "InterPodAffinity"
@@ -354,18 +509,22 @@ class InterPodAffinity(BaseFilter):
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when placing the pod on the node breaks no required (anti-)affinity."""
         labels = node.node.labels
-        # 1. Existing pods' required anti-affinity towards the incoming pod.
-        for other in state.nodes.values():
-            if other.removed or other.ghost:
+        # 1. Existing pods' required anti-affinity towards the incoming pod: only pods on nodes
+        # of the candidate's domain, for each topology key any anti-affinity term uses.
+        for key in state.anti_affinity_keys:
+            v = labels.get(key)
+            if v is None:
                 continue
-            olabels = other.node.labels
-            for p in other.pods:
-                if not p.required_anti_affinity or p.uid == pod.uid:
+            for name in state.domains(key).get(v, ()):
+                other = state.nodes[name]
+                if other.removed or other.ghost:
                     continue
-                for t in p.required_anti_affinity:
-                    v = olabels.get(t.topology_key)
-                    if v is not None and labels.get(t.topology_key) == v and t.selects(p.namespace, pod):
-                        return "node didn't satisfy existing pods anti-affinity rules"
+                for p in other.pods:
+                    if not p.required_anti_affinity or p.uid == pod.uid:
+                        continue
+                    for t in p.required_anti_affinity:
+                        if t.topology_key == key and t.selects(p.namespace, pod):
+                            return "node didn't satisfy existing pods anti-affinity rules"
         # 2. The incoming pod's required anti-affinity.
         for t in pod.required_anti_affinity:
             v = labels.get(t.topology_key)
@@ -429,6 +588,37 @@ def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     return selector is not None and selector.matches(labels)
 
 
+def _domain_ids(state: ClusterState, key: str) -> tuple[npt.NDArray[np.intp], list[str]]:
+    """Per node, the id of its value of label ``key`` (-1 without it), and the values by id."""
+
+    def compute() -> tuple[npt.NDArray[np.intp], list[str]]:
+        ids = np.full(len(state.names), -1, dtype=np.intp)
+        values: list[str] = []
+        for v, positions in _label_positions(state, key).items():
+            ids[positions] = len(values)
+            values.append(v)
+        return ids, values
+
+    return state.static(("domain-ids", key), compute)
+
+
+def _selected_pods(
+    state: ClusterState, namespace: str, selector: LabelSelector | None
+) -> Iterator[tuple[NodeState, Pod]]:
+    """``(node state, pod)`` for the pods of ``namespace`` on any node that ``selector`` matches,
+    looked up by the selector's first ``matchLabels`` pair when it has one."""
+    if selector is None:
+        return
+    if selector.match_labels:
+        k, v = next(iter(selector.match_labels.items()))
+        candidates = state.pods_with_label(namespace, k, v)
+    else:
+        candidates = state.pods_with_label(namespace)
+    for ns, p in candidates:
+        if selector.matches(p.labels):
+            yield ns, p
+
+
 class PodTopologySpread(BaseFilter):
     """kube-scheduler ``PodTopologySpread`` (``podtopologyspread/filtering.go``, ``common.go``).
 
@@ -453,7 +643,11 @@ class PodTopologySpread(BaseFilter):
     name = "PodTopologySpread"
 
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
-        """Return ``None`` when placing the pod keeps every hard spread constraint's skew."""
+        """Return ``None`` when placing the pod keeps every hard spread constraint's skew.
+
+        Matching pods are found through the state's pods-by-label index (only pods carrying the
+        selector's first ``matchLabels`` pair are examined), and the smallest domain count stops
+        at the first eligible domain holding no matching pod."""
         constraints = [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
         if not constraints:
             return None
@@ -461,39 +655,86 @@ class PodTopologySpread(BaseFilter):
         for c in constraints:
             if c.topology_key not in labels:
                 return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
-        keys = [c.topology_key for c in constraints]
+        keys = tuple(c.topology_key for c in constraints)
         for c in constraints:
             selector = _spread_selector(c, pod)
-            counts: dict[str, int] = {}
-            for value, names in state.domains(c.topology_key).items():
-                for name in names:
-                    ns = state.nodes[name]
-                    if ns.removed or not all(k in ns.node.labels for k in keys):
-                        continue
-                    if not self._included(c, pod, ns):
-                        continue
-                    n = 0
-                    if not ns.ghost:
-                        for p in ns.pods:
-                            if (
-                                p.namespace == pod.namespace
-                                and p.deletion_ts is None
-                                and p.uid != pod.uid
-                                and _selects(selector, p.labels)
-                            ):
-                                n += 1
-                    counts[value] = counts.get(value, 0) + n
+            eligible, domains = self._eligible(c, pod, keys, state)
+            ids, values = _domain_ids(state, c.topology_key)
+            counts: dict[int, int] = {}  # matching pods per domain id (eligible, non-ghost nodes)
+            for ns, p in _selected_pods(state, pod.namespace, selector):
+                if ns.ghost or p.deletion_ts is not None or p.uid == pod.uid or not eligible[ns.position]:
+                    continue
+                d = int(ids[ns.position])
+                counts[d] = counts.get(d, 0) + 1
             min_domains = c.min_domains if c.min_domains is not None else 1
-            global_min = 0 if len(counts) < min_domains else min(counts.values())
+            if len(domains) < min_domains:
+                global_min = 0
+            elif any(d not in counts for d in domains):
+                global_min = 0  # an eligible domain without matching pods
+            else:
+                global_min = min(counts[d] for d in domains)
             self_match = 1 if _selects(selector, pod.labels) else 0
             value = labels[c.topology_key]
-            skew = counts.get(value, 0) + self_match - global_min
+            here = (
+                int(ids[node.position])
+                if node.position >= 0
+                else (values.index(value) if value in values else -1)
+            )
+            skew = counts.get(here, 0) + self_match - global_min
             if skew > c.max_skew:
                 return (
                     f"node didn't match pod topology spread constraints "
                     f"({c.topology_key}, maxSkew {c.max_skew})"
                 )
         return None
+
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """:meth:`filter` for the nodes at table positions ``nodes``: all fit without a hard
+        constraint, else ``None`` (node by node)."""
+        if not any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.topology_spread):
+            return _no_fail(nodes)
+        return None
+
+    def _eligible(
+        self, c: TopologySpreadConstraint, pod: Pod, keys: tuple[str, ...], state: ClusterState
+    ) -> tuple[npt.NDArray[np.bool_], frozenset[int]]:
+        """Which nodes count for ``c`` (carry every key, not removed, pass the inclusion
+        policies; the ghost with its ``ToBeDeleted`` taint), and the ids of the domains they
+        form. Depends on the pod only through its node affinity and tolerations, and on the
+        state only through the ghost/removed flags: memoized per flag change."""
+        honor_affinity = c.node_affinity_policy == "Honor"
+        honor_taints = c.node_taints_policy == "Honor"
+        key = (
+            "PodTopologySpread",
+            c.topology_key,
+            keys,
+            (tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
+            if honor_affinity
+            else None,
+            pod.tolerations if honor_taints else None,
+        )
+
+        def static() -> npt.NDArray[np.bool_]:
+            ok = np.zeros(len(state.names), dtype=np.bool_)
+            for ns in state.nodes.values():
+                ok[ns.position] = (
+                    all(k in ns.node.labels for k in keys)
+                    and (not honor_affinity or node_matches_pod_node_affinity(pod, ns.node))
+                    and (not honor_taints or untolerated_taint(ns.node.taints, pod.tolerations) is None)
+                )
+            return ok
+
+        def current() -> tuple[npt.NDArray[np.bool_], frozenset[int]]:
+            ok = state.static(key, static) & ~state.table.removed
+            for i in np.flatnonzero(state.table.ghost).tolist():
+                if ok[i]:
+                    ok[i] = self._included(c, pod, state.nodes[state.names[i]])
+            ids = _domain_ids(state, c.topology_key)[0]
+            return ok, frozenset(np.unique(ids[ok]).tolist())
+
+        return state.per_flags(key, current)
 
     @staticmethod
     def _included(c: TopologySpreadConstraint, pod: Pod, ns: NodeState) -> bool:

@@ -13,18 +13,94 @@ then candidates least likely to be removed). Within a tier the first node passin
 wins, starting just after the node chosen last time in that tier (CA's ``lastIndexOrderMapping``
 round-robin, which spreads moved pods). With Score plugins enabled, every feasible node of the
 first tier that has one is scored and the best wins (ties keep the round-robin order).
+
+Speed: destinations are examined in chunks of growing size, in round-robin order. For a chunk,
+the filters that can (``filter_nodes``, :class:`~scaler.simulator.state.VectorFilterPlugin`)
+answer for all its nodes at once; the others run node by node, in order, only on the nodes the
+vectorized ones accepted, until one node passes. Only when a pod fits nowhere are the refusals
+counted, filter by filter in the configured order over every destination, so the reasons and
+their order are those of a node-by-node scan. A tier is best passed as a :class:`Tier`, which
+carries its nodes' table positions; any other sequence of names is looked up.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
+
+import numpy as np
 
 from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, FilterPlugin, NodeState, ScorePlugin
+from scaler.simulator.state import ClusterState, Codes, FilterPlugin, NodeState, Positions, ScorePlugin
 
-__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "placement_order"]
+__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "Tier", "placement_order"]
+
+_FIRST_CHUNK = 256
+_MAX_CHUNK = 8192
+
+
+class Tier(Sequence[str]):
+    """A tier of destinations: node names in order, with their rows in the state's node table.
+
+    ``Tier.of(state, names)`` looks the names up once; :meth:`without` drops one node in
+    O(len) array time, without looking names up again.
+    """
+
+    __slots__ = ("_index", "_names", "_skip", "positions")
+
+    def __init__(self, names: Sequence[str], positions: Positions, skip: int = -1) -> None:
+        self._names = names
+        self._skip = skip
+        self._index: dict[str, int] | None = None  # name -> index in _names, built on first use
+        self.positions = positions
+
+    @classmethod
+    def of(cls, state: ClusterState, names: Sequence[str]) -> Tier:
+        """The tier of ``names`` in ``state`` (``KeyError`` for an unknown name)."""
+        names = list(names)
+        return cls(names, state.positions(names))
+
+    def without(self, name: str) -> Tier:
+        """This tier minus node ``name`` (unchanged when absent)."""
+        if self._skip >= 0:
+            return Tier(list(self), self.positions).without(name)
+        if self._index is None:
+            self._index = {n: i for i, n in enumerate(self._names)}
+        i = self._index.get(name)
+        if i is None:
+            return self
+        return Tier(self._names, np.delete(self.positions, i), i)
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("tier index out of range")
+        return self._names[i + 1 if 0 <= self._skip <= i else i]
+
+
+def _rotation_chunks(start: int, n: int) -> Iterator[tuple[int, int]]:
+    """``[lo, hi)`` ranges covering ``start..n-1`` then ``0..start-1``, in growing sizes."""
+    size = _FIRST_CHUNK
+    for lo0, hi0 in ((start, n), (0, start)):
+        lo = lo0
+        while lo < hi0:
+            hi = min(hi0, lo + size)
+            yield lo, hi
+            lo = hi
+            size = min(size * 2, _MAX_CHUNK)
 
 
 def placement_order(pod: Pod) -> tuple[int, int, int, str]:
@@ -78,44 +154,115 @@ class RemovalSimulator:
         self.filters = tuple(filters)
         self.scorers = tuple(scorers)
         self._offsets: dict[int, int] = {}
+        self._vector = tuple(f for f in self.filters if callable(getattr(f, "filter_nodes", None)))
+        self._scalar = tuple(f for f in self.filters if not callable(getattr(f, "filter_nodes", None)))
+
+    @staticmethod
+    def _label(f: FilterPlugin, reason: str) -> str:
+        return f"{f.name}: {reason}" if not reason.startswith(f.name) else reason
 
     def _first_failure(self, pod: Pod, node: NodeState) -> str | None:
         for f in self.filters:
             reason = f.filter(pod, node, self.state)
             if reason is not None:
-                return f"{f.name}: {reason}" if not reason.startswith(f.name) else reason
+                return self._label(f, reason)
         return None
+
+    def _positions(self, tier: Sequence[str]) -> Positions:
+        return tier.positions if isinstance(tier, Tier) else self.state.positions(tier)
+
+    def _feasible(self, pod: Pod, nodes: Positions) -> Iterator[int]:
+        """Indexes into ``nodes`` of the nodes passing every filter, in order (lazily: the
+        node-by-node filters run only until the caller stops)."""
+        state = self.state
+        t = state.table
+        ok = ~(t.ghost[nodes] | t.removed[nodes])
+        one_by_one = list(self._scalar)
+        for f in self._vector:
+            idx = np.flatnonzero(ok)
+            if len(idx) == 0:
+                return
+            res = f.filter_nodes(pod, nodes[idx], state)  # type: ignore[attr-defined]
+            if res is None:
+                one_by_one.append(f)
+            else:
+                ok[idx[res[0] != 0]] = False
+        names = state.names
+        for j in np.flatnonzero(ok).tolist():
+            ns = state.nodes[names[nodes[j]]]
+            if all(f.filter(pod, ns, state) is None for f in one_by_one):
+                yield j
+
+    def _count_refusals(self, pod: Pod, tiers: list[Positions], reasons: Counter[str]) -> None:
+        """Count, per reason, the live destinations refusing ``pod`` (each node under its first
+        failing filter), in the order a node-by-node scan would first meet each reason."""
+        state = self.state
+        t = state.table
+        counts: dict[str, int] = {}
+        first: dict[str, int] = {}
+        base = 0
+        for ti, pos in enumerate(tiers):
+            n = len(pos)
+            if n == 0:
+                continue
+            start = self._offsets.get(ti, 0) % n
+            order = np.concatenate((pos[start:], pos[:start]))
+            rank = np.arange(base, base + n)
+            alive = ~(t.ghost[order] | t.removed[order])
+            remaining, rank = order[alive], rank[alive]
+            for f in self.filters:
+                if len(remaining) == 0:
+                    break
+                res = f.filter_nodes(pod, remaining, state) if f in self._vector else None  # type: ignore[attr-defined]
+                codes, texts = res if res is not None else _each(f, pod, remaining, state)
+                failed = codes != 0
+                if failed.any():
+                    for code in np.unique(codes[failed]).tolist():
+                        hit = codes == code
+                        label = self._label(f, texts[code - 1])
+                        counts[label] = counts.get(label, 0) + int(hit.sum())
+                        r = int(rank[hit][0])
+                        first[label] = min(first.get(label, r), r)
+                    remaining, rank = remaining[~failed], rank[~failed]
+            base += n
+        for label in sorted(counts, key=first.__getitem__):
+            reasons[label] += counts[label]
 
     def _find_destination(
         self, pod: Pod, tiers: Sequence[Sequence[str]], reasons: Counter[str]
     ) -> str | None:
-        for t, tier in enumerate(tiers):
-            n = len(tier)
+        state = self.state
+        positions = [self._positions(tier) for tier in tiers]
+        for t, pos in enumerate(positions):
+            n = len(pos)
             if n == 0:
                 continue
             start = self._offsets.get(t, 0) % n
-            feasible: list[tuple[int, str]] = []
-            for i in range(n):
-                idx = (start + i) % n
-                name = tier[idx]
-                ns = self.state.nodes[name]
-                if ns.removed or ns.ghost:
-                    continue
-                why = self._first_failure(pod, ns)
-                if why is not None:
-                    reasons[why] += 1
-                    continue
-                if not self.scorers:
-                    self._offsets[t] = idx + 1
-                    return name
-                feasible.append((idx, name))
+            feasible: list[tuple[int, int]] = []
+            for lo, hi in _rotation_chunks(start, n):
+                for j in self._feasible(pod, pos[lo:hi]):
+                    if not self.scorers:
+                        self._offsets[t] = lo + j + 1
+                        return state.names[int(pos[lo + j])]
+                    feasible.append((lo + j, int(pos[lo + j])))
             if feasible:
-                best_idx, best = max(
-                    feasible,
-                    key=lambda c: sum(s.score(pod, self.state.nodes[c[1]], self.state) for s in self.scorers),
-                )
+                nodes = [state.nodes[state.names[i]] for _, i in feasible]
+                totals = [0.0] * len(nodes)
+                for s in self.scorers:
+                    batch = getattr(s, "score_nodes", None)
+                    values = (
+                        batch(pod, nodes, state)
+                        if batch is not None
+                        else [s.score(pod, n, state) for n in nodes]
+                    )
+                    totals = [a + b for a, b in zip(totals, values, strict=True)]
+                k = max(
+                    range(len(nodes)), key=totals.__getitem__
+                )  # first max keeps the round-robin tie-break
+                best_idx, best = feasible[k]
                 self._offsets[t] = best_idx + 1
-                return best
+                return state.names[best]
+        self._count_refusals(pod, positions, reasons)
         return None
 
     def simulate(
@@ -153,3 +300,20 @@ class RemovalSimulator:
         else:
             state.revert(mark)
         return RemovalResult(node_name, tuple(moves))
+
+
+def _each(f: FilterPlugin, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+    """A filter without ``filter_nodes``, run node by node into codes and reasons."""
+    codes = np.zeros(len(nodes), dtype=np.int16)
+    texts: list[str] = []
+    code: dict[str, int] = {}
+    names = state.names
+    for j, i in enumerate(nodes.tolist()):
+        why = f.filter(pod, state.nodes[names[i]], state)
+        if why is not None:
+            c = code.get(why)
+            if c is None:
+                texts.append(why)
+                c = code[why] = len(texts)
+            codes[j] = c
+    return codes, tuple(texts)

@@ -8,18 +8,46 @@ journaled, and :meth:`ClusterState.revert` undoes a failed node-removal simulati
 successful one is simply kept (CA's ``Commit``).
 
 Plugins see nodes through :class:`NodeState` and never mutate it.
+
+For speed the state also keeps, in step with the node states:
+
+* :class:`NodeTable`, the per-node numbers (allocatable, requested, moved, usage, flags) as
+  NumPy columns, so that filters can answer for many nodes at once
+  (:class:`VectorFilterPlugin`);
+* an index of pods by ``(namespace, label key, label value)`` with the node each pod is on
+  (:meth:`ClusterState.pods_with_label`), so that the pod-scanning filters look only at the pods
+  a selector can match;
+* a memo of values derived from the snapshot alone (:meth:`ClusterState.static`), e.g. which
+  nodes carry a label, which tolerate a set of tolerations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from scaler.model.records import Node, Pod, Resources
+import numpy as np
+import numpy.typing as npt
+
+from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
 
-__all__ = ["ClusterState", "FilterPlugin", "NodeState", "ScorePlugin"]
+__all__ = [
+    "BatchScorePlugin",
+    "ClusterState",
+    "FilterPlugin",
+    "NodeState",
+    "NodeTable",
+    "ScorePlugin",
+    "VectorFilterPlugin",
+]
+
+T = TypeVar("T")
+Positions = npt.NDArray[np.intp]
+"""Node positions in :attr:`ClusterState.names` (and rows of :class:`NodeTable`)."""
+Codes = npt.NDArray[np.int16]
+"""Per-node filter verdicts: 0 fits, ``k`` > 0 is reason ``k - 1`` of the returned reasons."""
 
 
 @dataclass(slots=True)
@@ -38,6 +66,7 @@ class NodeState:
         ghost: the node is the one being simulated for removal: no pods, not a destination,
             but still a topology domain (CA's "tainted ghost", ``simulator/cluster.go``).
         removed: removal committed earlier in this evaluation: neither destination nor domain.
+        position: the node's row in the owning state's :class:`NodeTable` (-1 when standalone).
     """
 
     node: Node
@@ -49,6 +78,7 @@ class NodeState:
     moved_memory_bytes: int = 0
     ghost: bool = False
     removed: bool = False
+    position: int = -1
 
     @property
     def name(self) -> str:
@@ -81,6 +111,22 @@ class FilterPlugin(Protocol):
         ...
 
 
+class VectorFilterPlugin(FilterPlugin, Protocol):
+    """Optional extension of :class:`FilterPlugin`: the same verdicts for many nodes at once.
+
+    The simulator uses ``filter_nodes`` when a plugin has it and ``filter`` otherwise; both must
+    agree exactly, node by node (same fit, same reason string).
+    """
+
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """Verdicts for the nodes at table positions ``nodes``: an array of codes (0 fits,
+        ``k`` means ``reasons[k - 1]``) and the reasons; ``None`` when this pod has to be
+        checked node by node with ``filter`` (the simulator then calls it only where needed)."""
+        ...
+
+
 @runtime_checkable
 class ScorePlugin(Protocol):
     """A scheduler-like Score: how good is ``node`` for ``pod`` among feasible nodes?
@@ -94,6 +140,85 @@ class ScorePlugin(Protocol):
     def score(self, pod: Pod, node: NodeState, state: ClusterState) -> float:
         """Return the node's score for the pod."""
         ...
+
+
+@runtime_checkable
+class BatchScorePlugin(ScorePlugin, Protocol):
+    """A Score plugin that scores every feasible node of a pod at once: needed when a score is
+    normalised across the candidates (seed 001's min-max normalisation), and faster. The
+    simulator calls :meth:`score_nodes` when a plugin has it, else :meth:`ScorePlugin.score`."""
+
+    def score_nodes(self, pod: Pod, nodes: Sequence[NodeState], state: ClusterState) -> Sequence[float]:
+        """Scores of ``nodes`` for ``pod``, in the same order (higher is better)."""
+        ...
+
+
+class NodeTable:
+    """The numbers of every node as NumPy columns, one row per node of a :class:`ClusterState`
+    (row = :attr:`NodeState.position`). CPU in millicores, memory and storage in bytes.
+
+    Static columns: ``alloc_cpu``, ``alloc_mem``, ``alloc_eph``, ``alloc_pods``, ``usage_cpu``,
+    ``usage_mem`` (0 where unknown), ``has_usage``, ``to_be_deleted`` (carries the
+    ``ToBeDeletedByClusterAutoscaler`` taint), ``cordoned``. Columns kept in step with the node
+    states by :class:`ClusterState`'s mutations: ``req_cpu``, ``req_mem``, ``req_eph``,
+    ``pod_count`` (``len(NodeState.pods)``), ``moved_cpu``, ``moved_mem``, ``ghost``, ``removed``.
+    Extended resources are not tabled (filters read them from the node states).
+    """
+
+    def __init__(self, states: list[NodeState]) -> None:
+        def col(values: Iterable[int]) -> npt.NDArray[np.int64]:
+            return np.fromiter(values, dtype=np.int64, count=len(states))
+
+        def flag(values: Iterable[bool]) -> npt.NDArray[np.bool_]:
+            return np.fromiter(values, dtype=np.bool_, count=len(states))
+
+        alloc = [s.node.allocatable for s in states]
+        self.alloc_cpu = col(a.cpu_millicores for a in alloc)
+        self.alloc_mem = col(a.memory_bytes for a in alloc)
+        self.alloc_eph = col(a.ephemeral_storage_bytes for a in alloc)
+        self.alloc_pods = col(a.pods for a in alloc)
+        self.req_cpu = col(s.requested.cpu_millicores for s in states)
+        self.req_mem = col(s.requested.memory_bytes for s in states)
+        self.req_eph = col(s.requested.ephemeral_storage_bytes for s in states)
+        self.pod_count = col(len(s.pods) for s in states)
+        self.moved_cpu = col(s.moved_cpu_millicores for s in states)
+        self.moved_mem = col(s.moved_memory_bytes for s in states)
+        self.has_usage = flag(
+            s.usage_cpu_millicores is not None and s.usage_memory_bytes is not None for s in states
+        )
+        self.usage_cpu = col(s.usage_cpu_millicores or 0 for s in states)
+        self.usage_mem = col(s.usage_memory_bytes or 0 for s in states)
+        self.ghost = flag(s.ghost for s in states)
+        self.removed = flag(s.removed for s in states)
+        self.to_be_deleted = flag(any(t.key == TAINT_TO_BE_DELETED for t in s.node.taints) for s in states)
+        self.cordoned = flag(s.node.unschedulable for s in states)
+
+    def sync(self, ns: NodeState) -> None:
+        """Copy the mutable numbers of ``ns`` into its row."""
+        i = ns.position
+        r = ns.requested
+        self.req_cpu[i] = r.cpu_millicores
+        self.req_mem[i] = r.memory_bytes
+        self.req_eph[i] = r.ephemeral_storage_bytes
+        self.pod_count[i] = len(ns.pods)
+        self.moved_cpu[i] = ns.moved_cpu_millicores
+        self.moved_mem[i] = ns.moved_memory_bytes
+        self.ghost[i] = ns.ghost
+        self.removed[i] = ns.removed
+
+
+def _sum_requests(pods: list[Pod]) -> Resources:
+    cpu = mem = eph = count = 0
+    ext: dict[str, int] = {}
+    for p in pods:
+        r = p.requests
+        cpu += r.cpu_millicores
+        mem += r.memory_bytes
+        eph += r.ephemeral_storage_bytes
+        count += r.pods
+        for k, v in r.extended.items():
+            ext[k] = ext.get(k, 0) + v
+    return Resources(cpu, mem, eph, count, ext)
 
 
 class ClusterState:
@@ -115,26 +240,39 @@ class ClusterState:
     ) -> None:
         self.snapshot = snapshot
         self.nodes: dict[str, NodeState] = {}
+        self.names: list[str] = []
         self._journal: list[Callable[[], None]] = []
         self._domain_index: dict[str, dict[str, list[str]]] = {}
+        self._static: dict[Hashable, Any] = {}
+        self._per_flags: dict[Hashable, Any] = {}
+        # Pods-by-label index (built on first use): id(pod) -> node, namespace -> pods,
+        # (namespace, label key) -> value -> pods.
+        self._pod_node: dict[int, str] = {}
+        self._pods_by_ns: dict[str, dict[int, Pod]] | None = None
+        self._by_label: dict[tuple[str, str], dict[str, dict[int, Pod]]] = {}
+        self.anti_affinity_keys: set[str] = set()
+        """Topology keys of the required anti-affinity terms of every pod ever in the state."""
         usage = usage or {}
-        for node in snapshot.nodes:
+        for i, node in enumerate(snapshot.nodes):
             pods = (
                 list(pods_by_node.get(node.name, ()))
                 if pods_by_node is not None
                 else [p for p in snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
             )
-            requested = Resources()
-            for p in pods:
-                requested = requested + p.requests
             u = usage.get(node.name)
+            for p in pods:
+                if p.required_anti_affinity:
+                    self.anti_affinity_keys.update(t.topology_key for t in p.required_anti_affinity)
             self.nodes[node.name] = NodeState(
                 node=node,
                 pods=pods,
-                requested=requested,
+                requested=_sum_requests(pods),
                 usage_cpu_millicores=u[0] if u else None,
                 usage_memory_bytes=u[1] if u else None,
+                position=i,
             )
+            self.names.append(node.name)
+        self.table = NodeTable(list(self.nodes.values()))
 
     # ---- queries -------------------------------------------------------------------------
     def live_nodes(self) -> Iterator[NodeState]:
@@ -160,6 +298,102 @@ class ClusterState:
             if not ns.removed and not ns.ghost:
                 yield from ns.pods
 
+    def positions(self, names: Iterable[str]) -> Positions:
+        """Table positions of the nodes ``names`` (``KeyError`` for an unknown name)."""
+        nodes = self.nodes
+        return np.fromiter((nodes[n].position for n in names), dtype=np.intp)
+
+    def static(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """A value derived from the snapshot alone (never from simulated moves), computed once
+        per state under ``key``."""
+        try:
+            value: T = self._static[key]
+        except KeyError:
+            value = self._static[key] = compute()
+        return value
+
+    def per_flags(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """A value derived from the snapshot and the nodes' ghost/removed flags only (never from
+        pod moves), computed once until the next flag change."""
+        try:
+            value: T = self._per_flags[key]
+        except KeyError:
+            value = self._per_flags[key] = compute()
+        return value
+
+    def pods_with_label(
+        self, namespace: str, key: str = "", value: str = ""
+    ) -> Iterator[tuple[NodeState, Pod]]:
+        """``(node state, pod)`` for every pod now counted on any node (ghosts and removed
+        nodes included) in ``namespace`` whose label ``key`` is ``value``; with ``key`` empty,
+        every pod of the namespace. In no particular order.
+
+        Backed by an index built on first use: pods by namespace, then, per label key asked
+        for, by value; both follow every simulated move."""
+        if self._pods_by_ns is None:
+            self._build_namespace_index()
+        assert self._pods_by_ns is not None
+        if not key:
+            found = self._pods_by_ns.get(namespace, {})
+        else:
+            by_value = self._by_label.get((namespace, key))
+            if by_value is None:
+                by_value = self._build_label_index(namespace, key)
+            found = by_value.get(value, {})
+        nodes, where = self.nodes, self._pod_node
+        for pid, p in found.items():
+            yield nodes[where[pid]], p
+
+    def _build_namespace_index(self) -> None:
+        by_ns: dict[str, dict[int, Pod]] = {}
+        where: dict[int, str] = {}
+        for name, ns in self.nodes.items():
+            for p in ns.pods:
+                pid = id(p)
+                where[pid] = name
+                entry = by_ns.get(p.namespace)
+                if entry is None:
+                    by_ns[p.namespace] = {pid: p}
+                else:
+                    entry[pid] = p
+        self._pods_by_ns, self._pod_node = by_ns, where
+
+    def _build_label_index(self, namespace: str, key: str) -> dict[str, dict[int, Pod]]:
+        assert self._pods_by_ns is not None
+        by_value: dict[str, dict[int, Pod]] = {}
+        for pid, p in self._pods_by_ns.get(namespace, {}).items():
+            v = p.labels.get(key)
+            if v is not None:
+                entry = by_value.get(v)
+                if entry is None:
+                    by_value[v] = {pid: p}
+                else:
+                    entry[pid] = p
+        self._by_label[(namespace, key)] = by_value
+        return by_value
+
+    def _index_add(self, pod: Pod, node_name: str) -> None:
+        if self._pods_by_ns is None:
+            return
+        pid = id(pod)
+        self._pod_node[pid] = node_name
+        self._pods_by_ns.setdefault(pod.namespace, {})[pid] = pod
+        for k, v in pod.labels.items():
+            by_value = self._by_label.get((pod.namespace, k))
+            if by_value is not None:
+                by_value.setdefault(v, {})[pid] = pod
+
+    def _index_remove(self, pod: Pod, node_name: str) -> None:
+        if self._pods_by_ns is None:
+            return
+        pid = id(pod)
+        del self._pod_node[pid]
+        del self._pods_by_ns[pod.namespace][pid]
+        for k, v in pod.labels.items():
+            by_value = self._by_label.get((pod.namespace, k))
+            if by_value is not None:
+                del by_value[v][pid]
+
     # ---- mutations (journaled) ----------------------------------------------------------
     def checkpoint(self) -> int:
         """A mark to :meth:`revert` to."""
@@ -178,13 +412,17 @@ class ClusterState:
         """Take ``pod`` off ``node_name``."""
         ns = self.nodes[node_name]
         idx = next(i for i, p in enumerate(ns.pods) if p.uid == pod.uid)
-        ns.pods.pop(idx)
+        removed_pod = ns.pods.pop(idx)
         old = ns.requested
         ns.requested = old - pod.requests
+        self._index_remove(removed_pod, node_name)
+        self.table.sync(ns)
 
         def undo() -> None:
             ns.pods.insert(idx, pod)
             ns.requested = old
+            self._index_add(pod, node_name)
+            self.table.sync(ns)
 
         self._journal.append(undo)
 
@@ -192,14 +430,20 @@ class ClusterState:
         """Put ``pod`` on ``node_name`` as a moved pod (adds to TargetUsage's Σ term)."""
         ns = self.nodes[node_name]
         ns.pods.append(pod)
+        if pod.required_anti_affinity:
+            self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
         ns.requested = old[0] + pod.requests
         ns.moved_cpu_millicores += pod.requests.cpu_millicores
         ns.moved_memory_bytes += pod.requests.memory_bytes
+        self._index_add(pod, node_name)
+        self.table.sync(ns)
 
         def undo() -> None:
             ns.pods.pop()
             ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes = old
+            self._index_remove(pod, node_name)
+            self.table.sync(ns)
 
         self._journal.append(undo)
 
@@ -211,9 +455,13 @@ class ClusterState:
             ns.ghost = ghost
         if removed is not None:
             ns.removed = removed
+        self.table.sync(ns)
+        self._per_flags.clear()
 
         def undo() -> None:
             ns.ghost, ns.removed = old
+            self.table.sync(ns)
+            self._per_flags.clear()
 
         self._journal.append(undo)
 

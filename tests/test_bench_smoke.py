@@ -1,0 +1,79 @@
+"""Smoke test of the benchmark generator (``benchmarks/``): a 50-node cluster, in memory and as
+files, evaluated once. The benchmarks themselves run with ``make bench``, never here; nothing
+here asserts on time."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.generate import FILES, Cluster, generate
+from scaler.config import ScalerConfig
+from scaler.engine import evaluate
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.sources.files import load_snapshot
+
+NODES = 50
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Cluster:
+    return generate(NODES)
+
+
+@pytest.fixture(scope="module")
+def snapshot(cluster: Cluster) -> ClusterSnapshot:
+    return cluster.snapshot()
+
+
+def test_generation_is_deterministic(cluster: Cluster) -> None:
+    assert list(generate(NODES).iter_objects()) == list(cluster.iter_objects())
+
+
+def test_cluster_shape_and_constraints(cluster: Cluster) -> None:
+    stats = cluster.stats()
+    assert stats["nodes"] == NODES
+    assert 25 * NODES <= stats["pods"] <= 35 * NODES  # about 30 pods per node
+    for constraint in (
+        "underused_nodes",
+        "tainted_nodes",
+        "tolerations",
+        "node_selectors",
+        "anti_affinity",
+        "topology_spread_hard",
+        "pdbs",
+        "local_storage",
+        "bare_pods",
+    ):
+        assert stats[constraint] > 0, constraint
+
+
+def test_files_and_memory_give_the_same_snapshot(
+    cluster: Cluster, snapshot: ClusterSnapshot, tmp_path: Path
+) -> None:
+    sizes = cluster.write(tmp_path)
+    assert sorted(sizes) == sorted(FILES) and all(v > 0 for v in sizes.values())
+    from_files = load_snapshot([tmp_path])
+    in_memory = snapshot
+    assert from_files.nodes == in_memory.nodes
+    assert from_files.pods == in_memory.pods
+    assert from_files.pdbs == in_memory.pdbs
+    assert from_files.node_metrics == in_memory.node_metrics
+    assert from_files.now == in_memory.now
+
+
+def test_evaluation_sees_every_kind_of_verdict(snapshot: ClusterSnapshot) -> None:
+    assert len(snapshot.nodes) == NODES
+    result = evaluate(snapshot, ScalerConfig())
+    assert len(result.nodes) == NODES
+    reasons = Counter(r.reason.value for r in result.nodes)
+    assert reasons["NotUnderutilized"] > 0  # busy nodes
+    assert sum(1 for r in result.nodes if r.removable) > 0  # underused nodes go
+    blocking = Counter(r.blocking_pod.reason.value for r in result.nodes if r.blocking_pod)
+    assert blocking  # drain rules at work
+    again = evaluate(snapshot, ScalerConfig())
+    assert [(r.node.name, r.status, r.detail, r.moves) for r in again.nodes] == [
+        (r.node.name, r.status, r.detail, r.moves) for r in result.nodes
+    ]
