@@ -282,7 +282,9 @@ def plan(
                 if r.node.ready
                 else UnremovableReason.NotUnreadyLongEnough
             )
-            hold(r, reason, f"unneeded since {_iso(since[name])}, deletable at {_iso(since[name] + threshold)}")
+            hold(
+                r, reason, f"unneeded since {_iso(since[name])}, deletable at {_iso(since[name] + threshold)}"
+            )
             continue
         size = group_sizes.get(group)
         if size is None:
