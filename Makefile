@@ -30,14 +30,19 @@ unit: $(STAMP) test-deps
 	$(VENV)/bin/pytest
 
 ## System packages some tests run for real, from Debian, installed when missing (as root):
-## prometheus and promtool (the Prometheus history tests). Where they cannot be installed
-## (not root, no apt-get) those tests skip and say why.
+## prometheus and promtool (the Prometheus history tests), chromium (the replay HTML report
+## test). Where they cannot be installed (not root, no apt-get) those tests skip and say why.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 test-deps:
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    $(APT_INSTALL) prometheus >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) prometheus; }; \
 	  else echo "test-deps: prometheus is missing and cannot be installed here (needs root and apt-get)"; fi; \
+	fi
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    $(APT_INSTALL) chromium >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) chromium; }; \
+	  else echo "test-deps: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; \
 	fi
 
 ## Benchmarks (minutes): full evaluation, parse and peak RSS at 1k, 5k and 15k nodes; writes

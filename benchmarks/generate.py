@@ -1226,33 +1226,39 @@ class Cluster:
         """The cluster as the engine sees it, built object by object (no files)."""
         return build_snapshot(self.iter_objects())
 
-    def write(self, out: Path) -> dict[str, int]:
+    def write(self, out: Path, indent: int = 1) -> dict[str, int]:
         """Write the snapshot files into ``out`` (created); returns bytes per file.
 
-        Each file is a kubectl ``List`` (``NodeMetricsList`` / ``PodMetricsList`` for metrics)
-        laid out as ``scaler snapshot`` writes it (``json.dumps(..., indent=1)``; the items one
-        level less indented, which makes the files slightly smaller).
+        Each file is a kubectl ``List`` (``NodeMetricsList`` / ``PodMetricsList`` for metrics).
+        ``indent=1`` lays it out as ``scaler snapshot`` writes it (``json.dumps(..., indent=1)``;
+        the items one level less indented, which makes the files slightly smaller);
+        ``indent=4`` as ``kubectl get -o json`` prints it (Go's ``json.MarshalIndent`` with four
+        spaces: items nested two levels deep).
         """
         out.mkdir(parents=True, exist_ok=True)
         sizes: dict[str, int] = {}
         list_kind = {"node-metrics.json": "NodeMetricsList", "pod-metrics.json": "PodMetricsList"}
+        nested = indent != 1
+        pad = "\n" + " " * (2 * indent)
         for fname, make in self.objects().items():
             kind = list_kind.get(fname, "List")
             api = "metrics.k8s.io/v1beta1" if kind != "List" else "v1"
             path = out / fname
-            enc = json.JSONEncoder(indent=1, ensure_ascii=False)
+            enc = json.JSONEncoder(indent=indent, ensure_ascii=False)
             with path.open("w", encoding="utf-8") as f:
                 head = {"apiVersion": api, "kind": kind, "metadata": {"resourceVersion": ""}}
-                f.write(json.dumps(head, indent=1)[:-2] + ',\n "items": [\n')
+                sp = " " * indent
+                f.write(json.dumps(head, indent=indent)[:-2] + f',\n{sp}"items": [\n')
                 first = True
                 for obj in make():
                     if kind != "List":
                         obj = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
                     if not first:
                         f.write(",\n")
-                    f.write(enc.encode(obj))
+                    text = enc.encode(obj)
+                    f.write(pad[1:] + text.replace("\n", pad) if nested else text)
                     first = False
-                f.write("\n ]\n}\n")
+                f.write(f"\n{sp}]\n}}\n")
             sizes[fname] = path.stat().st_size
         return sizes
 

@@ -1,4 +1,4 @@
-"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler snapshot``, ``scaler schema``.
+"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
 :class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_flags(snap, offline=False)
     snap.add_argument("--out", required=True, help="output directory (must be new or empty)")
     snap.add_argument("--overwrite", action="store_true", help="replace files in a non-empty --out")
+    from scaler.replay.cli import add_parser as add_replay_parser
+
+    add_replay_parser(sub)
     sub.add_parser("schema", help="print the JSON Schema of the dry-run report")
     return parser
 
@@ -226,6 +229,7 @@ def _run(args: argparse.Namespace) -> int:
     from scaler.cloud.base import CloudError, CloudProvider
     from scaler.eligibility import node_group_limits
     from scaler.model.parse import ObjectError, parse_node
+    from scaler.model.records import Node
     from scaler.observability import configure_logging
     from scaler.runner import Runner, run_forever
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
@@ -237,6 +241,11 @@ def _run(args: argparse.Namespace) -> int:
     except ClusterUnreachable as e:
         raise UsageError(f"cluster unreachable: {e}") from None
     identity = os.environ.get("POD_NAME") or socket.gethostname()
+    runner: Runner | None = None
+
+    def runner_nodes() -> tuple[Node, ...]:
+        return runner.last_nodes if runner is not None else ()
+
     cloud: CloudProvider
     try:
         from scaler.sources.kube import fetch_objects
@@ -260,12 +269,14 @@ def _run(args: argparse.Namespace) -> int:
         else:
             from scaler.cloud.kubernetes import KubernetesProvider
 
-            cloud = KubernetesProvider(api, limits)
+            # Node counts come from the nodes the loop already read (no extra LIST per loop).
+            cloud = KubernetesProvider(api, limits, node_source=lambda: runner_nodes())
     except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
         raise UsageError(str(e)) from None
     except Exception as e:  # metadata server unreachable and no --gke-* flags
         raise UsageError(f"cloud provider {config.cloud_provider}: {e}") from None
-    return run_forever(Runner(config, api, cloud, identity=identity, dry_run=args.dry_run))
+    runner = Runner(config, api, cloud, identity=identity, dry_run=args.dry_run)
+    return run_forever(runner)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -280,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _snapshot(args)
         if args.command == "run":
             return _run(args)
+        if args.command == "replay":
+            from scaler.replay.cli import run as run_replay
+
+            return run_replay(args)
         from scaler.report.models import DryRunReport
 
         sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")

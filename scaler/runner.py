@@ -25,6 +25,7 @@ from scaler.controller import Controller
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
+from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
 from scaler.sources.watch import WatchCache, snapshot_from_cache
@@ -65,6 +66,7 @@ class Runner:
         self.config = config
         self.api = api
         self.cache = WatchCache(api)
+        self.last_nodes: tuple[Node, ...] = ()
         self.profiles = ProfileCache()
         self.metrics = Metrics()
         self.writer = writer or KubeWriter(api, config.instance_name, clock=clock)
@@ -94,6 +96,7 @@ class Runner:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
         profiles attached when ``--history`` is set (refreshed at most hourly)."""
         snap = snapshot_from_cache(self.cache, self.api, now)[0]
+        self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap
         return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))

@@ -77,3 +77,19 @@ def test_evaluation_sees_every_kind_of_verdict(snapshot: ClusterSnapshot) -> Non
     assert [(r.node.name, r.status, r.detail, r.moves) for r in again.nodes] == [
         (r.node.name, r.status, r.detail, r.moves) for r in result.nodes
     ]
+
+
+def test_live_steady_loop_requests_on_a_generated_cluster() -> None:
+    """The live benchmark (item 2(d)): against the loopback fake, a steady loop makes the two
+    metrics LISTs only when the kubernetes provider takes its sizes from the snapshot; LISTing
+    the nodes adds one request per page. Leader election renews the Lease apart."""
+    from benchmarks.live import measure_live
+
+    live = measure_live(NODES, loops=2, lease_seconds=2.5)
+    assert live["node_source"]["requests_per_loop"] == [2, 2]
+    assert set(live["node_source"]["requests"]) == {
+        "GET /apis/metrics.k8s.io/v1beta1/nodes",
+        "GET /apis/metrics.k8s.io/v1beta1/pods",
+    }
+    assert live["node_list"]["requests"]["GET /api/v1/nodes"] == 2  # one page per loop, 2 loops
+    assert live["lease"]["methods"].get("PUT", 0) >= 1

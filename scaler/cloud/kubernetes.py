@@ -2,7 +2,8 @@
 
 For clusters whose nodes are not cloud VMs scaler can remove (and for tests): a group is a value
 of the ``cloud.google.com/gke-nodepool`` label, its size is the number of Node objects with it
-(one paginated node LIST per :meth:`KubernetesProvider.refresh`), its limits come from
+(one paginated node LIST per :meth:`KubernetesProvider.refresh`, or none when the provider is
+given ``node_source``: the nodes the controller already has from its watch cache), its limits come from
 ``--nodes`` (min 0 and max = current size without), and deleting a node deletes its Node object
 (``CoreV1Api.delete_node``, with a UID precondition when the node's UID is known, so a node
 re-created under the same name is never deleted by mistake). Needs RBAC ``list`` and ``delete``
@@ -15,7 +16,7 @@ import functools
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import urllib3
@@ -52,6 +53,9 @@ class KubernetesProvider:
         max_attempts: attempts per API call before :class:`~scaler.cloud.base.CloudError`.
         page_size: ``limit`` of each page of the node LIST.
         request_timeout_seconds: timeout of one HTTP request (seconds).
+        node_source: where :meth:`refresh` takes the nodes from instead of a node LIST, e.g. the
+            nodes of the snapshot the controller just built from its watch cache, so that a
+            steady loop makes no request for the group sizes (``None``: LIST the nodes).
     """
 
     name = "kubernetes"
@@ -65,6 +69,7 @@ class KubernetesProvider:
         max_attempts: int = 5,
         page_size: int = 500,
         request_timeout_seconds: float = 30.0,
+        node_source: Callable[[], Iterable[Node]] | None = None,
     ) -> None:
         self._core = CoreV1Api(api_client)
         self._limits: dict[str, NodeGroupSpec] = dict(limits or {})
@@ -72,6 +77,7 @@ class KubernetesProvider:
         self._max_attempts = max(1, max_attempts)
         self._page_size = page_size
         self._timeout = request_timeout_seconds
+        self._node_source = node_source
         self._sizes: dict[str, int] | None = None
         self._pending: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -119,12 +125,21 @@ class KubernetesProvider:
         return doc
 
     def refresh(self) -> None:
-        """LIST nodes (paginated) and count them per node-pool label value.
+        """LIST nodes (paginated) and count them per node-pool label value; with ``node_source``,
+        count its nodes instead (no request).
 
         Raises:
             CloudError: the LIST failed (after retries for 429/5xx/connection errors).
         """
         sizes: dict[str, int] = {}
+        if self._node_source is not None:
+            for node in self._node_source():
+                group = node.node_group
+                if group:
+                    sizes[group] = sizes.get(group, 0) + 1
+            with self._lock:
+                self._sizes = sizes
+            return
         token: str | None = None
         while True:
             try:

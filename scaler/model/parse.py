@@ -312,6 +312,9 @@ def _requests_key(spec: Mapping[str, Any]) -> Hashable | None:
     """Everything :func:`pod_requests` reads from ``spec``, as a hashable value (each scalar
     with its type, so that ``1`` and ``True`` differ), or ``None`` when it holds something
     unexpected (the uncached path then reports it)."""
+    fast = _fast_requests_key(spec)
+    if fast is not None:
+        return fast
 
     def res(r: Any) -> Hashable:
         if r is None:
@@ -333,6 +336,69 @@ def _requests_key(spec: Mapping[str, Any]) -> Hashable | None:
     except (TypeError, AttributeError):
         return None
     return key
+
+
+class _Bail(Exception):
+    """An unusual shape: take the general (validating) path instead of the fast one."""
+
+
+def _str_items(m: Any) -> tuple[tuple[str, str], ...]:
+    """``m``'s items when ``m`` is a dict of strings to strings (the usual ResourceList, label
+    map...); raises :class:`_Bail` otherwise. ``str.join`` checks the types in C."""
+    if type(m) is not dict:
+        raise _Bail
+    try:
+        "".join(m)
+        "".join(m.values())
+    except TypeError:
+        raise _Bail from None
+    return tuple(m.items())
+
+
+def _rr_key(r: Any) -> Hashable:
+    """Key of a ``ResourceRequirements`` holding only string ``requests``/``limits``."""
+    if r is None:
+        return None
+    if type(r) is not dict:
+        raise _Bail
+    req = r.get("requests")
+    lim = r.get("limits")
+    if len(r) != (req is not None) + (lim is not None):
+        raise _Bail  # claims or other fields: the general key
+    return (
+        None if req is None else _str_items(req),
+        None if lim is None else _str_items(lim),
+    )
+
+
+def _fast_requests_key(spec: Mapping[str, Any]) -> Hashable | None:
+    """:func:`_requests_key` for the usual shape (containers whose resources hold string
+    quantities only), tagged so that it never equals a general key; ``None`` otherwise."""
+    try:
+        parts: list[Hashable] = []
+        for key, init in (("containers", False), ("initContainers", True)):
+            cs = spec.get(key)
+            if cs is None:
+                continue
+            if type(cs) is not list:
+                return None
+            for c in cs:
+                if type(c) is not dict:
+                    return None
+                rp = c.get("restartPolicy") if init else None
+                if rp is not None and type(rp) is not str:
+                    return None
+                parts.append((init, _rr_key(c.get("resources")), rp))
+        pr = spec.get("resources")
+        ov = spec.get("overhead")
+        return (
+            "fast",
+            tuple(parts),
+            _rr_key(pr),
+            None if ov is None else _str_items(ov),
+        )
+    except _Bail:
+        return None
 
 
 _REQUESTS_MEMO: dict[Hashable, tuple[Resources, QoSClass]] = {}
@@ -456,9 +522,195 @@ def _affinity_terms(raw: list[Any], where: Obj) -> tuple[PodAffinityTerm, ...]:
 def parse_pod(obj: Obj) -> Pod:
     """Parse a v1 Pod.
 
+    The usual shapes take a fast path (:func:`_parse_pod_fast`); anything it does not expect, a
+    malformed field included, goes through the general path (:func:`_parse_pod_general`), which
+    validates every field and names the bad one.
+
     Raises:
         ObjectError: missing metadata.name/namespace, malformed quantities, selectors or times.
     """
+    try:
+        return _parse_pod_fast(obj)
+    except Exception:  # _Bail, or anything the general path will report (or raise) itself
+        return _parse_pod_general(obj)
+
+
+_QOS = {q.value: q for q in QoSClass}
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _dicts(v: Any) -> list[Any]:
+    """A list of dicts (``None``: empty); raises :class:`_Bail` on anything else."""
+    if v is None:
+        return []
+    if type(v) is not list:
+        raise _Bail
+    for item in v:
+        if type(item) is not dict:
+            raise _Bail
+    return v
+
+
+def _labels(v: Any) -> dict[str, str]:
+    """A copy of a string-to-string map (``None``: empty); raises :class:`_Bail` otherwise."""
+    if v is None:
+        return {}
+    if type(v) is not dict:
+        raise _Bail
+    "".join(v)  # TypeError (the caller bails) unless keys and values are all strings
+    "".join(v.values())
+    return dict(v)
+
+
+def _stamp(v: Any) -> float:
+    if type(v) is not str:
+        raise _Bail
+    return _rfc3339_seconds(v)  # ValueError: the caller bails
+
+
+def _parse_pod_fast(obj: Obj) -> Pod:
+    """:func:`_parse_pod_general` for well-formed pods, with direct dict lookups; raises (anything)
+    on an input it does not expect. It accepts only what the general path accepts, with the
+    same result; affinity and spread constraints, which are rarer, use the general helpers."""
+    if type(obj) is not dict:
+        raise _Bail
+    meta = obj.get("metadata")
+    spec = obj.get("spec")
+    status = obj.get("status")
+    if type(meta) is not dict or type(spec) is not dict:
+        raise _Bail
+    if status is None:
+        status = _EMPTY
+    elif type(status) is not dict:
+        raise _Bail
+    name = meta.get("name")
+    if type(name) is not str or not name:
+        raise _Bail
+    namespace = meta.get("namespace") or "default"
+    requests, computed_qos = pod_requests(spec, obj)
+    qos_raw = status.get("qosClass")
+    qos = _QOS[qos_raw] if qos_raw else computed_qos
+    affinity = spec.get("affinity")
+    required_node_affinity = None
+    pod_aff: list[Any] = []
+    anti: list[Any] = []
+    if affinity is not None:
+        affinity = _map(spec, "affinity", obj)
+        node_aff = _map(
+            _map(affinity, "nodeAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+        )
+        required_node_affinity = (
+            _node_selector_terms(node_aff.get("nodeSelectorTerms"), obj) if node_aff else None
+        )
+        pod_aff = _list(
+            _map(affinity, "podAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+        )
+        anti = _list(
+            _map(affinity, "podAntiAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+        )
+    spread: tuple[TopologySpreadConstraint, ...] = ()
+    if spec.get("topologySpreadConstraints") is not None:
+        spread = _spread_constraints(spec, obj)
+    containers = _dicts(spec.get("containers"))
+    inits = _dicts(spec.get("initContainers"))
+    ports = []
+    for c in containers + inits if inits else containers:
+        cports = c.get("ports")
+        if cports is None:
+            continue
+        for p in _dicts(cports):
+            hp = p.get("hostPort")
+            if hp:
+                if type(hp) is not int:
+                    raise _Bail
+                ports.append((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), hp))
+    volumes = []
+    for v in _dicts(spec.get("volumes")):
+        kinds = [k for k in v if k != "name"]
+        kind = kinds[0] if kinds else "emptyDir"
+        medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
+        claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
+        volumes.append(Volume(str(v.get("name", "")), kind, medium, claim))
+    created = meta.get("creationTimestamp")
+    deleted = meta.get("deletionTimestamp")
+    priority = spec.get("priority")
+    if priority is None:
+        priority = 0
+    elif type(priority) is not int:
+        raise _Bail
+    tgps = spec.get("terminationGracePeriodSeconds")
+    if tgps is None:
+        tgps = 30
+    elif type(tgps) is not int:
+        raise _Bail
+    owner = None
+    refs = meta.get("ownerReferences")
+    if refs is not None:
+        for o in _dicts(refs):
+            if o.get("controller"):
+                owner = OwnerRef(
+                    str(o.get("kind", "")),
+                    str(o.get("name", "")),
+                    str(o.get("uid", "")),
+                    str(o.get("apiVersion", "")),
+                )
+                break
+    tolerations = tuple(
+        Toleration(
+            str(t.get("key") or ""),
+            str(t.get("operator") or "Equal"),
+            str(t.get("value") or ""),
+            str(t.get("effect") or ""),
+        )
+        for t in _dicts(spec.get("tolerations"))
+    )
+    return Pod(
+        namespace=str(namespace),
+        name=name,
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        node_name=str(spec.get("nodeName") or ""),
+        requests=requests,
+        labels=_labels(meta.get("labels")),
+        annotations=_labels(meta.get("annotations")),
+        controller=owner,
+        phase=str(status.get("phase") or "Pending"),
+        priority=priority,
+        qos_class=qos,
+        restart_policy=str(spec.get("restartPolicy") or "Always"),
+        creation_ts=_stamp(created) if created else None,
+        deletion_ts=_stamp(deleted) if deleted else None,
+        termination_grace_seconds=tgps,
+        tolerations=tolerations,
+        node_selector=_labels(spec.get("nodeSelector")),
+        required_node_affinity=required_node_affinity,
+        required_affinity=_affinity_terms(pod_aff, obj) if pod_aff else (),
+        required_anti_affinity=_affinity_terms(anti, obj) if anti else (),
+        topology_spread=spread,
+        host_ports=tuple(ports),
+        volumes=tuple(volumes),
+    )
+
+
+def _spread_constraints(spec: Obj, obj: Obj) -> tuple[TopologySpreadConstraint, ...]:
+    spread = []
+    for c in _list(spec, "topologySpreadConstraints", obj):
+        spread.append(
+            TopologySpreadConstraint(
+                max_skew=_int(c.get("maxSkew", 1), "maxSkew", obj),
+                topology_key=str(_required(c, "topologyKey", obj)),
+                when_unsatisfiable=str(c.get("whenUnsatisfiable", "DoNotSchedule")),
+                label_selector=parse_label_selector(c.get("labelSelector"), obj, "labelSelector"),
+                min_domains=c.get("minDomains"),
+                node_affinity_policy=str(c.get("nodeAffinityPolicy") or "Honor"),
+                node_taints_policy=str(c.get("nodeTaintsPolicy") or "Ignore"),
+                match_label_keys=tuple(c.get("matchLabelKeys") or ()),
+            )
+        )
+    return tuple(spread)
+
+
+def _parse_pod_general(obj: Obj) -> Pod:
+    """Parse a v1 Pod, validating every field (the reference for :func:`_parse_pod_fast`)."""
     meta = _map(obj, "metadata", obj)
     spec = _map(obj, "spec", obj)
     status = _map(obj, "status", obj)
@@ -481,20 +733,7 @@ def parse_pod(obj: Obj) -> Pod:
     anti = _list(
         _map(affinity, "podAntiAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
     )
-    spread = []
-    for c in _list(spec, "topologySpreadConstraints", obj):
-        spread.append(
-            TopologySpreadConstraint(
-                max_skew=_int(c.get("maxSkew", 1), "maxSkew", obj),
-                topology_key=str(_required(c, "topologyKey", obj)),
-                when_unsatisfiable=str(c.get("whenUnsatisfiable", "DoNotSchedule")),
-                label_selector=parse_label_selector(c.get("labelSelector"), obj, "labelSelector"),
-                min_domains=c.get("minDomains"),
-                node_affinity_policy=str(c.get("nodeAffinityPolicy") or "Honor"),
-                node_taints_policy=str(c.get("nodeTaintsPolicy") or "Ignore"),
-                match_label_keys=tuple(c.get("matchLabelKeys") or ()),
-            )
-        )
+    spread = _spread_constraints(spec, obj)
     ports = []
     for c in _list(spec, "containers", obj) + _list(spec, "initContainers", obj):
         for p in _list(c, "ports", obj):
@@ -549,7 +788,7 @@ def parse_pod(obj: Obj) -> Pod:
         required_node_affinity=required_node_affinity,
         required_affinity=_affinity_terms(pod_aff, obj),
         required_anti_affinity=_affinity_terms(anti, obj),
-        topology_spread=tuple(spread),
+        topology_spread=spread,
         host_ports=tuple(ports),
         volumes=tuple(volumes),
     )
@@ -645,9 +884,44 @@ def parse_node_metrics(obj: Obj) -> NodeMetrics:
 def parse_pod_metrics(obj: Obj) -> PodMetrics:
     """Parse a metrics.k8s.io/v1beta1 PodMetrics item, summing its containers' usage.
 
+    Well-formed items take a fast path; anything else the general, validating one.
+
     Raises:
         ObjectError: missing name, timestamp or container usage, or malformed quantities.
     """
+    try:
+        return _parse_pod_metrics_fast(obj)
+    except Exception:  # _Bail, or anything the general path will report (or raise) itself
+        return _parse_pod_metrics_general(obj)
+
+
+def _parse_pod_metrics_fast(obj: Obj) -> PodMetrics:
+    if type(obj) is not dict:
+        raise _Bail
+    meta = obj.get("metadata")
+    if type(meta) is not dict:
+        raise _Bail
+    cpu = mem = 0
+    for c in _dicts(obj.get("containers")):
+        usage = c.get("usage")
+        if type(usage) is not dict:
+            raise _Bail
+        cpu += parse_millicores(usage["cpu"])
+        mem += parse_bytes(usage["memory"])
+    name = meta.get("name")
+    if type(name) is not str or not name:
+        raise _Bail
+    return PodMetrics(
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        timestamp=_stamp(obj.get("timestamp")),
+        window_seconds=_window(obj),
+        cpu_millicores=cpu,
+        memory_bytes=mem,
+    )
+
+
+def _parse_pod_metrics_general(obj: Obj) -> PodMetrics:
     meta = _map(obj, "metadata", obj)
     cpu = mem = 0
     for c in _list(obj, "containers", obj):

@@ -7,6 +7,7 @@ owner and name. Nothing downstream parses JSON again.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -205,7 +206,13 @@ def build_snapshot(
             because there is no metrics timestamp.
     """
     with no_cycle_collector():
-        return _build_snapshot(objects, now, workload_kinds)
+        snap = _build_snapshot(objects, now, workload_kinds)
+        # The records are long-lived: hand them to the oldest generation at once (both calls are
+        # O(1) list splices), so that resuming the collector does not first traverse every one of
+        # them as "young" objects (about 1 s at 150,000 pods). Full collections still see them.
+        gc.freeze()
+        gc.unfreeze()
+        return snap
 
 
 def _build_snapshot(
@@ -227,13 +234,18 @@ def _build_snapshot(
     seen_kinds: set[str] = set()
     for obj in objects:
         raw_kind = obj.get("kind")
-        kind = raw_kind if isinstance(raw_kind, str) else None  # a list or dict kind is unhashable
+        kind = (
+            raw_kind if type(raw_kind) is str or isinstance(raw_kind, str) else None
+        )  # a list or dict kind is unhashable
         raw_meta = obj.get("metadata")
-        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        meta: Mapping[str, Any] = raw_meta if type(raw_meta) is dict or isinstance(raw_meta, Mapping) else {}
+        ns = meta.get("namespace")
+        name = meta.get("name")
+        key = (ns if type(ns) is str else str(ns or ""), name if type(name) is str else str(name or ""))
         try:
-            if kind in kinds:
-                parsed.setdefault(str(kind), {})[key] = kinds[str(kind)](obj)
+            parse = kinds.get(kind)  # type: ignore[arg-type]
+            if parse is not None:
+                parsed.setdefault(str(kind), {})[key] = parse(obj)
                 saw_pvs |= kind == "PersistentVolume"
             elif kind in CONTROLLER_KINDS:
                 seen_kinds.add(str(kind))

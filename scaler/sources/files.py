@@ -15,7 +15,7 @@ import orjson
 import yaml
 
 from scaler.model.gcpause import no_cycle_collector
-from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot, flatten_objects
+from scaler.model.snapshot import _ITEM_KIND, ClusterSnapshot, SnapshotError, build_snapshot, flatten_objects
 
 __all__ = ["iter_snapshot_files", "load_objects", "load_snapshot"]
 
@@ -53,6 +53,9 @@ def _json_loads(text: str) -> Any:
 
 
 def _decode(path: Path) -> list[Any]:
+    fast = _decode_json_bytes(path)
+    if fast is not None:
+        return fast
     try:
         text = path.read_text(encoding="utf-8-sig")  # tolerate a byte-order mark (PowerShell)
     except (OSError, UnicodeDecodeError) as e:
@@ -74,6 +77,52 @@ def _decode(path: Path) -> list[Any]:
         raise SnapshotError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
 
 
+_BOM = b"\xef\xbb\xbf"
+_SPACE = b" \t\r\n"
+
+
+def _decode_json_bytes(path: Path) -> list[Any] | None:
+    """The usual case of :func:`_decode`, a well-formed JSON file, decoded by orjson straight from
+    its bytes (no text copy); ``None`` when that does not apply or fails (the general path then
+    decodes the file and reports any error)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    start = 3 if data.startswith(_BOM) else 0
+    if path.suffix.lower() != ".json":
+        i = start
+        while i < len(data) and data[i] in _SPACE:
+            i += 1
+        if data[i : i + 1] not in (b"{", b"["):
+            return None
+    try:
+        return [orjson.loads(memoryview(data)[start:] if start else data)]
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _flatten_list(doc: Any, source: str) -> list[dict[str, Any]]:
+    """:func:`flatten_objects` for a decoded kubectl List that this module owns: items that are
+    plain objects are taken as they are (a metrics item gets its ``kind`` set in place) instead of
+    copied; anything unusual goes through :func:`flatten_objects`."""
+    if type(doc) is dict:
+        kind = doc.get("kind")
+        items = doc.get("items")
+        if (
+            type(items) is list
+            and (kind is None or (type(kind) is str and kind.endswith("List")))
+            and all(type(item) is dict and "items" not in item for item in items)
+        ):
+            default_kind = _ITEM_KIND.get(str(kind)) or (str(kind)[:-4] if kind and kind != "List" else None)
+            if default_kind:
+                for item in items:
+                    if not item.get("kind"):
+                        item["kind"] = default_kind
+            return items
+    return flatten_objects(doc, source)
+
+
 def load_objects(paths: Sequence[str | Path]) -> Iterable[dict[str, Any]]:
     """Decode every object in ``paths``.
 
@@ -88,7 +137,7 @@ def load_objects(paths: Sequence[str | Path]) -> Iterable[dict[str, Any]]:
                 for j, item in enumerate(doc):
                     out.extend(flatten_objects(item, f"{path} document {i} item {j}"))
             else:
-                out.extend(flatten_objects(doc, str(path)))
+                out.extend(_flatten_list(doc, str(path)))
     return out
 
 

@@ -1,0 +1,11 @@
+"""``scaler replay``: what-if replay of real usage history over a simulated cluster.
+
+Modules: :mod:`~scaler.replay.traces` (Bitbrains and long-format traces),
+:mod:`~scaler.replay.inputs` (which pod follows which series, the step grid),
+:mod:`~scaler.replay.bundled` (the pod → VM maps of the Bitbrains-built snapshots),
+:mod:`~scaler.replay.policies` (built-in and user policies), :mod:`~scaler.replay.world` (the
+simulated cluster, scheduler, scale-up, Kubernetes and cloud stand-ins),
+:mod:`~scaler.replay.simulate` (the live controller driven over the replay),
+:mod:`~scaler.replay.prices` (machine-type prices), :mod:`~scaler.replay.report` and
+:mod:`~scaler.replay.html` (outputs), :mod:`~scaler.replay.cli` (the command).
+"""

@@ -1,0 +1,186 @@
+"""From a snapshot and a trace to a replay: which pod follows which series, and the step grid.
+
+**Which pod follows which series**, first match wins:
+
+1. the pod's annotation ``scaler.io/replay-series: <series>``;
+2. ``--trace-map FILE``: a CSV with the header ``namespace,pod,series``;
+3. for a Bitbrains trace and a snapshot built from it by the project (the bundled
+   ``bitbrains-gke-day1``, the test snapshots ``bitbrains-gke-night`` and
+   ``bitbrains-gke-night-lowreq``, recognised by directory name), the shipped map
+   (:mod:`scaler.replay.bundled`: each trace pod to the VM it was built from);
+4. for the long format, the series ``namespace/pod-name``, else ``namespace/workload``, where the
+   workload is the pod's top-level owner (a ReplicaSet's Deployment, a Job's CronJob, else its
+   controller): a workload's series gives the usage of *each* of its pods.
+
+Pods that follow no series keep their snapshot usage (their PodMetrics). A replay where no pod
+follows any series is refused.
+
+**The grid.** Steps run from ``--from`` (default: the first sample of the series in use) every
+``--step`` while before ``--to`` (default: the last such sample, included). The snapshot is moved
+in time so that its "now" is the first step: nodes and pods keep their ages. When a policy
+builds workload profiles, the grid also reaches back over the trace before ``--from`` (up to its
+``--history-days``): those steps are not replayed, only read as the past.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from scaler.model.records import Pod
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.replay.bundled import known_map
+from scaler.replay.traces import Trace, TraceError, resample
+from scaler.replay.world import UsageTable, _workload_name
+
+FloatArray = npt.NDArray[np.float64]
+
+__all__ = [
+    "ANNOTATION_SERIES",
+    "MappingError",
+    "build_grid",
+    "load_trace_map",
+    "map_pods",
+    "usage_table",
+    "with_history",
+]
+
+ANNOTATION_SERIES = "scaler.io/replay-series"
+"""Pod annotation naming the trace series the pod follows."""
+
+
+class MappingError(ValueError):
+    """The pod → series mapping is unusable; the message says why (and names the file/line)."""
+
+
+def load_trace_map(path: str | Path) -> dict[str, str]:
+    """Read a ``namespace,pod,series`` CSV into ``namespace/pod`` → series.
+
+    Raises:
+        MappingError: unreadable file, missing columns or an incomplete row (names file and line).
+    """
+    p = Path(path)
+    try:
+        with p.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            cols = [c.strip() for c in reader.fieldnames or []]
+            if not {"namespace", "pod", "series"} <= set(cols):
+                raise MappingError(f"{p}:1: the header must name namespace,pod,series")
+            out: dict[str, str] = {}
+            for row in reader:
+                r = {k.strip(): (v or "").strip() for k, v in row.items() if k is not None}
+                if not any(r.values()):
+                    continue
+                if not (r.get("namespace") and r.get("pod") and r.get("series")):
+                    raise MappingError(f"{p}:{reader.line_num}: namespace, pod and series must all be set")
+                out[f"{r['namespace']}/{r['pod']}"] = r["series"]
+    except (OSError, UnicodeDecodeError) as e:
+        raise MappingError(f"{p}: cannot read: {e}") from None
+    except csv.Error as e:
+        raise MappingError(f"{p}: malformed CSV: {e}") from None
+    return out
+
+
+def map_pods(
+    snapshot: ClusterSnapshot,
+    trace: Trace,
+    trace_map: Mapping[str, str] | None = None,
+    snapshot_name: str = "",
+) -> dict[str, str]:
+    """``namespace/name`` → series name for every pod of ``snapshot`` that follows ``trace``
+    (rules in the module doc). ``snapshot_name`` is the snapshot directory's name (shipped maps
+    apply to the snapshots of :data:`scaler.replay.bundled.KNOWN_SNAPSHOTS`).
+
+    Raises:
+        MappingError: no pod follows any series of the trace.
+    """
+    series = trace.series
+    bundled = known_map(snapshot_name) if trace.kind == "bitbrains" else {}
+    out: dict[str, str] = {}
+    for pod in snapshot.pods:
+        if pod.is_terminal:
+            continue
+        found = _series_for(pod, snapshot, trace, trace_map or {}, bundled)
+        if found is not None and found in series:
+            out[pod.key] = found
+    if not out:
+        hint = (
+            "annotate pods with scaler.io/replay-series or pass --trace-map"
+            if trace.kind == "bitbrains"
+            else "name pods or workloads as namespace,pod_or_workload in the trace"
+        )
+        raise MappingError(f"no pod of the snapshot follows a series of the trace {trace.source}: {hint}")
+    return out
+
+
+def _series_for(
+    pod: Pod,
+    snapshot: ClusterSnapshot,
+    trace: Trace,
+    trace_map: Mapping[str, str],
+    bundled: Mapping[str, str],
+) -> str | None:
+    named = pod.annotations.get(ANNOTATION_SERIES)
+    if named:
+        return named
+    if pod.key in trace_map:
+        return trace_map[pod.key]
+    if pod.key in bundled:
+        return bundled[pod.key]
+    if trace.kind != "long":
+        return None
+    if pod.key in trace.series:
+        return pod.key
+    workload = _workload_name(pod, snapshot)
+    if workload is not None and f"{pod.namespace}/{workload}" in trace.series:
+        return f"{pod.namespace}/{workload}"
+    return None
+
+
+def build_grid(
+    trace: Trace, used: set[str], start: float | None, end: float | None, step: float
+) -> FloatArray:
+    """The replay's step times.
+
+    Raises:
+        TraceError: ``step`` is not positive, or the range is empty.
+    """
+    if not step > 0:
+        raise TraceError(f"--step must be positive, got {step}")
+    firsts = [float(trace.series[s].times[0]) for s in used]
+    lasts = [float(trace.series[s].times[-1]) for s in used]
+    lo = start if start is not None else min(firsts)
+    hi = end if end is not None else max(lasts) + 1e-6
+    if not hi > lo:
+        raise TraceError(f"empty replay range: --from {lo:.0f} is not before --to {hi:.0f}")
+    n = int(np.ceil((hi - lo) / step))
+    return lo + step * np.arange(max(n, 1), dtype=np.float64)
+
+
+def usage_table(trace: Trace, used: set[str], grid: FloatArray) -> UsageTable:
+    """The series in ``used`` resampled onto ``grid``."""
+    names = tuple(sorted(used))
+    cpu = np.empty((len(names), len(grid)), dtype=np.float64)
+    mem = np.empty((len(names), len(grid)), dtype=np.float64)
+    for i, name in enumerate(names):
+        cpu[i], mem[i] = resample(trace.series[name], grid)
+    first = np.asarray([float(trace.series[n].times[0]) for n in names], dtype=np.float64)
+    return UsageTable(grid, names, cpu, mem, first)
+
+
+def with_history(trace: Trace, used: set[str], grid: FloatArray, seconds: float) -> tuple[FloatArray, int]:
+    """``grid`` extended backwards, at the same step, over up to ``seconds`` of the trace before
+    it (not before the trace's first sample of ``used``), and the index where ``grid`` starts."""
+    if seconds <= 0 or len(grid) < 2:
+        return grid, 0
+    step = float(grid[1] - grid[0])
+    earliest = min(float(trace.series[s].times[0]) for s in used)
+    n = int(np.floor((float(grid[0]) - max(earliest, float(grid[0]) - seconds)) / step))
+    if n <= 0:
+        return grid, 0
+    past = float(grid[0]) - step * np.arange(n, 0, -1, dtype=np.float64)
+    return np.concatenate([past, grid]), n

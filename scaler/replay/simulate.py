@@ -1,0 +1,577 @@
+"""Run policies over a replayed cluster, with the live controller's own code.
+
+For each policy a :class:`~scaler.replay.world.World` is built from the same snapshot and trace,
+and the live :class:`~scaler.controller.Controller` runs one loop per step with the replay clock.
+Its loop is unchanged: record usage (:func:`~scaler.planner.record_usage`), aggregate it
+(:func:`~scaler.planner.with_aggregated_usage`), :func:`~scaler.engine.evaluate`,
+:func:`~scaler.planner.plan` with the cloud's node-group sizes and the newest node's creation
+time, then start the removals. The removals are carried out by the real
+:class:`~scaler.actuation.actuator.Actuator` steps (taint and cordon, re-check on fresh state,
+drain through the eviction framework, verify, delete through the cloud, roll back on failure)
+against the world's in-memory Kubernetes and cloud; only two things differ from live:
+
+* the nodes of one plan are removed one after the other in the loop's thread, instead of one
+  thread per node, so a replay is deterministic; the pods each drain evicts are re-placed by
+  the world's scheduler before the next node;
+* waits (``--node-delete-delay-after-taint``, pod disappearance polls) take no replay time.
+
+The status ConfigMap is not written. A policy with a ``--usage-window`` shorter than
+``--scale-down-unneeded-time`` has the controller's usage history trimmed to that window before
+each loop (``seed``: to the newest sample only). A policy with resource-portrait plugins reads
+snapshots carrying ``workload_profiles`` built by ``scaler.history.profiles.build_profiles``
+from the replay's own past usage (the last ``--history-days`` before the step), rebuilt every
+``profile_refresh`` seconds.
+
+Per step, after the loop and the scheduler: every node present or being provisioned is counted
+for node-hours (and its pool's price for cost), and a node whose real usage is above 100% of its
+allocatable CPU or 95% of its allocatable memory counts one step of overload. Pods still pending
+after the scheduler count as unplaceable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from scaler.actuation.actuator import Actuator, NodeOutcome
+from scaler.cloud.base import CloudProvider
+from scaler.config import ScalerConfig
+from scaler.controller import Controller
+from scaler.kube.writer import KubeWriter, ObjectRef, WriteError
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.observability import Metrics
+from scaler.planner import ScaleDownPlan
+from scaler.reasons import NodeStatus
+from scaler.replay.policies import Policy
+from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
+
+if TYPE_CHECKING:
+    from scaler.history.profiles import WorkloadProfile
+
+__all__ = [
+    "OVERLOAD_CPU",
+    "OVERLOAD_MEMORY",
+    "PolicyResult",
+    "ReplayActuator",
+    "ReplayController",
+    "ReplayInput",
+    "run_policies",
+    "run_policy",
+]
+
+OVERLOAD_CPU = 1.0
+"""A node is overloaded when its real CPU usage is above this fraction of allocatable …"""
+OVERLOAD_MEMORY = 0.95
+"""… or its real memory usage above this fraction."""
+
+FloatArray = npt.NDArray[np.float64]
+_NO_POOL = "(no node pool)"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayInput:
+    """Everything the policies of one replay share.
+
+    Attributes:
+        snapshot: the starting cluster.
+        usage: the trace on the replay grid (its ``times`` are the steps).
+        pod_series: ``namespace/name`` → series name for the pods that follow the trace.
+        step: seconds between steps.
+        provision_delay: seconds from a scale-up request to the node joining.
+        prices: machine type → USD per node-hour.
+        profile_refresh: seconds between rebuilds of workload profiles (portrait policies).
+        start_step: the index of ``usage.times`` the replay starts at; the steps before it are
+            the trace's past, read only as history by workload profiles.
+    """
+
+    snapshot: ClusterSnapshot
+    usage: UsageTable
+    pod_series: Mapping[str, str]
+    step: float
+    provision_delay: float = 120.0
+    prices: Mapping[str, float] = field(default_factory=dict)
+    profile_refresh: float = 3600.0
+    start_step: int = 0
+
+
+@dataclass(slots=True)
+class PolicyResult:
+    """What one policy did over the replay.
+
+    Attributes:
+        name, description, flags: the policy.
+        node_hours: Σ nodes (present or being provisioned) × time.
+        node_hours_by_pool: the same per node pool.
+        cost: USD, node-hours × the pool's machine-type price; ``None`` when a pool has no price.
+        cost_by_pool: USD per pool (pools without a price are absent).
+        missing_prices: machine types that had no price.
+        nodes_removed, nodes_added: nodes deleted by scale-down; nodes added by scale-up.
+        pods_evicted: evictions by drains.
+        pods_deleted: evicted pods that were not replaced (no controller).
+        overload_node_minutes: node-minutes with real usage above 100% CPU or 95% memory.
+        overload_cpu_node_minutes, overload_memory_node_minutes: the same per resource.
+        unplaceable_pods: pods that stayed pending after the scheduler ran, at least once.
+        unschedulable_pods: pending pods that fit no node pool even on a new node.
+        pending_pod_minutes: Σ pending pods × time.
+        failed_removals: removals rolled back (re-check, drain or delete failed).
+        times: the step times.
+        nodes: nodes counted at each step.
+        overloaded: overloaded nodes at each step.
+        cost_per_step: USD spent during each step.
+        elapsed_seconds: wall time of the replay of this policy.
+        events: events the controller and actuator emitted, by reason.
+    """
+
+    name: str
+    description: str
+    flags: tuple[str, ...]
+    node_hours: float = 0.0
+    node_hours_by_pool: dict[str, float] = field(default_factory=dict)
+    cost: float | None = 0.0
+    cost_by_pool: dict[str, float] = field(default_factory=dict)
+    missing_prices: tuple[str, ...] = ()
+    nodes_removed: int = 0
+    nodes_added: int = 0
+    pods_evicted: int = 0
+    pods_deleted: int = 0
+    overload_node_minutes: float = 0.0
+    overload_cpu_node_minutes: float = 0.0
+    overload_memory_node_minutes: float = 0.0
+    unplaceable_pods: int = 0
+    unschedulable_pods: int = 0
+    pending_pod_minutes: float = 0.0
+    failed_removals: int = 0
+    times: list[float] = field(default_factory=list)
+    nodes: list[int] = field(default_factory=list)
+    overloaded: list[int] = field(default_factory=list)
+    cost_per_step: list[float] = field(default_factory=list)
+    elapsed_seconds: float = 0.0
+    events: dict[str, int] = field(default_factory=dict)
+
+
+class ReplayActuator(Actuator):
+    """The live :class:`Actuator` with its removals run to completion, one node after the other,
+    in the caller's thread, and waits that take no time; after each node the world's scheduler
+    places the evicted pods' replacements. Every step of a removal (taint, re-check, drain,
+    DaemonSet eviction, verify, delete, roll back) is the base class's own code.
+
+    Args:
+        world: the replayed cluster (the other arguments are :class:`Actuator`'s).
+    """
+
+    def __init__(
+        self,
+        config: ScalerConfig,
+        writer: KubeWriter,
+        cloud: CloudProvider,
+        fresh_snapshot: Callable[[], ClusterSnapshot],
+        metrics: Metrics,
+        on_done: Callable[[NodeOutcome], None],
+        *,
+        world: World,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.outcomes: list[NodeOutcome] = []
+
+        def record(outcome: NodeOutcome) -> None:
+            self.outcomes.append(outcome)
+            on_done(outcome)
+
+        super().__init__(
+            config,
+            writer,
+            cloud,
+            fresh_snapshot,
+            metrics,
+            record,
+            clock=clock,
+            eviction_parallelism=1,
+            pod_poll_seconds=0.0,
+        )
+        self.world = world
+
+    def _sleep(self, seconds: float) -> None:
+        """Replay time does not pass while a removal runs."""
+
+    def start(self, plan: ScaleDownPlan) -> list[NodeOutcome]:
+        """Taint every chosen node (as :meth:`Actuator.start`), then remove them in plan order.
+
+        Returns the synchronous failures (every node of the plan when a taint failed).
+        """
+        if self._stopping.is_set():
+            return []
+        chosen = [(r, r.status is NodeStatus.REMOVABLE_DRAIN) for r in plan.to_delete]
+        tainted: list[str] = []
+        for r, _ in chosen:
+            name = r.node.name
+            try:
+                self.writer.mark_to_be_deleted(name, self.clock())
+            except WriteError as e:
+                for t in tainted:
+                    self._rollback(t)
+                msg = f"failed to mark the node as toBeDeleted/unschedulable: {e}"
+                self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Warning", "ScaleDownFailed", msg)
+                self.metrics.failed_scale_downs.labels("taint").inc()
+                return [NodeOutcome(x.node.name, False, "taint", msg) for x, _ in chosen]
+            tainted.append(name)
+            self.writer.event(
+                ObjectRef("Node", name, uid=r.node.uid),
+                "Normal",
+                "ScaleDown",
+                "marked the node as toBeDeleted/unschedulable",
+            )
+        with self._lock:
+            for r, is_drain in chosen:
+                self.in_flight[r.node.name] = r.node.node_group
+                if is_drain:
+                    self.drains.add(r.node.name)
+        for r, is_drain in chosen:
+            reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
+            self._remove(r.node, is_drain, reason)
+            self.world.schedule_pending()
+        return []
+
+
+class ReplayController(Controller):
+    """The live :class:`Controller`, unchanged but for the status ConfigMap, which a replay does
+    not write."""
+
+    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """No status ConfigMap in a replay."""
+
+
+# ---- workload profiles (resource portraits) ---------------------------------------------------------
+
+
+class _Profiles:
+    """Builds workload profiles from the world's past usage, at most every ``refresh`` seconds
+    (as the live ``ProfileCache``), with ``scaler.history.profiles.build_profiles_from_arrays``.
+
+    Samples are the replay's own past: one per pod and past step within the last
+    ``history_days``. Workloads none of whose pods follow the trace have constant usage; their
+    profiles are built once (one sample per pod and hour of the day: the same mean, deviation
+    and peak, smaller sample counts) and rebuilt only when their pods change.
+    """
+
+    def __init__(self, world: World, history_days: float, refresh: float) -> None:
+        from scaler.history import profiles as mod  # the portrait plugins' package
+
+        self.mod = mod
+        self.world = world
+        self.history_days = history_days
+        self.refresh = refresh
+        self.built_at: float | None = None
+        self.profiles: Mapping[str, WorkloadProfile] = {}
+        self.keys: dict[str, str] = {}
+        self._constant: (
+            tuple[tuple[tuple[str, str, float, float], ...], dict[str, WorkloadProfile]] | None
+        ) = None
+
+    def _build(self, snapshot: ClusterSnapshot) -> dict[str, WorkloadProfile]:
+        w = self.world
+        times = w.usage.times
+        upto = w.step
+        first = int(np.searchsorted(times, times[upto] - self.history_days * 86400.0, side="left"))
+        if first >= upto:
+            return {}  # no past yet
+        by_key: dict[str, list[tuple[int, float, float]]] = {}
+        for p in w.pods.values():
+            if p.is_terminal:
+                continue
+            key = self.keys.get(p.uid)
+            if key is None:
+                key = self.keys[p.uid] = self.mod.workload_key(p, snapshot)
+            slot = w._slot_of[p.uid]
+            c, m = w._slot_const[slot]
+            by_key.setdefault(key, []).append((w._slot_row[slot], c, m))
+        traced = {k: v for k, v in by_key.items() if any(row >= 0 for row, _, _ in v)}
+        constant = tuple(
+            sorted(
+                (k, f"{i}", c, m)
+                for k, v in by_key.items()
+                if k not in traced
+                for i, (_, c, m) in enumerate(v)
+            )
+        )
+        now = float(times[upto])
+        if self._constant is None or self._constant[0] != constant:
+            hours = now - 86400.0 + 3600.0 * np.arange(24, dtype=np.float64)
+            ck = [k for k, _, _, _ in constant for _ in range(24)]
+            cpu = np.repeat(np.asarray([c for _, _, c, _ in constant], dtype=np.float64), 24)
+            mem = np.repeat(np.asarray([m for _, _, _, m in constant], dtype=np.float64), 24)
+            ts = np.tile(hours, len(constant))
+            self._constant = (constant, self.mod.build_profiles_from_arrays(ck, ts, cpu, mem, now, 1.0))
+        n = upto - first
+        keys: list[str] = []
+        cpu_parts: list[FloatArray] = []
+        mem_parts: list[FloatArray] = []
+        for key, pods in traced.items():
+            for row, c, m in pods:
+                keys.extend([key] * n)
+                if row >= 0:
+                    cpu_row, mem_row = w.usage.cpu[row, first:upto], w.usage.memory[row, first:upto]
+                    if w.usage.first_sample is not None and times[first] < w.usage.first_sample[row]:
+                        unseen = times[first:upto] < w.usage.first_sample[row]
+                        cpu_row, mem_row = (
+                            np.where(unseen, np.nan, cpu_row),
+                            np.where(unseen, np.nan, mem_row),
+                        )
+                    cpu_parts.append(cpu_row)
+                    mem_parts.append(mem_row)
+                else:
+                    cpu_parts.append(np.full(n, c))
+                    mem_parts.append(np.full(n, m))
+        out: dict[str, WorkloadProfile] = dict(self._constant[1])
+        if keys:
+            ts = np.tile(times[first:upto], len(keys) // n)
+            out.update(
+                self.mod.build_profiles_from_arrays(
+                    keys, ts, np.concatenate(cpu_parts), np.concatenate(mem_parts), now, self.history_days
+                )
+            )
+        return out
+
+    def attach(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """``snapshot`` with ``workload_profiles`` built from the usage before the current step."""
+        now = self.world.now
+        if self.built_at is None or now - self.built_at >= self.refresh:
+            self.profiles = self._build(snapshot)
+            self.built_at = now
+        return dataclasses.replace(snapshot, workload_profiles=self.profiles)
+
+
+@contextmanager
+def _entry_points_read_once() -> Iterator[None]:
+    """Keep the plugin registry's entry-point scan for the duration of a replay.
+
+    Every evaluation resolves its plugins through ``importlib.metadata.entry_points``, which
+    reads the metadata of every installed distribution (milliseconds; the live controller pays
+    it once per loop, a month-long replay 8640 times per policy). Nothing can be installed into
+    a running replay, so the scan's result is reused; plugins are still built anew for each
+    evaluation, exactly as live.
+    """
+    from scaler.simulator import registry
+
+    original = getattr(registry, "entry_points", None)
+    if original is None:
+        yield
+        return
+    cache: dict[tuple[tuple[str, Any], ...], Any] = {}
+
+    def scan_once(**params: Any) -> Any:
+        key = tuple(sorted(params.items()))
+        if key not in cache:
+            cache[key] = original(**params)
+        return cache[key]
+
+    registry.entry_points = scan_once  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        registry.entry_points = original  # type: ignore[attr-defined]
+
+
+# ---- one policy --------------------------------------------------------------------------------------
+
+
+def _trim_history(controller: Controller, now: float, window: float) -> None:
+    """Keep only the usage samples of the last ``window`` seconds (0: none; the loop then
+    aggregates the newest sample alone)."""
+    history = controller.state.usage_history
+    if not history:
+        return
+    horizon = now - window
+    trimmed = {
+        n: tuple(s for s in samples if s.timestamp >= horizon and window > 0)
+        for n, samples in history.items()
+    }
+    controller.state = replace(controller.state, usage_history={n: s for n, s in trimmed.items() if s})
+
+
+def run_policy(
+    inp: ReplayInput, policy: Policy, progress: Callable[[str, int, int], None] | None = None
+) -> PolicyResult:
+    """Replay ``policy`` over ``inp`` and measure it (see the module doc)."""
+    with _entry_points_read_once():
+        return _run_policy(inp, policy, progress)
+
+
+def _run_policy(
+    inp: ReplayInput, policy: Policy, progress: Callable[[str, int, int], None] | None
+) -> PolicyResult:
+    started = time.perf_counter()
+    cfg = policy.config
+    world = World(
+        inp.snapshot,
+        inp.usage,
+        inp.pod_series,
+        cfg,
+        provision_delay=inp.provision_delay,
+        start_step=inp.start_step,
+        with_pod_metrics=cfg.ignore_daemonsets_utilization or cfg.ignore_mirror_pods_utilization,
+    )
+    writer = SimWriter(world, cfg.instance_name)
+    cloud = SimCloud(world)
+    profiles = _Profiles(world, policy.history_days, inp.profile_refresh) if policy.portrait else None
+
+    def source(now: float) -> ClusterSnapshot:
+        snap = world.snapshot(now)
+        return profiles.attach(snap) if profiles is not None else snap
+
+    controller = ReplayController(
+        cfg,
+        source,
+        cast(KubeWriter, writer),
+        cloud,
+        Metrics(),
+        identity="replay",
+        clock=lambda: world.now,
+        actuator_factory=partial(ReplayActuator, world=world),
+    )
+    controller.leader.set()
+    actuator = cast(ReplayActuator, controller.actuator)
+    window = policy.usage_window
+    trim = window is not None and window < cfg.scale_down_unneeded_time
+
+    templates = world.templates
+    price = {pool: inp.prices.get(t.machine_type) for pool, t in templates.items()}
+    result = PolicyResult(policy.name, policy.description, policy.flags)
+    hours = inp.step / 3600.0
+    minutes = inp.step / 60.0
+    by_pool: dict[str, float] = dict.fromkeys(templates, 0.0)
+    n_steps = len(inp.usage.times)
+    for k in range(inp.start_step, n_steps):
+        world.advance(k)
+        if policy.scale_down:
+            if trim:
+                _trim_history(controller, world.now, cast(float, window))
+            controller.run_once()
+        for uid in world.pending:
+            world.stats.unplaceable_pods.add(world.pods[uid].key)
+        world.scale_up()
+        # Accounting for the interval [t, t + step).
+        sizes = world.pool_sizes()
+        other = len(world.nodes) - sum(1 for n in world.nodes.values() if n.node_group in sizes)
+        if other:  # nodes in no pool the world knows: counted, never priced
+            by_pool[_NO_POOL] = by_pool.get(_NO_POOL, 0.0) + other * hours
+        step_cost = 0.0
+        for pool, count in sizes.items():
+            by_pool[pool] = by_pool.get(pool, 0.0) + count * hours
+            p = price.get(pool)
+            if p is not None:
+                step_cost += count * hours * p
+        names, cpu, mem = world.node_usage()
+        alloc = np.asarray(
+            [
+                (world.nodes[n].allocatable.cpu_millicores, world.nodes[n].allocatable.memory_bytes)
+                for n in names
+            ],
+            dtype=np.float64,
+        ).reshape(len(names), 2)
+        over_cpu = cpu > alloc[:, 0] * OVERLOAD_CPU
+        over_mem = mem > alloc[:, 1] * OVERLOAD_MEMORY
+        over = int(np.count_nonzero(over_cpu | over_mem))
+        result.overload_node_minutes += over * minutes
+        result.overload_cpu_node_minutes += int(np.count_nonzero(over_cpu)) * minutes
+        result.overload_memory_node_minutes += int(np.count_nonzero(over_mem)) * minutes
+        result.times.append(world.now)
+        result.nodes.append(sum(sizes.values()) + other)
+        result.overloaded.append(over)
+        result.cost_per_step.append(step_cost)
+        if progress is not None and k == n_steps - 1:
+            progress(policy.name, k + 1, n_steps)
+    # The last step's pending time.
+    if world.pending:
+        world.stats.pending_pod_seconds += len(world.pending) * inp.step
+    st = world.stats
+    result.node_hours = float(sum(by_pool.values()) + 0.0)
+    result.node_hours_by_pool = {p: round(h, 6) for p, h in sorted(by_pool.items())}
+    missing = sorted(
+        {
+            (templates[p].machine_type or f"(pool {p})") if p in templates else p
+            for p in by_pool
+            if price.get(p) is None and by_pool[p] > 0
+        }
+    )
+    result.missing_prices = tuple(missing)
+    result.cost_by_pool = {
+        p: by_pool[p] * cast(float, price[p]) for p in sorted(by_pool) if price.get(p) is not None
+    }
+    result.cost = None if missing else float(sum(result.cost_by_pool.values()))
+    result.nodes_removed = st.nodes_removed
+    result.nodes_added = st.nodes_added
+    result.pods_evicted = st.pods_evicted
+    result.pods_deleted = st.pods_deleted
+    result.unplaceable_pods = len(st.unplaceable_pods)
+    result.unschedulable_pods = len(st.unschedulable_pods)
+    result.pending_pod_minutes = st.pending_pod_seconds / 60.0
+    result.failed_removals = sum(1 for o in actuator.outcomes if not o.ok)
+    result.events = dict(sorted(writer.events.items()))
+    result.elapsed_seconds = time.perf_counter() - started
+    return result
+
+
+# ---- several policies, in parallel ---------------------------------------------------------------------
+
+_SHARED: ReplayInput | None = None
+
+
+def _worker(policy: Policy) -> PolicyResult:
+    assert _SHARED is not None
+    gc.freeze()  # the shared input is never collected: keep the collector off it
+    return run_policy(_SHARED, policy)
+
+
+def _expected_cost(policy: Policy) -> int:
+    """A rough rank of a policy's replay time: no scale-down < requests < usage < portraits."""
+    if not policy.scale_down:
+        return 0
+    if policy.portrait:
+        return 3
+    return 1 if policy.config.utilization_source == "requests" else 2
+
+
+def run_policies(
+    inp: ReplayInput,
+    policies: Sequence[Policy],
+    *,
+    processes: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[PolicyResult]:
+    """Replay every policy on an identical copy of ``inp``; results in the order of ``policies``.
+
+    Policies run in parallel worker processes (``processes``, default: the CPU count, at most
+    one per policy), forked so the loaded snapshot and trace are shared, not copied; with one
+    process (or where ``fork`` is unavailable) they run here one after the other.
+    """
+    global _SHARED
+    n = max(1, min(processes or os.cpu_count() or 1, len(policies)))
+    if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [run_policy(inp, p, progress) for p in policies]
+    _SHARED = inp
+    try:
+        ctx = multiprocessing.get_context("fork")
+        # Longest first, so that the last policy to finish is a short one.
+        order = sorted(range(len(policies)), key=lambda i: -_expected_cost(policies[i]))
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            futures = {i: pool.submit(_worker, policies[i]) for i in order}
+            results: dict[int, PolicyResult] = {}
+            for i in order:
+                results[i] = futures[i].result()
+                if progress is not None:
+                    progress(policies[i].name, len(inp.usage.times), len(inp.usage.times))
+            return [results[i] for i in range(len(policies))]
+    finally:
+        _SHARED = None

@@ -1,0 +1,402 @@
+"""Usage traces for ``scaler replay``: loading, validation and resampling onto the replay clock.
+
+Two formats are read:
+
+**Bitbrains GWA-T-12** (the Grid Workloads Archive's "Rnd"/"fastStorage" traces): one file per
+VM, named ``<vm id>.csv``, ``;``-separated (a tab may follow each ``;``), with the header
+``Timestamp [ms]; CPU cores; CPU capacity provisioned [MHZ]; CPU usage [MHZ]; CPU usage [%];
+Memory capacity provisioned [KB]; Memory usage [KB]; …``. Given as a ``.tar.gz``/``.tgz``/``.tar``
+archive or a directory of such files (searched recursively). Quirk: the ``Timestamp [ms]``
+column holds Unix **seconds**, and is read as such. A VM's CPU in millicores is
+``usage MHz / (provisioned MHz / cores) × 1000`` (its usage in cores of its own clock speed);
+memory is ``usage KB × 1024`` bytes. Rows of a VM with 0 cores or 0 provisioned MHz carry no
+usable CPU figure and are skipped (63 VMs of the July 2013 "Rnd" trace have 0 cores); the count
+of skipped rows is reported. The series is named by the VM id (the file name without ``.csv``).
+
+**Generic long format**, for exports from Prometheus or BigQuery: a CSV file (or ``.parquet``,
+read with pyarrow when installed) with a header and one row per sample::
+
+    timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes
+    2026-11-02T00:00:00Z,checkout,checkout-svc004,0.25,536870912
+    1793577600,checkout,checkout-svc004-6d9c7b7d9f-x2x8q,0.31,541065216
+
+``timestamp`` is Unix seconds or RFC 3339; ``cpu_cores`` is CPU cores (0.25 = 250m);
+``memory_bytes`` is bytes (working set). Extra columns are ignored. The series is named
+``namespace/pod_or_workload``. Several rows for the same series and timestamp are **added up**,
+so a per-container export works as is. Rows need not be sorted.
+
+A malformed row raises :class:`TraceError` naming the file and line (``trace.csv:17: …``).
+
+**Resampling** (:func:`resample`): at each replay step ``t`` a series takes the value of its
+latest sample at or before ``t`` (sample and hold); before its first sample it holds its first
+value. Duplicate timestamps of a Bitbrains file keep the last row.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+import os
+import tarfile
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "LONG_COLUMNS",
+    "Series",
+    "Trace",
+    "TraceError",
+    "load_trace",
+    "resample",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+LONG_COLUMNS = ("timestamp", "namespace", "pod_or_workload", "cpu_cores", "memory_bytes")
+"""Required columns of the generic long format, in any order."""
+
+
+class TraceError(ValueError):
+    """A trace cannot be read; the message names the file (and line) and the bad value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One usage series: sorted unique times (Unix s), CPU millicores and memory bytes."""
+
+    times: FloatArray
+    cpu_millicores: FloatArray
+    memory_bytes: FloatArray
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """A loaded trace.
+
+    Attributes:
+        kind: ``"bitbrains"`` or ``"long"``.
+        source: the path it was read from.
+        series: series name → :class:`Series` (Bitbrains: VM id; long: ``namespace/name``).
+        skipped_rows: Bitbrains rows skipped for 0 cores or 0 provisioned MHz.
+    """
+
+    kind: str
+    source: str
+    series: Mapping[str, Series] = field(default_factory=dict)
+    skipped_rows: int = 0
+
+    def span(self) -> tuple[float, float]:
+        """(first, last) sample time over every series.
+
+        Raises:
+            TraceError: the trace has no sample.
+        """
+        firsts = [s.times[0] for s in self.series.values() if len(s.times)]
+        lasts = [s.times[-1] for s in self.series.values() if len(s.times)]
+        if not firsts:
+            raise TraceError(f"{self.source}: the trace holds no sample")
+        return float(min(firsts)), float(max(lasts))
+
+
+def _series(times: list[float], cpu: list[float], mem: list[float], *, sum_duplicates: bool) -> Series:
+    """Sort by time and merge equal timestamps (sum, or keep the last row)."""
+    t = np.asarray(times, dtype=np.float64)
+    c = np.asarray(cpu, dtype=np.float64)
+    m = np.asarray(mem, dtype=np.float64)
+    order = np.argsort(t, kind="stable")
+    t, c, m = t[order], c[order], m[order]
+    if len(t) > 1 and np.any(t[1:] == t[:-1]):
+        uniq, start = np.unique(t, return_index=True)
+        if sum_duplicates:
+            c = np.add.reduceat(c, start)
+            m = np.add.reduceat(m, start)
+        else:  # the last of each run of equal timestamps
+            last = np.append(start[1:], len(t)) - 1
+            c, m = c[last], m[last]
+        t = uniq
+    return Series(t, c, m)
+
+
+# ---- Bitbrains -----------------------------------------------------------------------------------
+
+
+def _parse_bitbrains(text: str, where: str) -> tuple[Series, int]:
+    """One VM file: returns its series and the number of rows skipped for 0 capacity."""
+    times: list[float] = []
+    cpu: list[float] = []
+    mem: list[float] = []
+    skipped = 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        f = line.split(";")
+        head = f[0].strip()
+        if lineno == 1 and not head[:1].isdigit():
+            continue  # the header
+        if len(f) < 7:
+            raise TraceError(f"{where}:{lineno}: expected at least 7 ';'-separated fields, got {len(f)}")
+        try:
+            t = float(head)
+            cores = float(f[1])
+            cap_mhz = float(f[2])
+            use_mhz = float(f[3])
+            mem_kb = float(f[6])
+        except ValueError:
+            bad = next(x.strip() for x in (f[0], f[1], f[2], f[3], f[6]) if not _is_number(x))
+            raise TraceError(f"{where}:{lineno}: not a number: {bad!r}") from None
+        if not (math.isfinite(t) and math.isfinite(use_mhz) and math.isfinite(mem_kb)):
+            raise TraceError(f"{where}:{lineno}: timestamp and usage must be finite numbers")
+        if use_mhz < 0 or mem_kb < 0:
+            raise TraceError(f"{where}:{lineno}: negative usage ({use_mhz} MHz, {mem_kb} KB)")
+        if cores <= 0 or cap_mhz <= 0:
+            skipped += 1
+            continue
+        times.append(t)  # the "[ms]" column holds Unix seconds
+        cpu.append(use_mhz / (cap_mhz / cores) * 1000.0)
+        mem.append(mem_kb * 1024.0)
+    return _series(times, cpu, mem, sum_duplicates=False), skipped
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tuple[str, str, str]]:
+    """(series name, where, text) of every ``<id>.csv`` of an archive or directory."""
+    if path.is_dir():
+        for p in sorted(path.rglob("*.csv")):
+            name = p.stem
+            if wanted is not None and name not in wanted:
+                continue
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise TraceError(f"{p}: cannot read: {e}") from None
+            yield name, str(p), text
+        return
+    try:
+        with tarfile.open(path) as tar:
+            for member in tar:
+                if not member.isfile() or not member.name.endswith(".csv"):
+                    continue
+                name = os.path.basename(member.name)[:-4]
+                if wanted is not None and name not in wanted:
+                    continue
+                fh = tar.extractfile(member)
+                if fh is None:
+                    continue
+                where = f"{path}:{member.name}"
+                try:
+                    text = fh.read().decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise TraceError(f"{where}: not UTF-8 text: {e}") from None
+                yield name, where, text
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise TraceError(f"{path}: cannot read the archive: {e}") from None
+
+
+def load_bitbrains(path: str | Path, wanted: Collection[str] | None = None) -> Trace:
+    """Read a Bitbrains GWA-T-12 trace (archive or directory of ``<vm>.csv`` files).
+
+    Args:
+        path: ``.tar.gz``/``.tgz``/``.tar`` archive or directory.
+        wanted: read only these VM ids (``None``: every file).
+
+    Raises:
+        TraceError: unreadable input, no VM file, or a malformed row (names file and line).
+    """
+    p = Path(path)
+    series: dict[str, Series] = {}
+    skipped = 0
+    for name, where, text in _bitbrains_files(p, wanted):
+        s, k = _parse_bitbrains(text, where)
+        skipped += k
+        if len(s.times):
+            series[name] = s
+    if not series and wanted is None:
+        raise TraceError(f"{p}: no Bitbrains VM file (<id>.csv) with usable rows")
+    return Trace("bitbrains", str(p), series, skipped)
+
+
+# ---- generic long format -------------------------------------------------------------------------
+
+
+def _timestamp(text: str) -> float:
+    """Unix seconds, or RFC 3339 (``Z`` or an offset; a naive time is UTC)."""
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(value):
+            raise ValueError(text)
+        return value
+    t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return t.timestamp()
+
+
+class _LongBuilder:
+    """Accumulates validated long-format rows per series."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
+
+    def add(self, where: str, ts: object, namespace: object, name: object, cpu: object, mem: object) -> None:
+        """Validate and add one row; ``where`` is ``file:line`` for errors."""
+        ns, nm = str(namespace or "").strip(), str(name or "").strip()
+        if not ns:
+            raise TraceError(f"{where}: empty namespace")
+        if not nm:
+            raise TraceError(f"{where}: empty pod_or_workload")
+        try:
+            t = _timestamp(str(ts)) if not isinstance(ts, (int, float)) else float(ts)
+        except (ValueError, TypeError):
+            raise TraceError(f"{where}: timestamp {ts!r} is not Unix seconds or RFC 3339") from None
+        values = []
+        for label, raw in (("cpu_cores", cpu), ("memory_bytes", mem)):
+            try:
+                v = float(raw)  # type: ignore[arg-type]
+            except (ValueError, TypeError):
+                raise TraceError(f"{where}: {label} {raw!r} is not a number") from None
+            if not math.isfinite(v) or v < 0:
+                raise TraceError(f"{where}: {label} {raw!r} must be a finite number >= 0")
+            values.append(v)
+        entry = self.rows.get(f"{ns}/{nm}")
+        if entry is None:
+            entry = self.rows[f"{ns}/{nm}"] = ([], [], [])
+        entry[0].append(t)
+        entry[1].append(values[0] * 1000.0)
+        entry[2].append(values[1])
+
+    def trace(self) -> Trace:
+        """The trace of every row added.
+
+        Raises:
+            TraceError: no row.
+        """
+        if not self.rows:
+            raise TraceError(f"{self.source}: no data row")
+        series = {k: _series(*v, sum_duplicates=True) for k, v in self.rows.items()}
+        return Trace("long", self.source, series)
+
+
+def _header_index(header: list[str], where: str) -> list[int]:
+    names = [h.strip().lower() for h in header]
+    missing = [c for c in LONG_COLUMNS if c not in names]
+    if missing:
+        raise TraceError(
+            f"{where}: missing column(s) {', '.join(missing)}; the header must name {','.join(LONG_COLUMNS)}"
+        )
+    return [names.index(c) for c in LONG_COLUMNS]
+
+
+def load_long_csv(path: str | Path) -> Trace:
+    """Read the generic long format from a CSV file.
+
+    Raises:
+        TraceError: unreadable file, missing columns, or a malformed row (names file and line).
+    """
+    p = Path(path)
+    b = _LongBuilder(str(p))
+    try:
+        with p.open(encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                raise TraceError(f"{p}: empty file")
+            idx = _header_index(header, f"{p}:1")
+            width = max(idx) + 1
+            for row in reader:
+                if not row or not any(x.strip() for x in row):
+                    continue
+                where = f"{p}:{reader.line_num}"
+                if len(row) < width:
+                    raise TraceError(f"{where}: expected {len(header)} fields, got {len(row)}")
+                b.add(where, *(row[i] for i in idx))
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    except csv.Error as e:
+        raise TraceError(f"{p}: malformed CSV: {e}") from None
+    return b.trace()
+
+
+def load_long_parquet(path: str | Path) -> Trace:
+    """Read the generic long format from a Parquet file (needs pyarrow).
+
+    Errors name the file and the row (1-based, as a line of the equivalent CSV with header
+    would be numbered: row ``n`` is reported as line ``n + 1``).
+
+    Raises:
+        TraceError: pyarrow missing, unreadable file, missing columns, or a malformed row.
+    """
+    p = Path(path)
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        raise TraceError(f"{p}: reading Parquet needs pyarrow (pip install 'scaler[replay]')") from None
+    try:
+        table = pq.read_table(p)
+    except Exception as e:
+        raise TraceError(f"{p}: cannot read Parquet: {e}") from None
+    names = {n.strip().lower(): n for n in table.column_names}
+    _header_index(list(names), f"{p}")
+    cols = [table.column(names[c]).to_pylist() for c in LONG_COLUMNS]
+    b = _LongBuilder(str(p))
+    for i, row in enumerate(zip(*cols, strict=True)):
+        ts = row[0]
+        if isinstance(ts, dt.datetime):
+            ts = (ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)).timestamp()
+        b.add(f"{p}:{i + 2}", ts, *row[1:])
+    return b.trace()
+
+
+def load_trace(path: str | Path, wanted: Collection[str] | None = None) -> Trace:
+    """Read a trace, choosing the format from the path: a directory, ``.tar.gz``, ``.tgz`` or
+    ``.tar`` is Bitbrains; ``.parquet`` is the long format in Parquet; any other file is a CSV,
+    Bitbrains when its first line starts with ``Timestamp [ms]``, the long format otherwise.
+
+    Args:
+        path: the trace.
+        wanted: Bitbrains only: the VM ids to read (others are skipped unparsed).
+
+    Raises:
+        TraceError: the path does not exist or the trace is malformed.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or directory")
+    name = p.name.lower()
+    if p.is_dir() or name.endswith((".tar.gz", ".tgz", ".tar")):
+        return load_bitbrains(p, wanted)
+    if name.endswith(".parquet"):
+        return load_long_parquet(p)
+    try:
+        with p.open(encoding="utf-8") as fh:
+            first = fh.readline()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    if first.lstrip().lower().startswith("timestamp [ms]"):
+        text = p.read_text(encoding="utf-8")
+        s, skipped = _parse_bitbrains(text, str(p))
+        return Trace("bitbrains", str(p), {p.stem: s} if len(s.times) else {}, skipped)
+    return load_long_csv(p)
+
+
+def resample(series: Series, grid: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """CPU millicores and memory bytes of ``series`` at each time of ``grid``: the latest sample
+    at or before the time, or the first sample before the series starts."""
+    idx = np.searchsorted(series.times, grid, side="right") - 1
+    np.clip(idx, 0, len(series.times) - 1, out=idx)
+    return series.cpu_millicores[idx], series.memory_bytes[idx]
