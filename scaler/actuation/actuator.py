@@ -156,16 +156,22 @@ class Actuator:
                               "marked the node as toBeDeleted/unschedulable")  # fmt: skip
         with self._lock:
             for r, is_drain in chosen:
-                name = r.node.name
-                self.in_flight[name] = r.node.node_group
+                self.in_flight[r.node.name] = r.node.node_group
                 if is_drain:
-                    self.drains.add(name)
-                reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
-                worker = threading.Thread(target=self._remove, args=(r.node, is_drain, reason), name=f"remove-{name}",
-                                          daemon=True)  # fmt: skip
-                self._threads[name] = worker
-                worker.start()
+                    self.drains.add(r.node.name)
+        for r, is_drain in chosen:
+            reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
+            self._dispatch(r.node, is_drain, reason)
         return []
+
+    def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
+        """Run one tainted node's removal: here in its own thread (the replay's simulated
+        actuator runs it in place, on replay time)."""
+        worker = threading.Thread(target=self._remove, args=(node, is_drain, reason), name=f"remove-{node.name}",
+                                  daemon=True)  # fmt: skip
+        with self._lock:
+            self._threads[node.name] = worker
+        worker.start()
 
     def complete_deletion(self, node: Node) -> NodeOutcome:
         """Finish removing a node whose drain had completed before a restart: verify it holds
