@@ -517,3 +517,44 @@ def test_cli_bad_input_is_one_line_naming_the_value(tmp_path: Path) -> None:
         _run_cli(["--trace", str(trace), "--policies", "x=--filter-plugins=Nope", "-q"])
     with pytest.raises(UsageError, match="no such file"):
         _run_cli(["--trace", str(tmp_path / "missing.csv"), "-q"])
+
+
+def test_incremental_profiles_equal_a_full_rebuild() -> None:
+    # Three days of noisy usage, profiles over one day rebuilt every hour (and once off the
+    # hour): recomputing only the hours the window moved over gives the full rebuild's figures.
+    from scaler.replay.simulate import _Profiles
+
+    steps = 3 * 288
+    rng = np.random.default_rng(7)
+    cpu, mem = rng.uniform(10, 900, steps), rng.uniform(1e8, 3e9, steps)
+    web = [(float(x), float(y)) for x, y in zip(cpu, mem, strict=True)]
+    batch = [(float(x), 5e8) for x in rng.uniform(0, 2000, steps - 30)]  # starts 30 steps late
+    tr = constant_trace({"default/web": web, "default/batch": []}, steps)
+    tr.series["default/batch"] = Series(
+        T0 + STEP * np.arange(30, steps, dtype=np.float64),
+        np.array([c for c, _ in batch]),
+        np.array([m for _, m in batch]),
+    )
+    inp = replay_input(small_cluster(), tr, steps)
+    cfg = parse_policies(["scaler"])[0].config
+    worlds = [World(inp.snapshot, inp.usage, inp.pod_series, cfg) for _ in range(2)]
+    fast = _Profiles(worlds[0], 1.0, 3600.0)
+    full = _Profiles(worlds[1], 1.0, 3600.0, incremental=False)
+    compared = 0
+    for k in range(0, steps, 7):
+        for w in worlds:
+            w.advance(k)
+        a = fast.attach(worlds[0].snapshot()).workload_profiles
+        b = full.attach(worlds[1].snapshot()).workload_profiles
+        assert a.keys() == b.keys()
+        for key in a:
+            for f in ("cpu_mean", "cpu_std", "cpu_peak", "memory_mean", "memory_std", "memory_peak"):
+                assert getattr(a[key], f) == pytest.approx(getattr(b[key], f), rel=1e-12, abs=1e-9), (
+                    k,
+                    key,
+                    f,
+                )
+            assert a[key].cpu_samples == b[key].cpu_samples
+        compared += bool(a)
+    assert compared > 20
+    assert "default/Deployment/web" in a and "default/DaemonSet/ds" in a

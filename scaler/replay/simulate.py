@@ -49,11 +49,11 @@ from scaler.actuation.actuator import Actuator, NodeOutcome
 from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
-from scaler.kube.writer import KubeWriter, ObjectRef, WriteError
+from scaler.kube.writer import KubeWriter
+from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
-from scaler.reasons import NodeStatus
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
 
@@ -205,43 +205,11 @@ class ReplayActuator(Actuator):
     def _sleep(self, seconds: float) -> None:
         """Replay time does not pass while a removal runs."""
 
-    def start(self, plan: ScaleDownPlan) -> list[NodeOutcome]:
-        """Taint every chosen node (as :meth:`Actuator.start`), then remove them in plan order.
-
-        Returns the synchronous failures (every node of the plan when a taint failed).
-        """
-        if self._stopping.is_set():
-            return []
-        chosen = [(r, r.status is NodeStatus.REMOVABLE_DRAIN) for r in plan.to_delete]
-        tainted: list[str] = []
-        for r, _ in chosen:
-            name = r.node.name
-            try:
-                self.writer.mark_to_be_deleted(name, self.clock())
-            except WriteError as e:
-                for t in tainted:
-                    self._rollback(t)
-                msg = f"failed to mark the node as toBeDeleted/unschedulable: {e}"
-                self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Warning", "ScaleDownFailed", msg)
-                self.metrics.failed_scale_downs.labels("taint").inc()
-                return [NodeOutcome(x.node.name, False, "taint", msg) for x, _ in chosen]
-            tainted.append(name)
-            self.writer.event(
-                ObjectRef("Node", name, uid=r.node.uid),
-                "Normal",
-                "ScaleDown",
-                "marked the node as toBeDeleted/unschedulable",
-            )
-        with self._lock:
-            for r, is_drain in chosen:
-                self.in_flight[r.node.name] = r.node.node_group
-                if is_drain:
-                    self.drains.add(r.node.name)
-        for r, is_drain in chosen:
-            reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
-            self._remove(r.node, is_drain, reason)
-            self.world.schedule_pending()
-        return []
+    def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
+        """Remove the tainted node at once, in plan order (no thread: replay time does not pass
+        while a removal runs), then let the simulated scheduler place pending pods."""
+        self._remove(node, is_drain, reason)
+        self.world.schedule_pending()
 
 
 class ReplayController(Controller):
@@ -255,37 +223,54 @@ class ReplayController(Controller):
 # ---- workload profiles (resource portraits) ---------------------------------------------------------
 
 
+_Values = tuple[float, float, float, float, float, float, int, int]
+"""One workload's figures in one hour of the day: cpu mean, std, peak, memory mean, std, peak,
+cpu samples, memory samples."""
+
+
 class _Profiles:
     """Builds workload profiles from the world's past usage, at most every ``refresh`` seconds
     (as the live ``ProfileCache``), with ``scaler.history.profiles.build_profiles_from_arrays``.
 
     Samples are the replay's own past: one per pod and past step within the last
-    ``history_days``. Workloads none of whose pods follow the trace have constant usage; their
-    profiles are built once (one sample per pod and hour of the day: the same mean, deviation
-    and peak, smaller sample counts) and rebuilt only when their pods change.
+    ``history_days``. Two shortcuts keep a month-long replay fast, neither changing a profile's
+    mean, deviation or peak:
+
+    * The figures of one hour of the day depend only on that hour's samples. A refresh moves the
+      window by about an hour, so only the hours of the steps that entered or left it are
+      recomputed (by the same function, on those hours' samples); the other hours are kept.
+    * Workloads none of whose pods follow the trace have constant usage; their profiles are
+      built once from one sample per pod and hour (smaller sample counts) and rebuilt only when
+      their pods change.
+
+    ``incremental=False`` recomputes every hour at each refresh (the tests compare both).
     """
 
-    def __init__(self, world: World, history_days: float, refresh: float) -> None:
+    def __init__(
+        self, world: World, history_days: float, refresh: float, *, incremental: bool = True
+    ) -> None:
         from scaler.history import profiles as mod  # the portrait plugins' package
 
         self.mod = mod
         self.world = world
         self.history_days = history_days
         self.refresh = refresh
+        self.incremental = incremental
         self.built_at: float | None = None
         self.profiles: Mapping[str, WorkloadProfile] = {}
         self.keys: dict[str, str] = {}
-        self._constant: (
-            tuple[tuple[tuple[str, str, float, float], ...], dict[str, WorkloadProfile]] | None
-        ) = None
+        self._hours = np.asarray([mod.hour_of_day(float(t)) for t in world.usage.times], dtype=np.int64)
+        self._constant: tuple[tuple[tuple[str, float, float], ...], dict[str, WorkloadProfile]] | None = None
+        self._traced_sig: tuple[tuple[str, int, float, float], ...] | None = None
+        self._window: tuple[int, int] | None = None
+        self._by_hour: list[dict[str, _Values]] = [{} for _ in range(mod.HOURS)]
 
-    def _build(self, snapshot: ClusterSnapshot) -> dict[str, WorkloadProfile]:
+    def _pods(
+        self, snapshot: ClusterSnapshot
+    ) -> tuple[list[tuple[str, int, float, float]], list[tuple[str, float, float]]]:
+        """(key, series row, constant cpu, constant memory) of the pods of traced workloads, and
+        (key, cpu, memory) of the pods of constant ones, in a stable order."""
         w = self.world
-        times = w.usage.times
-        upto = w.step
-        first = int(np.searchsorted(times, times[upto] - self.history_days * 86400.0, side="left"))
-        if first >= upto:
-            return {}  # no past yet
         by_key: dict[str, list[tuple[int, float, float]]] = {}
         for p in w.pods.values():
             if p.is_terminal:
@@ -296,50 +281,122 @@ class _Profiles:
             slot = w._slot_of[p.uid]
             c, m = w._slot_const[slot]
             by_key.setdefault(key, []).append((w._slot_row[slot], c, m))
-        traced = {k: v for k, v in by_key.items() if any(row >= 0 for row, _, _ in v)}
-        constant = tuple(
-            sorted(
-                (k, f"{i}", c, m)
-                for k, v in by_key.items()
-                if k not in traced
-                for i, (_, c, m) in enumerate(v)
-            )
-        )
-        now = float(times[upto])
-        if self._constant is None or self._constant[0] != constant:
+        traced: list[tuple[str, int, float, float]] = []
+        constant: list[tuple[str, float, float]] = []
+        for key in sorted(by_key):
+            pods = by_key[key]
+            if any(row >= 0 for row, _, _ in pods):
+                traced.extend((key, row, c, m) for row, c, m in pods)
+            else:
+                constant.extend((key, c, m) for _, c, m in pods)
+        return traced, sorted(constant)
+
+    def _constant_profiles(
+        self, constant: list[tuple[str, float, float]], now: float
+    ) -> dict[str, WorkloadProfile]:
+        sig = tuple(constant)
+        if self._constant is None or self._constant[0] != sig:
             hours = now - 86400.0 + 3600.0 * np.arange(24, dtype=np.float64)
-            ck = [k for k, _, _, _ in constant for _ in range(24)]
-            cpu = np.repeat(np.asarray([c for _, _, c, _ in constant], dtype=np.float64), 24)
-            mem = np.repeat(np.asarray([m for _, _, _, m in constant], dtype=np.float64), 24)
+            keys = [k for k, _, _ in constant for _ in range(24)]
+            cpu = np.repeat(np.asarray([c for _, c, _ in constant], dtype=np.float64), 24)
+            mem = np.repeat(np.asarray([m for _, _, m in constant], dtype=np.float64), 24)
             ts = np.tile(hours, len(constant))
-            self._constant = (constant, self.mod.build_profiles_from_arrays(ck, ts, cpu, mem, now, 1.0))
-        n = upto - first
+            self._constant = (sig, self.mod.build_profiles_from_arrays(keys, ts, cpu, mem, now, 1.0))
+        return self._constant[1]
+
+    def _recompute(
+        self,
+        traced: list[tuple[str, int, float, float]],
+        steps: npt.NDArray[np.int64],
+        hours: set[int],
+        now: float,
+    ) -> None:
+        """Recompute the figures of ``hours`` from the samples of the window's ``steps`` in them."""
+        w = self.world
+        sel = steps[np.isin(self._hours[steps], list(hours))]
+        n = len(sel)
+        for h in hours:
+            self._by_hour[h] = {}
+        if n == 0 or not traced:
+            return
+        t = w.usage.times[sel]
         keys: list[str] = []
         cpu_parts: list[FloatArray] = []
         mem_parts: list[FloatArray] = []
-        for key, pods in traced.items():
-            for row, c, m in pods:
-                keys.extend([key] * n)
-                if row >= 0:
-                    cpu_row, mem_row = w.usage.cpu[row, first:upto], w.usage.memory[row, first:upto]
-                    if w.usage.first_sample is not None and times[first] < w.usage.first_sample[row]:
-                        unseen = times[first:upto] < w.usage.first_sample[row]
-                        cpu_row, mem_row = (
-                            np.where(unseen, np.nan, cpu_row),
-                            np.where(unseen, np.nan, mem_row),
-                        )
-                    cpu_parts.append(cpu_row)
-                    mem_parts.append(mem_row)
-                else:
-                    cpu_parts.append(np.full(n, c))
-                    mem_parts.append(np.full(n, m))
-        out: dict[str, WorkloadProfile] = dict(self._constant[1])
-        if keys:
-            ts = np.tile(times[first:upto], len(keys) // n)
-            out.update(
-                self.mod.build_profiles_from_arrays(
-                    keys, ts, np.concatenate(cpu_parts), np.concatenate(mem_parts), now, self.history_days
-                )
+        for key, row, c, m in traced:
+            keys.extend([key] * n)
+            if row >= 0:
+                cpu_row, mem_row = w.usage.cpu[row, sel], w.usage.memory[row, sel]
+                first = w.usage.first_sample
+                if first is not None and t[0] < first[row]:
+                    unseen = t < first[row]  # before the series starts: not history
+                    cpu_row, mem_row = np.where(unseen, np.nan, cpu_row), np.where(unseen, np.nan, mem_row)
+                cpu_parts.append(cpu_row)
+                mem_parts.append(mem_row)
+            else:
+                cpu_parts.append(np.full(n, c))
+                mem_parts.append(np.full(n, m))
+        built = self.mod.build_profiles_from_arrays(
+            keys,
+            np.tile(t, len(traced)),
+            np.concatenate(cpu_parts),
+            np.concatenate(mem_parts),
+            now,
+            self.history_days,
+        )
+        for key, prof in built.items():
+            for h in hours:
+                if prof.cpu_samples[h] or prof.memory_samples[h]:
+                    self._by_hour[h][key] = (
+                        prof.cpu_mean[h],
+                        prof.cpu_std[h],
+                        prof.cpu_peak[h],
+                        prof.memory_mean[h],
+                        prof.memory_std[h],
+                        prof.memory_peak[h],
+                        prof.cpu_samples[h],
+                        prof.memory_samples[h],
+                    )
+
+    def _build(self, snapshot: ClusterSnapshot) -> dict[str, WorkloadProfile]:
+        w = self.world
+        times = w.usage.times
+        upto = w.step
+        now = float(times[upto])
+        first = int(np.searchsorted(times, now - self.history_days * 86400.0, side="left"))
+        if first >= upto:
+            return {}  # no past yet
+        traced, constant = self._pods(snapshot)
+        sig = tuple(traced)
+        every = set(range(self.mod.HOURS))
+        if not self.incremental or self._window is None or sig != self._traced_sig:
+            hours = every
+        else:
+            old_first, old_upto = self._window
+            moved = np.concatenate(
+                [
+                    np.arange(old_upto, upto, dtype=np.int64),
+                    np.arange(old_first, min(first, old_upto), dtype=np.int64),
+                ]
+            )
+            hours = set(self._hours[moved].tolist()) if len(moved) else set()
+        if hours:
+            self._recompute(traced, np.arange(first, upto, dtype=np.int64), hours, now)
+        self._traced_sig, self._window = sig, (first, upto)
+        out: dict[str, WorkloadProfile] = dict(self._constant_profiles(constant, now))
+        zero: _Values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+        for key in sorted({k for table in self._by_hour for k in table}):
+            v = [table.get(key, zero) for table in self._by_hour]
+            out[key] = self.mod.WorkloadProfile(
+                key=key,
+                cpu_mean=tuple(x[0] for x in v),
+                cpu_std=tuple(x[1] for x in v),
+                cpu_peak=tuple(x[2] for x in v),
+                memory_mean=tuple(x[3] for x in v),
+                memory_std=tuple(x[4] for x in v),
+                memory_peak=tuple(x[5] for x in v),
+                cpu_samples=tuple(x[6] for x in v),
+                memory_samples=tuple(x[7] for x in v),
             )
         return out
 
