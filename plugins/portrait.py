@@ -345,8 +345,8 @@ class PodFitsResourceOnPortrait:
     def __init__(self, config: ScalerConfig) -> None:
         """Read the targets and the oversell rate from ``config`` as exact fractions."""
         self.config = config
-        self.target_cpu = Fraction(str(config.target_cpu_usage))
-        self.target_memory = Fraction(str(config.target_memory_usage))
+        self.target_cpu = Fraction(str(config.portrait_target_cpu_usage))
+        self.target_memory = Fraction(str(config.portrait_target_memory_usage))
         self.oversell = Fraction(str(config.oversell_rate))
         self._reasons = (
             "node has no allocatable cpu",

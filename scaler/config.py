@@ -82,6 +82,10 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "oversell_rate": "PodFitsResourceOnPortrait's hard limit: a destination's cpu requests must stay <= "
         "allocatable x this (memory requests <= allocatable, never oversold). At most 1: evicted pods are "
         "re-placed by kube-scheduler, by requests.",
+        "portrait_target_cpu_usage": "PodFitsResourceOnPortrait's soft limit: a destination's hourly cpu portrait "
+        "peak must stay <= this fraction of allocatable in every hour of the day.",
+        "portrait_target_memory_usage": "PodFitsResourceOnPortrait's soft limit: a destination's hourly memory "
+        "portrait peak must stay <= this fraction of allocatable in every hour of the day.",
         "portrait_cpu_weight": "ResourceBalanceOnPortrait: weight of the normalised cpu score.",
         "portrait_memory_weight": "ResourceBalanceOnPortrait: weight of the normalised memory score.",
     },
@@ -216,6 +220,8 @@ class ScalerConfig(BaseModel):
     prometheus_selector: str = Field("", pattern=r"^[^{}]*$")
     history_days: float = Field(7.0, gt=0.0)
     oversell_rate: float = Field(1.0, gt=0.0, le=1.0)
+    portrait_target_cpu_usage: float = Field(0.45, gt=0.0, le=1.0)
+    portrait_target_memory_usage: float = Field(0.75, gt=0.0, le=1.0)
     portrait_cpu_weight: float = Field(1.0, ge=0.0)
     portrait_memory_weight: float = Field(1.0, ge=0.0)
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)

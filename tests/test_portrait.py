@@ -181,6 +181,17 @@ class TestPortraitFit:
         # The same peak at the resident's peak hour does not fit.
         assert verdict(FIT, rs_pod("m", "src", "mov"), self.state(10, 200.0)) == CPU_PEAK
 
+    def test_portrait_targets_are_their_own_flags(self) -> None:
+        # The soft limit follows --portrait-target-*-usage, not TargetUsage's targets.
+        cfg = ScalerConfig(target_cpu_usage=0.9, portrait_target_cpu_usage=0.3)
+        fit = PodFitsResourceOnPortrait(cfg)
+        assert verdict(fit, rs_pod("m", "src", "mov"), self.state(10, 1.0)) == (
+            "cpu portrait peak above target 30% in some hour"
+        )
+        fit = PodFitsResourceOnPortrait(ScalerConfig(target_cpu_usage=0.3, portrait_target_cpu_usage=1.0))
+        assert verdict(fit, rs_pod("m", "src", "mov"), self.state(10, 700.0)) is None  # 300 + 700
+        assert verdict(fit, rs_pod("m", "src", "mov"), self.state(10, 700.5)) is not None
+
     @pytest.mark.parametrize("hour", [0, 23])
     def test_every_hour_is_checked_including_the_day_boundaries(self, hour: int) -> None:
         assert verdict(FIT, rs_pod("m", "src", "mov"), self.state(hour, 350.0)) is None  # 100 + 350

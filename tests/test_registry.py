@@ -202,3 +202,17 @@ def test_conflicting_registrations(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     install_dist(tmp_path / "two", monkeypatch, THIRD_PARTY, {"Dup": "{mod}:OnlyEven"})
     with pytest.raises(PluginError, match="'Dup' is registered twice"):
         load_filters(ScalerConfig(filter_plugins=("Dup",)))
+
+
+def test_entry_points_are_scanned_once_per_sys_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scaler import entrypoints
+
+    first = entrypoints.scan(ENTRY_POINT_GROUP)
+    assert entrypoints.scan(ENTRY_POINT_GROUP) is first  # kept: no rescan per evaluation
+    assert "TargetUsage" in first
+    # A distribution written into a directory already on sys.path is not seen until the path
+    # changes (nothing is installed into a running process); putting a new directory on the
+    # path rescans.
+    install_dist(tmp_path / "new", monkeypatch, THIRD_PARTY, {"LateComer": "{mod}:OnlyEven"})
+    again = entrypoints.scan(ENTRY_POINT_GROUP)
+    assert again is not first and "LateComer" in again and "LateComer" not in first

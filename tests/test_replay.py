@@ -7,6 +7,7 @@ whole file runs in seconds; the month-long Bitbrains replay is measured by hand 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import tarfile
@@ -372,6 +373,41 @@ def test_scheduler_places_evicted_pods_least_allocated_and_scale_up_adds_a_node(
     w.pods[huge.uid] = huge
     w.pending[huge.uid] = w.now
     assert w.scale_up() == 0 and "default/huge-0" in w.stats.unschedulable_pods
+
+
+def test_scheduler_plugins_add_the_policy_filters_and_fall_back_to_requests() -> None:
+    # n4 is the least requested node but busy: 3 of its 4 cores are used by the node itself.
+    snap = small_cluster()
+    snap = dataclasses.replace(
+        snap, node_metrics={**snap.node_metrics, "n4": NodeMetrics("n4", T0, 30, 3000, GI)}
+    )
+    inp = replay_input(snap, idle_trace(2), 2)
+    by_requests = parse_policies(["scaler"])[0]
+    with_plugins = parse_policies(["s=--scheduler-plugins"])[0]
+    assert not by_requests.scheduler_plugins and with_plugins.scheduler_plugins
+    landed = {}
+    for policy in (by_requests, with_plugins):
+        w = World(
+            inp.snapshot, inp.usage, inp.pod_series, policy.config, scheduler_plugins=policy.scheduler_plugins
+        )
+        web0 = next(p for p in w.pods.values() if p.name == "web-abc-0")
+        w.mark_to_be_deleted("n1", w.now, "scaler")
+        w.evict(web0)
+        w.schedule_pending()
+        # 2.5 cores: above 45% of any node, so TargetUsage refuses it everywhere.
+        big = make_pod("big-0", node="", cpu_m=2500, mem=GI, owner_name="batch-x", phase="Pending")
+        w.pods[big.uid] = big
+        w.pending[big.uid] = w.now
+        w.schedule_pending()
+        landed[policy.name] = (w.pods[web0.uid].node_name, w.pods[big.uid].node_name)
+    # By requests, the web pod lands on n4 (least allocated), then the big one on n3. With
+    # TargetUsage in the scheduler, the web pod avoids the busy n4 (n3 is the least allocated
+    # of the rest); the big pod, refused by TargetUsage everywhere, is placed by the built-in
+    # filters (least allocated: n4) rather than left pending.
+    assert landed["scaler"] == ("n4", "n3")
+    assert landed["s"] == ("n3", "n4")
+    with pytest.raises(PolicyError, match="--scheduler-plugins"):
+        parse_policies(["s=--scheduler-plugins=maybe"])
 
 
 # ---- replays ----------------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 
+from scaler.entrypoints import DuplicateEntryPoint, scan
 from scaler.eviction.podinfo import PodUsage, clean_quantity
 from scaler.eviction.sort import (
     Comparator,
@@ -303,21 +304,16 @@ def node_usage_from_metrics(node_metrics: NodeMetrics | None) -> dict[str, float
 
 
 def _entry_points() -> dict[str, EntryPoint]:
-    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded).
+    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded; scanned once while
+    ``sys.path`` stays the same, see :mod:`scaler.entrypoints`).
 
     Raises:
         EvictionConfigError: one name is registered twice with different targets.
     """
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        prev = found.get(ep.name)
-        if prev is not None and prev.value != ep.value:
-            raise EvictionConfigError(
-                f"eviction metric plugin {ep.name!r} is registered twice, as {prev.value!r} and "
-                f"{ep.value!r}; uninstall one of the distributions"
-            )
-        found[ep.name] = ep
-    return found
+    try:
+        return scan(ENTRY_POINT_GROUP)
+    except DuplicateEntryPoint as e:
+        raise EvictionConfigError(f"eviction metric plugin {e}; uninstall one of the distributions") from e
 
 
 def _build(ep: EntryPoint) -> EvictionMetric:

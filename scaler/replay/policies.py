@@ -26,7 +26,9 @@ Built-ins (each on top of the defaults and the replay's ``--config`` file):
 Replay-only flags, accepted in any policy: ``--usage-window=DURATION`` (the window usage is
 aggregated over; default ``--scale-down-unneeded-time``; ``0`` = the newest sample only),
 ``--history-days=N`` (days of past usage the workload profiles cover, when the configuration has
-no such key), ``--scale-down=false`` (decide nothing, as ``none``).
+no such key), ``--scale-down=false`` (decide nothing, as ``none``), ``--scheduler-plugins`` (the
+simulated kube-scheduler also runs the policy's Filter and Score plugins, see
+:mod:`scaler.replay.world`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class Policy:
             ``--scale-down-unneeded-time`` (the live controller's window).
         history_days: days of past usage in the workload profiles.
         scale_down: ``False`` for the no-scale-down baseline.
+        scheduler_plugins: the simulated scheduler also runs the policy's plugins.
     """
 
     name: str
@@ -107,6 +110,7 @@ class Policy:
     usage_window: float | None = None
     history_days: float = _DEFAULT_HISTORY_DAYS
     scale_down: bool = True
+    scheduler_plugins: bool = False
 
     @property
     def portrait(self) -> bool:
@@ -153,6 +157,7 @@ def build_policy(
     usage_window: float | None = None
     history_days: float | None = None
     scale_down = True
+    scheduler_plugins = False
     fields = set(ScalerConfig.model_fields)
     for key, value in extras.items():
         norm = key.replace("-", "_")
@@ -172,6 +177,8 @@ def build_policy(
                 raise PolicyError(f"{where}: --history-days must be > 0, got {value!r}")
         elif norm == "scale_down":
             scale_down = _truthy(value, f"{where}: --scale-down")
+        elif norm == "scheduler_plugins":
+            scheduler_plugins = _truthy(value, f"{where}: --scheduler-plugins")
         elif norm == "nodes":
             values.setdefault("nodes", [])
             values["nodes"] = [*values["nodes"], *value.split(",")] if value else []
@@ -194,6 +201,7 @@ def build_policy(
         usage_window=usage_window,
         history_days=days,
         scale_down=scale_down,
+        scheduler_plugins=scheduler_plugins,
     )
 
 

@@ -35,12 +35,11 @@ import gc
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -409,37 +408,6 @@ class _Profiles:
         return dataclasses.replace(snapshot, workload_profiles=self.profiles)
 
 
-@contextmanager
-def _entry_points_read_once() -> Iterator[None]:
-    """Keep the plugin registry's entry-point scan for the duration of a replay.
-
-    Every evaluation resolves its plugins through ``importlib.metadata.entry_points``, which
-    reads the metadata of every installed distribution (milliseconds; the live controller pays
-    it once per loop, a month-long replay 8640 times per policy). Nothing can be installed into
-    a running replay, so the scan's result is reused; plugins are still built anew for each
-    evaluation, exactly as live.
-    """
-    from scaler.simulator import registry
-
-    original = getattr(registry, "entry_points", None)
-    if original is None:
-        yield
-        return
-    cache: dict[tuple[tuple[str, Any], ...], Any] = {}
-
-    def scan_once(**params: Any) -> Any:
-        key = tuple(sorted(params.items()))
-        if key not in cache:
-            cache[key] = original(**params)
-        return cache[key]
-
-    registry.entry_points = scan_once  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        registry.entry_points = original  # type: ignore[attr-defined]
-
-
 # ---- one policy --------------------------------------------------------------------------------------
 
 
@@ -461,13 +429,6 @@ def run_policy(
     inp: ReplayInput, policy: Policy, progress: Callable[[str, int, int], None] | None = None
 ) -> PolicyResult:
     """Replay ``policy`` over ``inp`` and measure it (see the module doc)."""
-    with _entry_points_read_once():
-        return _run_policy(inp, policy, progress)
-
-
-def _run_policy(
-    inp: ReplayInput, policy: Policy, progress: Callable[[str, int, int], None] | None
-) -> PolicyResult:
     started = time.perf_counter()
     cfg = policy.config
     world = World(
@@ -478,10 +439,13 @@ def _run_policy(
         provision_delay=inp.provision_delay,
         start_step=inp.start_step,
         with_pod_metrics=cfg.ignore_daemonsets_utilization or cfg.ignore_mirror_pods_utilization,
+        scheduler_plugins=policy.scheduler_plugins,
     )
     writer = SimWriter(world, cfg.instance_name)
     cloud = SimCloud(world)
     profiles = _Profiles(world, policy.history_days, inp.profile_refresh) if policy.portrait else None
+    if profiles is not None and policy.scheduler_plugins:
+        world.attach = profiles.attach
 
     def source(now: float) -> ClusterSnapshot:
         snap = world.snapshot(now)

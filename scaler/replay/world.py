@@ -27,6 +27,17 @@ PodTopologySpread — TargetUsage and other plugins are *not* scheduler filters)
 kube-scheduler ``LeastAllocated`` score (mean over CPU and memory of free / allocatable after
 placing the pod; ties by node name). A pod that fits nowhere stays pending.
 
+With ``scheduler_plugins`` (the replay-only policy flag ``--scheduler-plugins``), the scheduler
+also runs the policy's own Filter plugins (``--filter-plugins``, e.g. TargetUsage,
+PodFitsResourceOnPortrait) after the built-in ones, and, when the policy names Score plugins,
+takes the node with the highest sum of their scores instead of ``LeastAllocated`` (ties by node
+name). The plugins' filters are a preference: a pod that no node accepts under them is placed by
+the built-in filters alone (left pending, it would ask for new nodes that TargetUsage still
+refuses when its request exceeds the target, and never run). It models a cluster whose scheduler runs the same plugins as scaler, as seed 001's scheduler does
+(or crane's and koordinator's load-aware schedulers). Snapshots seen by the scheduler carry the
+same workload profiles as the controller's (``attach``). Scale-up still matches pods to pools by
+the built-in filters alone.
+
 **Scale-up model** (cluster-autoscaler's, simplified). When pods stay pending after scheduling,
 each is matched to the first node pool (by name) whose template node — the pool's first node at
 the start, empty but for its DaemonSet and mirror pods — passes the same filters; pods are
@@ -45,7 +56,7 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -75,9 +86,9 @@ from scaler.model.records import (
     Taint,
 )
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.simulator.registry import load_filters
+from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order
-from scaler.simulator.state import ClusterState, FilterPlugin
+from scaler.simulator.state import ClusterState, FilterPlugin, NodeTable, ScorePlugin
 
 __all__ = [
     "LABEL_INSTANCE_TYPE",
@@ -234,6 +245,13 @@ class World:
         start_step: the grid index the replay starts at (earlier steps are history only).
         with_pod_metrics: also publish PodMetrics in snapshots (needed only by
             ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``).
+        scheduler_plugins: the scheduler also runs the policy's Filter and Score plugins (see
+            the module doc).
+        attach: applied to each snapshot the scheduler reads (the replay attaches workload
+            profiles with it; settable later as the ``attach`` attribute); identity by default.
+    Raises:
+        scaler.simulator.registry.PluginError: with ``scheduler_plugins``, a plugin of the
+            policy cannot be loaded.
     """
 
     def __init__(
@@ -246,8 +264,11 @@ class World:
         provision_delay: float = 120.0,
         start_step: int = 0,
         with_pod_metrics: bool = False,
+        scheduler_plugins: bool = False,
+        attach: Callable[[ClusterSnapshot], ClusterSnapshot] | None = None,
     ) -> None:
         self.config = config
+        self.attach = attach
         self.usage = usage
         self.provision_delay = provision_delay
         self.with_pod_metrics = with_pod_metrics
@@ -296,6 +317,8 @@ class World:
             self._overhead[n.name] = (max(0.0, cpu), max(0.0, mem))
         self.templates = self._templates(start)
         self._sched_filters: list[FilterPlugin] = load_filters(ScalerConfig(filter_plugins=()))
+        self._place_filters = load_filters(config) if scheduler_plugins else self._sched_filters
+        self._place_scorers: list[ScorePlugin] = load_scorers(config) if scheduler_plugins else []
 
     # ---- set-up -------------------------------------------------------------------------------------
     def _add_slot(self, uid: str, row: int, const: tuple[float, float]) -> None:
@@ -552,9 +575,18 @@ class World:
     def _feasible(
         self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp]
     ) -> npt.NDArray[np.intp]:
+        found = self._passing(pod, state, positions, self._place_filters)
+        if len(found) == 0 and self._place_filters is not self._sched_filters:
+            found = self._passing(pod, state, positions, self._sched_filters)
+        return found
+
+    @staticmethod
+    def _passing(
+        pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], filters: Sequence[FilterPlugin]
+    ) -> npt.NDArray[np.intp]:
         ok = np.ones(len(positions), dtype=np.bool_)
         names = state.names
-        for f in self._sched_filters:
+        for f in filters:
             idx = np.flatnonzero(ok)
             if len(idx) == 0:
                 break
@@ -573,7 +605,8 @@ class World:
         if not self.pending or not self.nodes:
             return
         snap = self.snapshot()
-        state = ClusterState(snap)
+        usage = {n: (m.cpu_millicores, m.memory_bytes) for n, m in snap.node_metrics.items()}
+        state = ClusterState(self.attach(snap) if self.attach is not None else snap, usage=usage)
         t = state.table
         positions = np.arange(len(state.names), dtype=np.intp)
         placed = False
@@ -581,15 +614,10 @@ class World:
             feasible = self._feasible(pod, state, positions)
             if len(feasible) == 0:
                 continue
-            r = pod.requests
-            cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
-                t.alloc_cpu[feasible], 1
-            )
-            mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
-                t.alloc_mem[feasible], 1
-            )
-            score = (cpu_free + mem_free) / 2
-            best = int(feasible[int(np.argmax(score))])  # first maximum: nodes are sorted by name
+            if self._place_scorers:
+                best = self._best_by_plugins(pod, state, feasible)
+            else:
+                best = self._least_allocated(pod, t, feasible)
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
@@ -598,6 +626,32 @@ class World:
             placed = True
         if placed:
             self.touch()
+
+    @staticmethod
+    def _least_allocated(pod: Pod, t: NodeTable, feasible: npt.NDArray[np.intp]) -> int:
+        """kube-scheduler's LeastAllocated choice among ``feasible`` (first maximum: nodes are
+        sorted by name)."""
+        r = pod.requests
+        cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
+            t.alloc_cpu[feasible], 1
+        )
+        mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
+            t.alloc_mem[feasible], 1
+        )
+        score = (cpu_free + mem_free) / 2
+        return int(feasible[int(np.argmax(score))])
+
+    def _best_by_plugins(self, pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
+        """The feasible node with the highest sum of the policy's Score plugins (first maximum)."""
+        nodes = [state.nodes[state.names[int(i)]] for i in feasible]
+        totals = np.zeros(len(nodes), dtype=np.float64)
+        for s in self._place_scorers:
+            batch = getattr(s, "score_nodes", None)
+            values = (
+                batch(pod, nodes, state) if batch is not None else [s.score(pod, n, state) for n in nodes]
+            )
+            totals += np.asarray(values, dtype=np.float64)
+        return int(feasible[int(np.argmax(totals))])
 
     # ---- scale-up ----------------------------------------------------------------------------------
     def _pool_limits(self) -> dict[str, tuple[int, int]]:

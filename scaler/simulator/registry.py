@@ -18,9 +18,10 @@ An entry point must name a class that is built as ``cls(config)`` and whose inst
 
 from __future__ import annotations
 
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 
 from scaler.config import ScalerConfig
+from scaler.entrypoints import DuplicateEntryPoint, scan
 from scaler.simulator.filters import (
     BaseFilter,
     InterPodAffinity,
@@ -67,21 +68,16 @@ class PluginError(ValueError):
 
 
 def _entry_points() -> dict[str, EntryPoint]:
-    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded).
+    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded; scanned once while
+    ``sys.path`` stays the same, see :mod:`scaler.entrypoints`).
 
     Raises:
         PluginError: two distributions register one name with different targets.
     """
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        prev = found.get(ep.name)
-        if prev is not None and prev.value != ep.value:
-            raise PluginError(
-                f"plugin {ep.name!r} is registered twice, as {prev.value!r} and {ep.value!r}; "
-                "uninstall one of the distributions"
-            )
-        found[ep.name] = ep
-    return found
+    try:
+        return scan(ENTRY_POINT_GROUP)
+    except DuplicateEntryPoint as e:
+        raise PluginError(f"plugin {e}; uninstall one of the distributions") from e
 
 
 def _load(ep: EntryPoint) -> type:

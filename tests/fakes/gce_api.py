@@ -30,15 +30,12 @@ import hashlib
 import itertools
 import json
 import re
-import socket
-import threading
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+
+from fakes.loopback import FaultRule, LoopbackServer, Response
+from fakes.loopback import RecordedRequest as _RecordedRequest
 
 __all__ = ["COMPUTE_URL", "FakeGCE", "FakeMig", "FakePool", "RecordedRequest", "Response"]
 
@@ -73,15 +70,9 @@ _METADATA = re.compile(r"^/computeMetadata/v1/(?P<path>.+)$")
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedRequest:
+class RecordedRequest(_RecordedRequest):
     """One request the fake received. ``query`` keeps the last value of each parameter;
     ``json`` is the parsed body (``None`` when empty or not JSON)."""
-
-    method: str
-    path: str
-    query: Mapping[str, str]
-    headers: Mapping[str, str]
-    body: bytes = b""
 
     @property
     def json(self) -> Any:
@@ -90,24 +81,6 @@ class RecordedRequest:
             return json.loads(self.body) if self.body else None
         except ValueError:
             return None
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What a handler answers: status, a JSON-able body (or bytes / text) and extra headers."""
-
-    status: int
-    body: Any
-    content_type: str = "application/json"
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def encode(self) -> bytes:
-        """The body as bytes (JSON unless already bytes or text)."""
-        if isinstance(self.body, bytes):
-            return self.body
-        if isinstance(self.body, str):
-            return self.body.encode()
-        return json.dumps(self.body).encode()
 
 
 @dataclass(slots=True)
@@ -171,17 +144,6 @@ class FakePool:
         }
 
 
-@dataclass(slots=True)
-class _Rule:
-    method: str
-    pattern: re.Pattern[str]
-    status: int | None  # None: only delay
-    remaining: int | None  # None: forever
-    after: bool = False
-    delay: float = 0.0
-    body: Any = None
-
-
 Handler = Callable[[RecordedRequest, "re.Match[str]"], Response]
 
 
@@ -197,16 +159,20 @@ def error_body(code: int, message: str, reason: str = "backendError") -> dict[st
     }
 
 
-class FakeGCE:
+class FakeGCE(LoopbackServer[RecordedRequest]):
     """In-memory GKE + Compute + metadata server on ``127.0.0.1:<free port>`` in a daemon thread.
 
     Use as a context manager (or :meth:`start`/:meth:`close`). ``project``, ``location`` and
     ``cluster`` name the one cluster served (other clusters answer 404) and fill the metadata
     entries ``project/project-id``, ``instance/attributes/cluster-name`` and
-    ``instance/attributes/cluster-location``.
+    ``instance/attributes/cluster-location``. :attr:`url` is the ``api_endpoint`` for both Google
+    clients; :attr:`host` the form ``GCE_METADATA_HOST`` takes.
     """
 
+    thread_name = "fake-gce"
+
     def __init__(self, project: str = "proj", location: str = "europe-west1", cluster: str = "c1") -> None:
+        super().__init__(RecordedRequest)
         self.project = project
         self.location = location
         self.cluster = cluster
@@ -225,7 +191,6 @@ class FakeGCE:
             "instance/attributes/cluster-name": cluster,
             "instance/attributes/cluster-location": location,
         }
-        self.requests: list[RecordedRequest] = []
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", _POOLS, self._list_pools),
             ("GET", _POOL, self._get_pool),
@@ -237,65 +202,9 @@ class FakeGCE:
             ("POST", _OPERATION_WAIT, self._poll_operation),
             ("GET", _METADATA, self._metadata),
         ]
-        self._rules: list[_Rule] = []
         self._op_polls: dict[tuple[str, str], int] = {}
         self._by_request_id: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(1000)
-        self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> FakeGCE:
-        """Bind a free loopback port and serve in a daemon thread; returns ``self``."""
-        if self._server is not None:
-            return self
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _RequestHandler)
-        server.daemon_threads = True
-        server.fake = self  # type: ignore[attr-defined]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-gce", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving and release the port (idempotent)."""
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeGCE:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    @property
-    def port(self) -> int:
-        """The bound TCP port."""
-        if self._server is None:
-            raise RuntimeError("FakeGCE is not started")
-        return int(self._server.server_address[1])
-
-    @property
-    def host(self) -> str:
-        """``127.0.0.1:<port>`` (the form ``GCE_METADATA_HOST`` takes)."""
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``: the ``api_endpoint`` for both Google clients."""
-        return f"http://{self.host}"
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -389,18 +298,11 @@ class FakeGCE:
         ``after=True``: the request takes effect first and only its answer is lost (as when a
         server fails after committing), to test idempotent retries.
         """
-        with self._lock:
-            self._rules.append(_Rule(method, re.compile(path_regex), status, times, after=after, body=body))
+        self._add_rule(FaultRule(_matcher(method, path_regex), status, times, body=body, after=after))
 
     def delay(self, method: str, path_regex: str, seconds: float, times: int | None = None) -> None:
         """Sleep ``seconds`` before answering matching requests."""
-        with self._lock:
-            self._rules.append(_Rule(method, re.compile(path_regex), None, times, delay=seconds))
-
-    def reset_faults(self) -> None:
-        """Drop every rule set by :meth:`fail` and :meth:`delay`."""
-        with self._lock:
-            self._rules.clear()
+        self._add_rule(FaultRule(_matcher(method, path_regex), None, times, delay=seconds))
 
     def requests_matching(self, method: str, path_regex: str) -> list[RecordedRequest]:
         """Recorded requests of ``method`` whose path matches ``path_regex``, in arrival order."""
@@ -410,20 +312,6 @@ class FakeGCE:
 
     # -- dispatch --------------------------------------------------------------------------------
 
-    def dispatch(self, req: RecordedRequest) -> tuple[Response, float]:
-        """Record ``req`` and compute its response and the delay before sending it."""
-        with self._lock:
-            self.requests.append(req)
-            rules = self._take_rules(req)
-        wait = sum(r.delay for r in rules)
-        failure = next((r for r in rules if r.status is not None), None)
-        if failure is not None and not failure.after:
-            return self._failure(failure), wait
-        response = self._route(req)
-        if failure is not None:
-            return self._failure(failure), wait
-        return response, wait
-
     def _route(self, req: RecordedRequest) -> Response:
         for method, pattern, handler in self.routes:
             m = pattern.match(req.path)
@@ -432,28 +320,8 @@ class FakeGCE:
                     return handler(req, m)
         return Response(404, error_body(404, f"The requested URL {req.path} was not found.", "notFound"))
 
-    @staticmethod
-    def _failure(rule: _Rule) -> Response:
-        assert rule.status is not None
-        body = rule.body if rule.body is not None else error_body(rule.status, "injected failure")
-        return Response(rule.status, body)
-
-    def _take_rules(self, req: RecordedRequest) -> list[_Rule]:
-        taken: list[_Rule] = []
-        failing = False
-        for rule in self._rules:
-            if rule.method != req.method or not rule.pattern.search(req.path):
-                continue
-            if rule.remaining is not None and rule.remaining <= 0:
-                continue
-            if rule.status is not None:
-                if failing:
-                    continue
-                failing = True
-            if rule.remaining is not None:
-                rule.remaining -= 1
-            taken.append(rule)
-        return taken
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return error_body(status, message)
 
     # -- handlers (called with the lock held) ----------------------------------------------------
 
@@ -579,44 +447,12 @@ class FakeGCE:
         return Response(200, value, "application/text", flavor)
 
 
+def _matcher(method: str, path_regex: str) -> Callable[[RecordedRequest], bool]:
+    pattern = re.compile(path_regex)
+    return lambda req: req.method == method and pattern.search(req.path) is not None
+
+
 def _suffix(i: int) -> str:
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     digest = hashlib.sha256(str(i).encode()).digest()
     return "".join(alphabet[b % len(alphabet)] for b in digest[:4])
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 10  # idle keep-alive connections are dropped after this (seconds)
-
-    def setup(self) -> None:
-        super().setup()
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def _serve(self) -> None:
-        fake: FakeGCE = self.server.fake  # type: ignore[attr-defined]
-        parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        req = RecordedRequest(self.command, parts.path, query, headers, body)
-        response, wait = fake.dispatch(req)
-        if wait > 0:
-            time.sleep(wait)
-        payload = response.encode()
-        try:
-            self.send_response(response.status)
-            self.send_header("Content-Type", response.content_type)
-            for k, v in response.headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-            self.close_connection = True
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the default stderr access log."""

@@ -61,13 +61,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import itertools
 import json
 import queue
 import re
-import select
-import socket
 import threading
 import time
 import uuid
@@ -75,13 +72,13 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from fakes.loopback import AbortStream, FaultRule, LoopbackServer, Response
+from fakes.loopback import RecordedRequest as _RecordedRequest
 
 __all__ = [
     "EVICTION_PATH",
@@ -190,14 +187,8 @@ EVICTION_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<n
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedRequest:
+class RecordedRequest(_RecordedRequest):
     """One request the fake received. ``query`` keeps the last value of each parameter."""
-
-    method: str
-    path: str
-    query: Mapping[str, str]
-    headers: Mapping[str, str]
-    body: bytes = b""
 
     @property
     def watch(self) -> bool:
@@ -218,46 +209,22 @@ class RecordedRequest:
         return json.loads(self.body) if self.body else None
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What a route handler answers: a status and a JSON-able body (or raw bytes).
+def _matcher(
+    path_prefix: str,
+    match: Callable[[RecordedRequest], bool] | None,
+    method: str | None,
+    exact: bool,
+) -> Callable[[RecordedRequest], bool]:
+    """The predicate of a :meth:`FakeKubeAPI.fail` or :meth:`FakeKubeAPI.delay` rule."""
 
-    ``stream``, when set, is sent instead of ``body`` with chunked transfer encoding, one chunk
-    per ``bytes`` item (``None`` items are idle ticks on which the server checks whether the client
-    hung up); raising :class:`_AbortStream` drops the connection without the final chunk.
-    """
-
-    status: int
-    body: Any
-    stream: Generator[bytes | None, None, None] | None = None
-
-    def encode(self) -> bytes:
-        """The response body as bytes (JSON unless already bytes)."""
-        return self.body if isinstance(self.body, bytes) else json.dumps(self.body).encode()
-
-
-class _AbortStream(Exception):
-    """Raised by a response stream to cut the connection abruptly (no terminating chunk)."""
-
-
-@dataclass(slots=True)
-class _Rule:
-    prefix: str
-    status: int | None  # None: only delay, then serve normally
-    remaining: int | None  # None: forever
-    body: bytes | None = None
-    delay: float = 0.0
-    match: Callable[[RecordedRequest], bool] | None = None
-    method: str | None = None
-    exact: bool = False
-    after: bool = False
-
-    def applies(self, req: RecordedRequest) -> bool:
-        if self.method is not None and req.method != self.method.upper():
+    def applies(req: RecordedRequest) -> bool:
+        if method is not None and req.method != method.upper():
             return False
-        if (req.path != self.prefix) if self.exact else not req.path.startswith(self.prefix):
+        if (req.path != path_prefix) if exact else not req.path.startswith(path_prefix):
             return False
-        return self.match is None or self.match(req)
+        return match is None or match(req)
+
+    return applies
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +398,7 @@ def _copy(doc: Any) -> Any:
     return doc
 
 
-class FakeKubeAPI:
+class FakeKubeAPI(LoopbackServer[RecordedRequest]):
     """An in-memory Kubernetes API server on ``127.0.0.1:<free port>`` in a daemon thread.
 
     Use as a context manager (or call :meth:`start`/:meth:`close`). ``token`` is the bearer token
@@ -461,6 +428,8 @@ class FakeKubeAPI:
         clock: the wall clock used for timestamps (``time.time``).
     """
 
+    thread_name = "fake-kube-api"
+
     def __init__(
         self,
         token: str | None = DEFAULT_TOKEN,
@@ -469,6 +438,7 @@ class FakeKubeAPI:
         history_size: int = 1000,
         bookmark_interval: float = 1.0,
     ) -> None:
+        super().__init__(RecordedRequest)
         self.token = token
         self.stamp_loaded = stamp_loaded
         self.history_size = history_size
@@ -479,7 +449,6 @@ class FakeKubeAPI:
         self.watch_gone_as_http = False
         self.default_watch_timeout = 1800.0
         self.clock: Callable[[], float] = time.time
-        self.requests: list[RecordedRequest] = []
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("GET", OBJECT_PATH, self._handle_get),
             ("POST", EVICTION_PATH, self._handle_eviction),
@@ -489,7 +458,6 @@ class FakeKubeAPI:
             ("DELETE", OBJECT_PATH, self._handle_delete),
         ]
         self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
-        self._rules: list[_Rule] = []
         self._rv = 1
         self._history: deque[_Event] = deque()
         self._compacted = 0  # a watch from N < this is too old (410)
@@ -498,25 +466,8 @@ class FakeKubeAPI:
         self._timers: list[threading.Timer] = []
         self._event_seq: dict[tuple[str, str, str], int] = {}
         self._seq = itertools.count()
-        self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
-
-    def start(self) -> FakeKubeAPI:
-        """Bind a free loopback port and serve in a daemon thread; returns ``self``."""
-        if self._server is not None:
-            return self
-        server = _Server(("127.0.0.1", 0), _RequestHandler)
-        server.daemon_threads = True
-        server.fake = self  # type: ignore[attr-defined]
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-kube-api", daemon=True
-        )
-        self._thread.start()
-        return self
 
     def close(self) -> None:
         """End open watches, cancel pending pod deletions, stop serving and release the port
@@ -526,34 +477,7 @@ class FakeKubeAPI:
                 timer.cancel()
             self._timers.clear()
             self._end_watches(_END)
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
-
-    def __enter__(self) -> FakeKubeAPI:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    @property
-    def port(self) -> int:
-        """The bound TCP port."""
-        if self._server is None:
-            raise RuntimeError("FakeKubeAPI is not started")
-        return int(self._server.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        super().close()
 
     def write_kubeconfig(self, path: str | Path, context: str = "fake") -> Path:
         """Write a kubeconfig (YAML) whose current context ``context`` points at :attr:`url`
@@ -738,19 +662,9 @@ class FakeKubeAPI:
             after: the request takes effect first and only its answer is replaced (a server
                 that fails after committing), to test idempotent retries.
         """
-        with self._lock:
-            self._rules.append(
-                _Rule(
-                    path_prefix,
-                    status,
-                    times,
-                    body=body,
-                    match=match,
-                    method=method,
-                    exact=exact,
-                    after=after,
-                )
-            )
+        self._add_rule(
+            FaultRule(_matcher(path_prefix, match, method, exact), status, times, body=body, after=after)
+        )
 
     def delay(
         self,
@@ -764,15 +678,7 @@ class FakeKubeAPI:
     ) -> None:
         """Sleep ``seconds`` before answering requests whose path starts with ``path_prefix``
         (same filters as :meth:`fail`). Delays of several matching rules add up."""
-        with self._lock:
-            self._rules.append(
-                _Rule(path_prefix, None, times, delay=seconds, match=match, method=method, exact=exact)
-            )
-
-    def reset_faults(self) -> None:
-        """Drop every rule set by :meth:`fail` and :meth:`delay`."""
-        with self._lock:
-            self._rules.clear()
+        self._add_rule(FaultRule(_matcher(path_prefix, match, method, exact), None, times, delay=seconds))
 
     def requests_to(self, path: str, method: str = "GET") -> list[RecordedRequest]:
         """Recorded requests with exactly this path and method, in arrival order."""
@@ -781,23 +687,9 @@ class FakeKubeAPI:
 
     # -- dispatch --------------------------------------------------------------------------------
 
-    def dispatch(self, req: RecordedRequest) -> tuple[Response, float]:
-        """Record ``req`` and compute its response and the delay before sending it."""
-        with self._lock:
-            self.requests.append(req)
-            failing, wait = self._take_rules(req)
-        if failing is not None and not failing.after:
-            return self._injected(failing), wait
-        if self.token is not None and req.headers.get("authorization") != f"Bearer {self.token}":
-            return Response(401, status_body(401, "Unauthorized")), wait
-        response = self._route(req)
-        if failing is not None:  # after=True: the write happened, its answer is lost
-            if response.stream is not None:
-                response.stream.close()
-            return self._injected(failing), wait
-        return response, wait
-
     def _route(self, req: RecordedRequest) -> Response:
+        if self.token is not None and req.headers.get("authorization") != f"Bearer {self.token}":
+            return Response(401, status_body(401, "Unauthorized"))
         for method, pattern, handler in self.routes:
             m = pattern.match(req.path)
             if m is not None and method == req.method:
@@ -809,27 +701,8 @@ class FakeKubeAPI:
             return Response(405, status_body(405, f"the server does not allow this method on {req.path}"))
         return _not_found()
 
-    @staticmethod
-    def _injected(rule: _Rule) -> Response:
-        assert rule.status is not None
-        if rule.body is not None:
-            return Response(rule.status, rule.body)
-        return Response(rule.status, status_body(rule.status, "injected failure"))
-
-    def _take_rules(self, req: RecordedRequest) -> tuple[_Rule | None, float]:
-        failing: _Rule | None = None
-        wait = 0.0
-        for rule in self._rules:
-            if (rule.status is not None and failing is not None) or not rule.applies(req):
-                continue
-            if rule.remaining is not None:
-                if rule.remaining <= 0:
-                    continue
-                rule.remaining -= 1
-            wait += rule.delay
-            if rule.status is not None:
-                failing = rule
-        return failing, wait
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return status_body(status, message)
 
     # -- mutations (call with the lock held) -----------------------------------------------------
 
@@ -1026,7 +899,7 @@ class FakeKubeAPI:
                 if isinstance(item, bytes):
                     yield item
                 elif item == _ABORT:
-                    raise _AbortStream()
+                    raise AbortStream()
                 elif item == _GONE:
                     with self._lock:
                         gone = status_body(410, f"too old resource version ({self._compacted})")
@@ -1512,86 +1385,3 @@ def _decode_token(token: str) -> tuple[int, tuple[str, str]] | None:
         return int(doc["rv"]), (str(ns), str(name))
     except (binascii.Error, ValueError, KeyError, TypeError):
         return None
-
-
-# -- HTTP ------------------------------------------------------------------------------------------
-
-
-def _peer_closed(sock: socket.socket) -> bool:
-    """Whether the client closed its end (readable with nothing to read)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True
-
-
-class _Server(ThreadingHTTPServer):
-    # socketserver's default listen backlog is 5: a dozen clients reconnecting at once (watchers
-    # after drop_watches) overflow it, and each dropped SYN costs the client a 1 s retransmit.
-    request_queue_size = 128
-
-
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 10  # idle keep-alive connections are dropped after this (seconds)
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes; without this, Nagle's algorithm and the
-        # client's delayed ACK add ~40 ms to every response.
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def _serve(self) -> None:
-        fake: FakeKubeAPI = self.server.fake  # type: ignore[attr-defined]
-        parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        req = RecordedRequest(self.command, parts.path, query, headers, body)
-        response, wait = fake.dispatch(req)
-        if wait > 0:
-            time.sleep(wait)
-        if response.stream is not None:
-            self._send_stream(response)
-            return
-        payload = response.encode()
-        try:
-            self.send_response(response.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-            self.close_connection = True
-
-    def _send_stream(self, response: Response) -> None:
-        stream = response.stream
-        assert stream is not None
-        try:
-            self.send_response(response.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for chunk in stream:
-                if chunk is None:
-                    if _peer_closed(self.connection):
-                        self.close_connection = True
-                        return
-                    continue
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.write(b"0\r\n\r\n")
-        except _AbortStream:
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-        finally:
-            stream.close()
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the default stderr access log."""
