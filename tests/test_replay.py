@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from scaler.cli import UsageError, bundled_example
+from scaler.history.profiles import HOURS, WorkloadProfile
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay import cli as replay_cli
@@ -408,6 +409,38 @@ def test_scheduler_plugins_add_the_policy_filters_and_fall_back_to_requests() ->
     assert landed["s"] == ("n3", "n4")
     with pytest.raises(PolicyError, match="--scheduler-plugins"):
         parse_policies(["s=--scheduler-plugins=maybe"])
+
+
+def test_scheduler_plugins_see_the_attached_workload_profiles() -> None:
+    # n4 is the least requested node but uses 3.1 of its 4 cores. With profiles, the portrait
+    # filter (target 1.0) floors n4's current hour by that usage and refuses the web pod there;
+    # without them it checks requests only, and the pod goes to n4 by LeastAllocated.
+    snap = small_cluster()
+    snap = dataclasses.replace(
+        snap, node_metrics={**snap.node_metrics, "n4": NodeMetrics("n4", T0, 30, 3100, GI)}
+    )
+    inp = replay_input(snap, idle_trace(2), 2)
+    policy = parse_policies(
+        ["p=--filter-plugins=PodFitsResourceOnPortrait;--portrait-target-cpu-usage=1.0;--scheduler-plugins"]
+    )[0]
+    zero = tuple(0.0 for _ in range(HOURS))
+    none = tuple(0 for _ in range(HOURS))
+    unrelated = WorkloadProfile("other/Deployment/x", zero, zero, zero, zero, zero, zero, none, none)
+    seen: list[float] = []
+
+    def attach(s: ClusterSnapshot) -> ClusterSnapshot:
+        seen.append(s.now)
+        return dataclasses.replace(s, workload_profiles={unrelated.key: unrelated})
+
+    landed = []
+    for hook in (None, attach):
+        w = World(inp.snapshot, inp.usage, inp.pod_series, policy.config, scheduler_plugins=True, attach=hook)
+        web0 = next(p for p in w.pods.values() if p.name == "web-abc-0")
+        w.mark_to_be_deleted("n1", w.now, "scaler")
+        w.evict(web0)
+        w.schedule_pending()
+        landed.append(w.pods[web0.uid].node_name)
+    assert landed == ["n4", "n3"] and seen == [T0]
 
 
 # ---- replays ----------------------------------------------------------------------------------------

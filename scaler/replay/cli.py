@@ -22,7 +22,8 @@ _EPILOG = """\
 policies: ca-requests (requests, threshold 0.5, no TargetUsage), seed (real usage, instantaneous,
 TargetUsage 0.45/0.75), scaler (defaults: p95 over the unneeded window), scaler-portrait (scaler +
 resource-portrait plugins fed by the replay's own past), none (no scale-down), or
-NAME=--flag=value;--flag2=value with any flags of `scaler run` plus --usage-window, --history-days.
+NAME=--flag=value;--flag2=value with any flags of `scaler run` plus --usage-window, --history-days
+and --scheduler-plugins (the simulated scheduler also runs the policy's filter and score plugins).
 
 trace formats: Bitbrains GWA-T-12 (a .tar.gz or directory of <vm>.csv files; "Timestamp [ms]" holds
 Unix seconds), or a long CSV/Parquet with columns timestamp,namespace,pod_or_workload,cpu_cores,
