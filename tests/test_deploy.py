@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from packaging.utils import canonicalize_name
 from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS
 from scaler.cloud.base import READ_CALLS as CLOUD_READ_CALLS
 from scaler.config import ScalerConfig
-from scaler.kube.writer import WRITE_CALLS
+from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, WRITE_CALLS
 from scaler.sources.kube import READ_CALLS
 from scaler.sources.watch import WATCHED_CALLS
 
@@ -191,9 +191,11 @@ def test_schema_validation_is_not_vacuous() -> None:
 # -- RBAC ------------------------------------------------------------------------------------------
 
 
-def required_rules() -> set[Rule]:
-    """What the code calls: every READ_CALL and WRITE_CALL, plus a WATCH per watched kind."""
-    rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *WRITE_CALLS)}
+def required_rules(overlay: str = "overlays/gke") -> set[Rule]:
+    """What the code calls: every READ_CALL and WRITE_CALL (a dry-run: DRY_RUN_WRITE_CALLS),
+    plus a WATCH per watched kind."""
+    writes = DRY_RUN_WRITE_CALLS if overlay == "overlays/dry-run" else WRITE_CALLS
+    rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *writes)}
     rules |= {(c.group, c.resource, "watch") for c in WATCHED_CALLS}
     return rules
 
@@ -249,7 +251,7 @@ def test_rbac_grants_exactly_the_calls_the_code_makes(overlay: str) -> None:
     assert [(r["metadata"]["name"], r["metadata"]["namespace"]) for r in roles] == [("scaler", NAMESPACE)]
     cluster = expand(cluster_roles[0]["rules"])
     local = expand(roles[0]["rules"])
-    required = required_rules()
+    required = required_rules(overlay)
     in_own_namespace = {r for r in required if r[:2] in OWN_NAMESPACE_RESOURCES}
     assert cluster | local == required, (
         f"missing: {sorted(required - cluster - local)}; extra: {sorted((cluster | local) - required)}"
@@ -342,14 +344,17 @@ def gce_permission(method: str, path: str) -> str:
     raise AssertionError(f"unexpected Google API request {method} {path}")
 
 
-def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp_path: Path) -> None:
-    """A real `scaler run` (leader election on) drains and deletes a node against the loopback
-    fakes, then gets SIGTERM; every request it made must be authorized."""
+def run_scaler(
+    tmp_path: Path, overlay: str, done: Callable[[Any], bool]
+) -> tuple[list[Any], list[Any], set[str], set[Rule]]:
+    """Run a real `scaler run` (leader election on, with the overlay's ``--dry-run`` if any)
+    against the loopback fakes until ``done(cluster)``, then SIGTERM it. Checks every Kubernetes
+    request against the overlay's rendered RBAC; returns the Kubernetes and Google requests, the
+    IAM permissions the Google ones need, and the RBAC rules exercised."""
     from e2e_cluster import Clock, E2ECluster
 
-    docs = rendered("overlays/gke")
+    docs = rendered(overlay)
     cluster_roles, roles = bound_roles(docs)
-    iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role.yaml").read_text())["includedPermissions"])
     with E2ECluster(tmp_path, clock=Clock(time.time())) as c:
         env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
         kubeconfig = c.kube.write_kubeconfig(tmp_path / "kubeconfig")
@@ -359,15 +364,16 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
             "--scale-down-delay-after-add=0s", "--max-pod-eviction-time=30s", "--address=127.0.0.1:0",
             "--gke-project=acme", "--gke-location=europe-west1", "--gke-cluster=prod",
         ]  # fmt: skip
+        args += [a for a in container(docs)["args"] if a == "--dry-run"]
         proc = subprocess.Popen(
             [sys.executable, "-m", "scaler.cli", "run", *args],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 20
-            while not c.gce.deleted_instances:
+            while not done(c):
                 assert proc.poll() is None, proc.communicate()[0]
-                assert time.monotonic() < deadline, "no node was deleted"
+                assert time.monotonic() < deadline, "the run never got there"
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
@@ -389,14 +395,38 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
         if not ok:
             refused.append(f"{r.method} {r.path} -> {rule} in {namespace}")
     assert refused == [], "requests the rendered RBAC would refuse:\n" + "\n".join(refused)
+    used = {gce_permission(r.method, r.path) for r in gce_requests}
+    return kube_requests, gce_requests, used, seen
+
+
+def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp_path: Path) -> None:
+    """A real `scaler run` drains and deletes a node against the loopback fakes, then gets
+    SIGTERM; every request it made must be authorized by the gke overlay and the IAM role."""
+    iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role.yaml").read_text())["includedPermissions"])
+    _, _, used, seen = run_scaler(tmp_path, "overlays/gke", lambda c: bool(c.gce.deleted_instances))
     # The run really exercised the interesting verbs (not a vacuous pass).
     for rule in [("", "nodes", "patch"), ("", "pods/eviction", "create"), ("", "events", "create"),
                  ("", "pods", "watch"), ("metrics.k8s.io", "nodes", "list"),
                  ("coordination.k8s.io", "leases", "update"), ("", "configmaps", "create")]:  # fmt: skip
         assert rule in seen, rule
-    used = {gce_permission(r.method, r.path) for r in gce_requests}
     assert "compute.instanceGroupManagers.update" in used
     assert used <= iam, f"IAM permissions missing from the role: {sorted(used - iam)}"
+
+
+def test_dry_run_makes_only_requests_the_read_only_rbac_and_iam_role_allow(tmp_path: Path) -> None:
+    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) within
+    its narrowed ClusterRole and the read-only IAM role, and changes nothing."""
+    iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())["includedPermissions"])
+
+    def announced(c: Any) -> bool:
+        return any(r.method == "POST" and r.path.endswith("/events") and b"ScaleDownDryRun" in r.body
+                   for r in list(c.kube.requests))  # fmt: skip
+
+    kube_requests, _, used, seen = run_scaler(tmp_path, "overlays/dry-run", announced)
+    assert ("", "events", "create") in seen and ("", "configmaps", "create") in seen
+    assert not seen & {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
+    assert not [r for r in kube_requests if r.method in ("PATCH", "DELETE")]
+    assert used and used <= iam, f"IAM permissions missing from the dry-run role: {sorted(used - iam)}"
 
 
 # -- Google Cloud IAM ------------------------------------------------------------------------------
@@ -413,6 +443,16 @@ def test_iam_role_has_exactly_the_permissions_the_gke_provider_needs() -> None:
     assert set(IAM_PERMISSIONS) == set(CLOUD_READ_CALLS) | set(DELETE_CALLS), "a method without a permission"
 
 
+def test_dry_run_iam_role_is_read_only() -> None:
+    role = yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())
+    assert set(role) == {"title", "description", "stage", "includedPermissions"}
+    assert 0 < len(role["title"]) <= 100 and 0 < len(role["description"]) <= 256
+    permissions = role["includedPermissions"]
+    assert len(permissions) == len(set(permissions))
+    assert set(permissions) == {IAM_PERMISSIONS[c] for c in CLOUD_READ_CALLS}
+    assert not set(permissions) & {IAM_PERMISSIONS[c] for c in DELETE_CALLS}
+
+
 def test_gke_overlay_binds_workload_identity_and_prometheus() -> None:
     docs = rendered("overlays/gke")
     annotations = one(docs, "ServiceAccount", SERVICE_ACCOUNT)["metadata"].get("annotations", {})
@@ -427,10 +467,16 @@ def test_gke_overlay_binds_workload_identity_and_prometheus() -> None:
     assert {e["port"] for e in monitor["spec"]["endpoints"]} <= ports
 
 
-def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run() -> None:
+def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> None:
     gke, dry = rendered("overlays/gke"), rendered("overlays/dry-run")
     assert container(dry)["args"] == [*container(gke)["args"], "--dry-run"]
     container(dry)["args"].remove("--dry-run")  # a reference into `dry`: now compare the rest
+    # The ClusterRole loses exactly the actuation calls; everything else is the gke overlay.
+    gke_rules = expand(one(gke, "ClusterRole", "scaler")["rules"])
+    dry_rules = expand(one(dry, "ClusterRole", "scaler")["rules"])
+    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
+    assert dry_rules < gke_rules
+    one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
     assert dry == gke
     assert "--dry-run" not in container(gke)["args"]
 

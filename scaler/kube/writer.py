@@ -31,9 +31,11 @@ from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.sources.kube import ApiCall
 
 __all__ = [
+    "ACTUATION_CALLS",
     "ANNOTATION_OWNER",
     "ANNOTATION_STATE",
     "ANNOTATION_WAS_UNSCHEDULABLE",
+    "DRY_RUN_WRITE_CALLS",
     "STATE_DRAINED",
     "STATE_TAINTED",
     "WRITE_CALLS",
@@ -53,12 +55,18 @@ ANNOTATION_WAS_UNSCHEDULABLE = "scaler.io/was-unschedulable"
 STATE_TAINTED = "tainted"
 STATE_DRAINED = "drained"
 
-WRITE_CALLS: tuple[ApiCall, ...] = (
+ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
     ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
     ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
     ApiCall("", "v1", "pods", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
+)
+"""The calls that change the cluster's nodes and pods: taint, cordon, annotate and roll back
+(nodes get/patch), delete a Node (the ``kubernetes`` provider), evict and wait for a pod. A
+``--dry-run`` controller never makes them (the dry-run overlay does not grant them)."""
+
+DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "create", namespaced=True, optional=False),
@@ -67,6 +75,11 @@ WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("coordination.k8s.io", "v1", "leases", "create", namespaced=True, optional=False),
     ApiCall("coordination.k8s.io", "v1", "leases", "update", namespaced=True, optional=False),
 )
+"""The writes a ``--dry-run`` controller makes: events (ScaleDownDryRun), the status ConfigMap
+and its leader-election Lease."""
+
+WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + DRY_RUN_WRITE_CALLS
+"""Every write call made here (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
 
 _MERGE_PATCH = "application/merge-patch+json"
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
