@@ -191,11 +191,16 @@ def test_schema_validation_is_not_vacuous() -> None:
 # -- RBAC ------------------------------------------------------------------------------------------
 
 
+NODE_DELETE: Rule = ("", "nodes", "delete")
+
+
 def required_rules(overlay: str = "overlays/gke") -> set[Rule]:
     """What the code calls: every READ_CALL and WRITE_CALL (a dry-run: DRY_RUN_WRITE_CALLS),
     plus a WATCH per watched kind."""
     writes = DRY_RUN_WRITE_CALLS if overlay == "overlays/dry-run" else WRITE_CALLS
     rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *writes)}
+    if overlay != "base":  # the gke provider never deletes Node objects (only the kubernetes one)
+        rules.discard(NODE_DELETE)
     rules |= {(c.group, c.resource, "watch") for c in WATCHED_CALLS}
     return rules
 
@@ -474,7 +479,7 @@ def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> No
     # The ClusterRole loses exactly the actuation calls; everything else is the gke overlay.
     gke_rules = expand(one(gke, "ClusterRole", "scaler")["rules"])
     dry_rules = expand(one(dry, "ClusterRole", "scaler")["rules"])
-    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
+    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS} - {NODE_DELETE}
     assert dry_rules < gke_rules
     one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
     assert dry == gke
