@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -68,6 +69,19 @@ FloatArray = npt.NDArray[np.float64]
 CPU_MEAN, CPU_VAR, CPU_PEAK, MEM_MEAN, MEM_VAR, MEM_PEAK = range(6)
 _PEAKS = [CPU_PEAK, MEM_PEAK]
 _STATS = [CPU_MEAN, CPU_VAR, MEM_MEAN, MEM_VAR]  # score_nodes reads its columns as 0, 1, 2, 3
+_ALL = list(range(6))
+
+
+def _hourly_peaks(loads: FloatArray, z: float | None) -> FloatArray:
+    """Estimated hourly peaks, shape (k, 2, 24) (CPU, memory), of nodes whose loads (all six
+    rows, shape (k, 6, 24)) are given: the sum of peaks when ``z`` is ``None``, else
+    ``min(Σ peak, Σ mean + z · sqrt(Σ var))`` (see :class:`PodFitsResourceOnPortrait`)."""
+    peaks = loads[:, _PEAKS, :]
+    if z is None:
+        return peaks
+    means = loads[:, [CPU_MEAN, MEM_MEAN], :]
+    stds = np.sqrt(np.maximum(loads[:, [CPU_VAR, MEM_VAR], :], 0.0))
+    return np.minimum(peaks, means + z * stds)
 
 
 def profiles_of(state: ClusterState) -> Mapping[str, WorkloadProfile]:
@@ -326,15 +340,24 @@ class PodFitsResourceOnPortrait:
     2. *soft limit* (seed: 24 小时画像数据中的 cpucap/memcap 都不超过…), only when the snapshot
        has profiles: for every hour ``h`` of the day::
 
-           peak_cpu[h] <= target_cpu_usage × allocatable_cpu
-           peak_mem[h] <= target_memory_usage × allocatable_memory
+           peak_cpu[h] <= portrait_target_cpu_usage × allocatable_cpu
+           peak_mem[h] <= portrait_target_memory_usage × allocatable_memory
 
-       ``peak_r[h]`` is the sum of the peaks of every pod on the node, moved ones and the pod
-       included (request where a pod has no profile), with the node's base floored by its
-       current usage. Seed 001 bounds the portrait by the node's capacity; here by the targets
-       of TargetUsage (``--target-cpu-usage`` / ``--target-memory-usage``, defaults 0.45 and
-       0.75), so the two filters keep the same headroom, one for now and one for every hour.
-       Both comparisons are ``<=`` (the seed's "不超过", does not exceed).
+       ``peak_r[h]`` is the node's hourly peak with every pod on it, moved ones and the pod
+       included (request where a pod has no profile), its base floored by its current usage.
+       ``--portrait-peak`` says how it is estimated:
+
+       * ``sum`` (default): the sum of the pods' hourly peaks, a bound that assumes every peak
+         coincides;
+       * ``gaussian``: the ``--portrait-quantile`` (default 0.99) of the node's hourly load
+         ``N(Σ mean, Σ std²)`` (seed 001's model, the one its Score uses): ``Σ mean + z · sqrt(Σ
+         std²)`` with ``z = Φ⁻¹(quantile)``, and never more than the sum of peaks.
+
+       Seed 001 bounds the portrait by the node's capacity; the targets
+       (``--portrait-target-cpu-usage`` / ``--portrait-target-memory-usage``) default to
+       TargetUsage's 0.45 and 0.75, so the two filters keep the same headroom, one for now and
+       one for every hour (the README's replay findings compare capacity). Both comparisons are
+       ``<=`` (the seed's "不超过", does not exceed).
 
     Reasons name the resource and the limit, never per-node figures. ``filter_nodes`` answers
     for many nodes at once with the same verdicts.
@@ -348,6 +371,9 @@ class PodFitsResourceOnPortrait:
         self.target_cpu = Fraction(str(config.portrait_target_cpu_usage))
         self.target_memory = Fraction(str(config.portrait_target_memory_usage))
         self.oversell = Fraction(str(config.oversell_rate))
+        self.z = (
+            NormalDist().inv_cdf(config.portrait_quantile) if config.portrait_peak == "gaussian" else None
+        )
         self._reasons = (
             "node has no allocatable cpu",
             "node has no allocatable memory",
@@ -379,13 +405,12 @@ class PodFitsResourceOnPortrait:
         cache = _portraits(state)
         if not cache.active:
             return None
-        load = cache.node_load(node, state)
-        pm = cache.pod(pod)[0]
-        cpu_peak = float((load[CPU_PEAK] + pm[CPU_PEAK]).max())
+        est = _hourly_peaks((cache.node_load(node, state) + cache.pod(pod)[0])[np.newaxis], self.z)[0]
+        cpu_peak = float(est[0].max())
         t = self.target_cpu
         if cpu_peak * t.denominator > t.numerator * alloc.cpu_millicores:
             return self._reasons[4]
-        mem_peak = float((load[MEM_PEAK] + pm[MEM_PEAK]).max())
+        mem_peak = float(est[1].max())
         t = self.target_memory
         if mem_peak * t.denominator > t.numerator * alloc.memory_bytes:
             return self._reasons[5]
@@ -411,10 +436,11 @@ class PodFitsResourceOnPortrait:
         cache = _portraits(state)
         # Assigned from the last check to the first, so that the first failing check wins.
         if cache.active:
-            peaks = cache.loads(nodes, state, _PEAKS)
-            pm = cache.pod(pod)[0]
-            cpu_peak = (peaks[:, 0, :] + pm[CPU_PEAK]).max(axis=1)
-            mem_peak = (peaks[:, 1, :] + pm[MEM_PEAK]).max(axis=1)
+            rows = _ALL if self.z is not None else _PEAKS
+            loads = cache.loads(nodes, state, rows) + cache.pod(pod)[0][rows]
+            est = loads if self.z is None else _hourly_peaks(loads, self.z)
+            cpu_peak = est[:, 0, :].max(axis=1)
+            mem_peak = est[:, 1, :].max(axis=1)
             tm, tc = self.target_memory, self.target_cpu
             codes[mem_peak * tm.denominator > tm.numerator * alloc_mem.astype(np.float64)] = 6
             codes[cpu_peak * tc.denominator > tc.numerator * alloc_cpu.astype(np.float64)] = 5

@@ -86,6 +86,11 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "peak must stay <= this fraction of allocatable in every hour of the day.",
         "portrait_target_memory_usage": "PodFitsResourceOnPortrait's soft limit: a destination's hourly memory "
         "portrait peak must stay <= this fraction of allocatable in every hour of the day.",
+        "portrait_peak": "PodFitsResourceOnPortrait: how a destination's hourly peak is estimated: sum (the sum of "
+        "its pods' hourly peaks, as if they all coincided; default) or gaussian (the --portrait-quantile of the "
+        "node's hourly load, pods' means and variances added; never above the sum).",
+        "portrait_quantile": "With --portrait-peak=gaussian: the quantile of the node's hourly load held to the "
+        "portrait targets (0.99: mean + 2.33 standard deviations).",
         "portrait_cpu_weight": "ResourceBalanceOnPortrait: weight of the normalised cpu score.",
         "portrait_memory_weight": "ResourceBalanceOnPortrait: weight of the normalised memory score.",
     },
@@ -222,6 +227,8 @@ class ScalerConfig(BaseModel):
     oversell_rate: float = Field(1.0, gt=0.0, le=1.0)
     portrait_target_cpu_usage: float = Field(0.45, gt=0.0, le=1.0)
     portrait_target_memory_usage: float = Field(0.75, gt=0.0, le=1.0)
+    portrait_peak: Literal["sum", "gaussian"] = "sum"
+    portrait_quantile: float = Field(0.99, gt=0.5, lt=1.0)
     portrait_cpu_weight: float = Field(1.0, ge=0.0)
     portrait_memory_weight: float = Field(1.0, ge=0.0)
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)

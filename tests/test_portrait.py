@@ -95,7 +95,9 @@ def build_state(
     return ClusterState(s, usage=dict(usage or {}))
 
 
-def verdict(plugin: PodFitsResourceOnPortrait, pod: Pod, state: ClusterState, node: str = "dst") -> str | None:
+def verdict(
+    plugin: PodFitsResourceOnPortrait, pod: Pod, state: ClusterState, node: str = "dst"
+) -> str | None:
     """The filter's verdict, checked to agree with filter_nodes."""
     one = plugin.filter(pod, state.nodes[node], state)
     codes, reasons = plugin.filter_nodes(pod, state.positions([node]), state)
@@ -110,7 +112,9 @@ MEM_PEAK = "memory portrait peak above target 75% in some hour"
 
 
 def test_plugins_are_registered_and_satisfy_the_protocols() -> None:
-    cfg = ScalerConfig(filter_plugins=("PodFitsResourceOnPortrait",), score_plugins=("ResourceBalanceOnPortrait",))
+    cfg = ScalerConfig(
+        filter_plugins=("PodFitsResourceOnPortrait",), score_plugins=("ResourceBalanceOnPortrait",)
+    )
     assert any(f.name == "PodFitsResourceOnPortrait" for f in load_filters(cfg))
     assert [s.name for s in load_scorers(cfg)] == ["ResourceBalanceOnPortrait"]
     assert isinstance(FIT, FilterPlugin)
@@ -127,7 +131,10 @@ class TestHardLimit:
         assert verdict(FIT, rs_pod("m", "src", "mov", cpu_m=101, mem=0), state) == (
             "cpu requests above 100% of allocatable (oversell rate)"
         )
-        assert verdict(FIT, rs_pod("m", "src", "mov", cpu_m=0, mem=1001), state) == "memory requests above allocatable"
+        assert (
+            verdict(FIT, rs_pod("m", "src", "mov", cpu_m=0, mem=1001), state)
+            == "memory requests above allocatable"
+        )
 
     def test_oversell_rate_scales_cpu_only(self) -> None:
         fit = PodFitsResourceOnPortrait(ScalerConfig(oversell_rate=0.5))
@@ -161,7 +168,9 @@ class TestPortraitFit:
     def profiles(self, mover_hour: int, mover_peak: float) -> dict[str, WorkloadProfile]:
         return {
             key("res"): hourly(key("res"), {h: 300.0 if h == 10 else 100.0 for h in range(HOURS)}, 1000.0),
-            key("mov"): hourly(key("mov"), {h: mover_peak if h == mover_hour else 50.0 for h in range(HOURS)}, 1000.0),
+            key("mov"): hourly(
+                key("mov"), {h: mover_peak if h == mover_hour else 50.0 for h in range(HOURS)}, 1000.0
+            ),
         }
 
     def state(self, mover_hour: int, mover_peak: float) -> ClusterState:
@@ -198,7 +207,10 @@ class TestPortraitFit:
         assert verdict(FIT, rs_pod("m", "src", "mov"), self.state(hour, 350.5)) == CPU_PEAK
 
     def test_memory_boundary_is_inclusive(self) -> None:
-        profiles = {key("res"): hourly(key("res"), 0.0, 5000.0), key("mov"): hourly(key("mov"), 0.0, {7: 2500.0})}
+        profiles = {
+            key("res"): hourly(key("res"), 0.0, 5000.0),
+            key("mov"): hourly(key("mov"), 0.0, {7: 2500.0}),
+        }
         state = build_state([rs_pod("r", "dst", "res")], profiles)
         assert verdict(FIT, rs_pod("m", "src", "mov"), state) is None  # 7500 = 0.75 × 10000
         profiles[key("mov")] = hourly(key("mov"), 0.0, {7: 2501.0})
@@ -233,7 +245,10 @@ class TestPortraitFit:
 
     def test_current_usage_floors_the_current_hour(self) -> None:
         # Profiles say 100 all day, but the node uses 420 right now (hour 3): 420 + 40 > 450.
-        profiles = {key("res"): hourly(key("res"), 100.0), key("mov"): hourly(key("mov"), {3: 40.0, 4: 340.0})}
+        profiles = {
+            key("res"): hourly(key("res"), 100.0),
+            key("mov"): hourly(key("mov"), {3: 40.0, 4: 340.0}),
+        }
         state = build_state([rs_pod("r", "dst", "res")], profiles, usage={"dst": (420, 0)})
         assert verdict(FIT, rs_pod("m", "src", "mov"), state) == CPU_PEAK
         # Other hours are not floored: at hour 4, 100 + 340 = 440 fits; only hour 3 decides.
@@ -281,6 +296,47 @@ class TestPortraitFit:
         assert verdict(FIT, probe, state) is None  # 100 + 100
 
 
+class TestGaussianPeak:
+    """--portrait-peak=gaussian: the node's hourly peak is the quantile of N(Σ mean, Σ std²),
+    at most the sum of the peaks."""
+
+    def state(self, res_peak: float, mov_peak: float) -> ClusterState:
+        # hour 10: resident mean 200 std 30, mover mean 150 std 40: node N(350, 50²).
+        profiles = {
+            key("res"): hourly(key("res"), {10: res_peak}, cpu_mean={10: 200.0}, cpu_std={10: 30.0}),
+            key("mov"): hourly(key("mov"), {10: mov_peak}, cpu_mean={10: 150.0}, cpu_std={10: 40.0}),
+        }
+        return build_state([rs_pod("r", "dst", "res")], profiles)
+
+    def fit(self, target: float, quantile: float = 0.99) -> PodFitsResourceOnPortrait:
+        cfg = ScalerConfig(
+            portrait_peak="gaussian", portrait_quantile=quantile, portrait_target_cpu_usage=target
+        )
+        return PodFitsResourceOnPortrait(cfg)
+
+    def test_the_quantile_of_the_summed_gaussian(self) -> None:
+        mover = rs_pod("m", "src", "mov")
+        state = self.state(400.0, 300.0)  # peaks add to 700: the sum refuses any target below 0.7
+        z = 2.3263478740408408  # Φ⁻¹(0.99): 350 + 50 z = 466.3
+        assert verdict(self.fit(0.466), mover, state) is not None
+        assert verdict(self.fit(0.467), mover, state) is None
+        assert 350 + 50 * z == pytest.approx(466.317, abs=1e-3)
+        assert verdict(PodFitsResourceOnPortrait(ScalerConfig(portrait_target_cpu_usage=0.467)), mover, state)
+        # A lower quantile: 350 + 1.2816 x 50 = 414.1.
+        assert verdict(self.fit(0.45, quantile=0.9), mover, state) is None
+        assert verdict(self.fit(0.414, quantile=0.9), mover, state) is not None
+
+    def test_never_above_the_sum_of_peaks(self) -> None:
+        # Peaks 210 + 160 = 370 are below 466: the sum wins.
+        state = self.state(210.0, 160.0)
+        assert verdict(self.fit(0.37), rs_pod("m", "src", "mov"), state) is None
+        assert verdict(self.fit(0.369), rs_pod("m", "src", "mov"), state) is not None
+
+    def test_quantile_must_be_above_one_half(self) -> None:
+        with pytest.raises(ValueError):
+            ScalerConfig(portrait_peak="gaussian", portrait_quantile=0.5)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_filter_nodes_agrees_with_filter_node_by_node(seed: int) -> None:
     rng = random.Random(seed)
@@ -291,18 +347,33 @@ def test_filter_nodes_agrees_with_filter_node_by_node(seed: int) -> None:
             key(w),
             {h: rng.uniform(0, 250) for h in range(HOURS)},
             {h: rng.uniform(0, 3000) for h in range(HOURS)},
+            cpu_mean={h: rng.uniform(0, 120) for h in range(HOURS)},
+            cpu_std={h: rng.uniform(0, 60) for h in range(HOURS)},
+            mem_mean={h: rng.uniform(0, 1500) for h in range(HOURS)},
+            mem_std={h: rng.uniform(0, 700) for h in range(HOURS)},
             hours=rng.sample(range(HOURS), rng.randint(1, HOURS)),
         )
         for w in workloads[:4]  # w4 and w5 have no profile
     }
     pods = [
-        rs_pod(f"p{i}", rng.choice(names), rng.choice(workloads), cpu_m=rng.randint(0, 300), mem=rng.randint(0, 3000))
+        rs_pod(
+            f"p{i}",
+            rng.choice(names),
+            rng.choice(workloads),
+            cpu_m=rng.randint(0, 300),
+            mem=rng.randint(0, 3000),
+        )
         for i in range(30)
     ]
     usage = {n: (rng.randint(0, 500), rng.randint(0, 6000)) for n in names if rng.random() < 0.7}
     state = build_state(pods, profiles, usage=usage, nodes=names)
-    fit = PodFitsResourceOnPortrait(ScalerConfig(oversell_rate=rng.choice([0.6, 0.9, 1.0])))
-    movers = [rs_pod(f"m{i}", "elsewhere", rng.choice(workloads), rng.randint(0, 200), rng.randint(0, 2000)) for i in range(8)]
+    fit = PodFitsResourceOnPortrait(
+        ScalerConfig(oversell_rate=rng.choice([0.6, 0.9, 1.0]), portrait_peak=rng.choice(["sum", "gaussian"]))
+    )
+    movers = [
+        rs_pod(f"m{i}", "elsewhere", rng.choice(workloads), rng.randint(0, 200), rng.randint(0, 2000))
+        for i in range(8)
+    ]
     for i, m in enumerate(movers):
         positions = state.positions(names)
         codes, reasons = fit.filter_nodes(m, positions, state)
@@ -361,7 +432,12 @@ class TestBalanceScore:
         # Hour 9 has the largest mean (300), with std 40; hour 20 has a larger std but lower mean.
         profiles = {
             key("res"): hourly(
-                key("res"), 0.0, 0.0, cpu_mean={9: 300.0, 20: 100.0}, cpu_std={9: 40.0, 20: 200.0}, mem_mean={}
+                key("res"),
+                0.0,
+                0.0,
+                cpu_mean={9: 300.0, 20: 100.0},
+                cpu_std={9: 40.0, 20: 200.0},
+                mem_mean={},
             ),
             key("mov"): hourly(key("mov"), 0.0, 0.0, cpu_mean={9: 30.0}, cpu_std={9: 30.0}, mem_mean={}),
         }
@@ -387,7 +463,9 @@ class TestBalanceScore:
         norm = (raw - raw.min(axis=0)) / (raw.max(axis=0) - raw.min(axis=0))
         assert final == pytest.approx(list(norm.sum(axis=1)))
         assert final[0] == pytest.approx(2.0) and final[2] == pytest.approx(0.0)
-        cpu_only = ResourceBalanceOnPortrait(ScalerConfig(portrait_cpu_weight=3.0, portrait_memory_weight=0.0))
+        cpu_only = ResourceBalanceOnPortrait(
+            ScalerConfig(portrait_cpu_weight=3.0, portrait_memory_weight=0.0)
+        )
         assert cpu_only.score_nodes(pod, nodes, state) == pytest.approx(list(3.0 * norm[:, 0]))
 
     def test_the_emptier_node_wins(self) -> None:
@@ -420,17 +498,23 @@ def test_portrait_filter_keeps_a_node_whose_pods_would_overload_the_daytime() ->
         rs_pod("day-1", "busy-by-day", "day", cpu_m=500, mem=gi),
         rs_pod("night-1", "idle", "night", cpu_m=500, mem=gi),
     ]
-    metrics = [NodeMetrics("busy-by-day", NOW - 30, 30, 300, 2 * gi), NodeMetrics("idle", NOW - 30, 30, 200, gi)]
+    metrics = [
+        NodeMetrics("busy-by-day", NOW - 30, 30, 300, 2 * gi),
+        NodeMetrics("idle", NOW - 30, 30, 200, gi),
+    ]
     snap = ClusterSnapshot.create(now=NOW, nodes=nodes, pods=pods, node_metrics=metrics)
     profiles = {
-        key("day"): hourly(key("day"), {h: 1700.0 if 9 <= h < 18 else 300.0 for h in range(HOURS)}, float(gi)),
+        key("day"): hourly(
+            key("day"), {h: 1700.0 if 9 <= h < 18 else 300.0 for h in range(HOURS)}, float(gi)
+        ),
         key("night"): hourly(key("night"), 200.0, float(gi)),
     }
     snap = with_profiles(snap, profiles)
     seed_only = {r.node.name: r for r in evaluate(snap, ScalerConfig()).nodes}
     assert seed_only["idle"].status is NodeStatus.REMOVABLE_DRAIN
     cfg = ScalerConfig(
-        filter_plugins=("TargetUsage", "PodFitsResourceOnPortrait"), score_plugins=("ResourceBalanceOnPortrait",)
+        filter_plugins=("TargetUsage", "PodFitsResourceOnPortrait"),
+        score_plugins=("ResourceBalanceOnPortrait",),
     )
     portrait = {r.node.name: r for r in evaluate(snap, cfg).nodes}
     assert portrait["idle"].status is NodeStatus.UNREMOVABLE
