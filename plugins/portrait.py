@@ -416,8 +416,11 @@ class PodFitsResourceOnPortrait:
             return self._reasons[5]
         return None
 
-    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
-        """:meth:`filter` for the nodes at table positions ``nodes``."""
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """:meth:`filter` for the nodes at table positions ``nodes``; ``None`` (check node by
+        node) when requests or allocatable are too large for exact int64 arithmetic."""
         codes = np.zeros(len(nodes), dtype=np.int16)
         if len(nodes) == 0:
             return codes, self._reasons
@@ -427,12 +430,7 @@ class PodFitsResourceOnPortrait:
         req_mem = tab.req_mem[nodes] + pod.requests.memory_bytes
         o = self.oversell
         if max(int(req_cpu.max()), int(alloc_cpu.max())) * max(o.numerator, o.denominator) >= 2**62:
-            names = state.names
-            for j, i in enumerate(nodes.tolist()):
-                why = self.filter(pod, state.nodes[names[i]], state)
-                if why is not None:
-                    codes[j] = self._reasons.index(why) + 1
-            return codes, self._reasons
+            return None  # beyond int64: the simulator asks :meth:`filter` node by node
         cache = _portraits(state)
         # Assigned from the last check to the first, so that the first failing check wins.
         if cache.active:

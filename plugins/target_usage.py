@@ -98,8 +98,11 @@ class TargetUsage:
             return self._reasons[4]
         return None
 
-    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
-        """:meth:`filter` for the nodes at table positions ``nodes``."""
+    def filter_nodes(
+        self, pod: Pod, nodes: Positions, state: ClusterState
+    ) -> tuple[Codes, tuple[str, ...]] | None:
+        """:meth:`filter` for the nodes at table positions ``nodes``; ``None`` (check node by
+        node) when a value is too large for exact int64 arithmetic."""
         tab = state.table
         codes = np.zeros(len(nodes), dtype=np.int16)
         if len(nodes) == 0:
@@ -111,12 +114,7 @@ class TargetUsage:
         limit = 2**62
         for values, t in ((cpu, tc), (alloc_cpu, tc), (mem, tm), (alloc_mem, tm)):
             if max(abs(int(values.max())), abs(int(values.min()))) * max(t.numerator, t.denominator) >= limit:
-                names = state.names
-                for j, i in enumerate(nodes.tolist()):
-                    why = self.filter(pod, state.nodes[names[i]], state)
-                    if why is not None:
-                        codes[j] = self._reasons.index(why) + 1
-                return codes, self._reasons
+                return None  # beyond int64: the simulator asks :meth:`filter` node by node
         # Assigned from the last check to the first, so that the first failing check wins.
         codes[mem * tm.denominator >= tm.numerator * alloc_mem] = 5
         codes[cpu * tc.denominator > tc.numerator * alloc_cpu] = 4

@@ -86,6 +86,28 @@ class TestMemoryBoundary:
         assert check(node_state(mem_alloc=alloc, usage=(0, used)), pod()) is None
 
 
+def test_values_beyond_int64_are_checked_node_by_node_by_the_simulator() -> None:
+    # filter_nodes declines (None) when exact arithmetic would overflow int64; the removal
+    # simulator then runs filter() on each node and reaches the same verdict.
+    from scaler.simulator.removal import RemovalSimulator
+
+    alloc = 2**60
+    dst = make_node("dst", cpu_m=1000, mem=alloc)
+    src = make_node("src", cpu_m=1000, mem=16 * GI)
+    p = make_pod("p", node="src", cpu_m=10, mem=GI, owner_kind="ReplicaSet", owner_name="rs")
+    snap = ClusterSnapshot.create(now=0.0, nodes=[dst, src], pods=[p])
+    for used, fits in ((3 * 2**58 - GI - 1, True), (3 * 2**58 - GI, False)):
+        state = ClusterState(snap, usage={"dst": (0, used), "src": (0, GI)})
+        assert F.filter_nodes(p, state.positions(["dst"]), state) is None
+        assert (F.filter(p, state.nodes["dst"], state) is None) is fits
+        result = RemovalSimulator(state, [F]).simulate("src", [p], [["dst"]])
+        assert result.success is fits, result
+        if fits:
+            assert [(q.name, d) for q, d in result.moves] == [("p", "dst")]
+        else:
+            assert result.failure is not None and "memory usage at or above target 75%" in str(result.failure)
+
+
 class TestCumulative:
     def test_second_pod_moved_onto_same_node_rejected(self) -> None:
         dst = make_node("dst", cpu_m=1000, mem=16 * GI)
