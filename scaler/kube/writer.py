@@ -416,9 +416,8 @@ class KubeWriter:
             # Our own last write: replace directly, without a GET (a steady loop stays quiet).
             body["metadata"]["resourceVersion"] = cached
             try:
-                resp = self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
-                                                               _request_timeout=self.timeout)  # fmt: skip
-                self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
+                self._remember(key, self.core.replace_namespaced_config_map(
+                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
                 return
             except ApiException as e:
                 if e.status not in (404, 409):
@@ -437,9 +436,8 @@ class KubeWriter:
                     ) from None
                 body["metadata"].pop("resourceVersion", None)
                 try:
-                    resp = self.core.create_namespaced_config_map(namespace, cast(Any, body), _preload_content=False,
-                                                                  _request_timeout=self.timeout)  # fmt: skip
-                    self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
+                    self._remember(key, self.core.create_namespaced_config_map(
+                        namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
                     return
                 except ApiException as e2:
                     if e2.status == 409:
@@ -449,12 +447,15 @@ class KubeWriter:
                     ) from None
             body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             try:
-                resp = self.core.replace_namespaced_config_map(name, namespace, cast(Any, body), _preload_content=False,
-                                                               _request_timeout=self.timeout)  # fmt: skip
-                self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
+                self._remember(key, self.core.replace_namespaced_config_map(
+                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
                 return
             except ApiException as e:
                 if e.status == 409:
                     continue
                 raise WriteError(f"update configmap {namespace}/{name}: HTTP {e.status} {_body(e)}") from None
         raise WriteError(f"configmap {namespace}/{name}: conflicting updates")
+
+    def _remember(self, key: tuple[str, str], resp: Any) -> None:
+        """Keep the resourceVersion of our own ConfigMap write (the next write replaces directly)."""
+        self._config_map_versions[key] = read_json(resp)["metadata"].get("resourceVersion")
