@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaler.replay.traces import csv_members
+
 __all__ = ["CACHE", "DAY", "FIGURES", "RAW_TRACE", "VmSample", "build_cache", "build_figures", "load_samples"]
 
 HERE = Path(__file__).resolve().parent
@@ -101,12 +103,7 @@ def build_cache(raw: Path = RAW_TRACE, out: Path = CACHE) -> Path:
     """Read the raw trace once and write the compact per-VM cache. Returns ``out``."""
     vms: list[list[Any]] = []
     with tarfile.open(raw) as tar:
-        for m in tar:
-            if not m.isfile() or not m.name.endswith(".csv"):
-                continue
-            fh = tar.extractfile(m)
-            if fh is None:
-                continue
+        for member_name, fh in csv_members(tar):
             got = _read_vm(io.TextIOWrapper(fh))
             if got is None:
                 continue
@@ -120,7 +117,7 @@ def build_cache(raw: Path = RAW_TRACE, out: Path = CACHE) -> Path:
                 if cpu[i] is None:
                     cpu[i], mem[i] = last_c, last_m
                 last_c, last_m = cpu[i], mem[i]
-            vm = int(Path(m.name).stem)
+            vm = int(Path(member_name).stem)
             vms.append(
                 [
                     vm,

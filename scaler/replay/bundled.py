@@ -23,6 +23,8 @@ import tarfile
 from importlib import resources
 from pathlib import Path
 
+from scaler.replay.traces import csv_members
+
 __all__ = ["BUNDLED_AT", "BUNDLED_NAME", "KNOWN_SNAPSHOTS", "derive_bundled_map", "known_map"]
 
 BUNDLED_NAME = "bitbrains-gke-day1"
@@ -54,12 +56,7 @@ def _nearest_rows(tar_path: Path, at: int) -> list[tuple[str, list[str]]]:
     """Per VM file, the row nearest to ``at`` within 300 s (the script's ``load_vms``)."""
     out = []
     with tarfile.open(tar_path) as tar:
-        for m in tar:
-            if not m.isfile() or not m.name.endswith(".csv"):
-                continue
-            fh = tar.extractfile(m)
-            if fh is None:
-                continue
+        for member_name, fh in csv_members(tar):
             best: tuple[int, list[str]] | None = None
             for line in io.TextIOWrapper(fh):
                 f = line.split(";")
@@ -71,7 +68,7 @@ def _nearest_rows(tar_path: Path, at: int) -> list[tuple[str, list[str]]]:
                 if t > at + 300:
                     break
             if best is not None:
-                out.append((os.path.basename(m.name)[:-4], [x.strip() for x in best[1]]))
+                out.append((os.path.basename(member_name)[:-4], [x.strip() for x in best[1]]))
     return out
 
 

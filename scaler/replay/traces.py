@@ -42,6 +42,7 @@ import tarfile
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,7 @@ __all__ = [
     "Series",
     "Trace",
     "TraceError",
+    "csv_members",
     "load_trace",
     "resample",
 ]
@@ -170,6 +172,21 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def csv_members(tar: tarfile.TarFile) -> Iterator[tuple[str, IO[bytes]]]:
+    """(member name, binary stream) of every regular ``*.csv`` member of an open archive, in
+    archive order (a Bitbrains GWA-T-12 trace holds one ``<vm>.csv`` per VM).
+
+    Raises:
+        tarfile.TarError, OSError, EOFError: the archive is unreadable (callers name the file).
+    """
+    for member in tar:
+        if not member.isfile() or not member.name.endswith(".csv"):
+            continue
+        fh = tar.extractfile(member)
+        if fh is not None:
+            yield member.name, fh
+
+
 def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tuple[str, str, str]]:
     """(series name, where, text) of every ``<id>.csv`` of an archive or directory."""
     if path.is_dir():
@@ -185,16 +202,11 @@ def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tup
         return
     try:
         with tarfile.open(path) as tar:
-            for member in tar:
-                if not member.isfile() or not member.name.endswith(".csv"):
-                    continue
-                name = os.path.basename(member.name)[:-4]
+            for member_name, fh in csv_members(tar):
+                name = os.path.basename(member_name)[:-4]
                 if wanted is not None and name not in wanted:
                     continue
-                fh = tar.extractfile(member)
-                if fh is None:
-                    continue
-                where = f"{path}:{member.name}"
+                where = f"{path}:{member_name}"
                 try:
                     text = fh.read().decode("utf-8")
                 except UnicodeDecodeError as e:
