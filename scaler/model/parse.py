@@ -539,6 +539,16 @@ _QOS = {q.value: q for q in QoSClass}
 _EMPTY: Mapping[str, Any] = {}
 
 
+def _volume(v: Obj) -> Volume:
+    """A pod volume: its name, its source kind (the first key other than ``name``; none is an
+    emptyDir), the emptyDir medium and the PVC claim name. Shared by both pod parsers."""
+    kinds = [k for k in v if k != "name"]
+    kind = kinds[0] if kinds else "emptyDir"
+    medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
+    claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
+    return Volume(str(v.get("name", "")), kind, medium, claim)
+
+
 def _dicts(v: Any) -> list[Any]:
     """A list of dicts (``None``: empty); raises :class:`_Bail` on anything else."""
     if v is None:
@@ -624,13 +634,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
                 if type(hp) is not int:
                     raise _Bail
                 ports.append((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), hp))
-    volumes = []
-    for v in _dicts(spec.get("volumes")):
-        kinds = [k for k in v if k != "name"]
-        kind = kinds[0] if kinds else "emptyDir"
-        medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
-        claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
-        volumes.append(Volume(str(v.get("name", "")), kind, medium, claim))
+    volumes = [_volume(v) for v in _dicts(spec.get("volumes"))]
     created = meta.get("creationTimestamp")
     deleted = meta.get("deletionTimestamp")
     priority = spec.get("priority")
@@ -746,13 +750,7 @@ def _parse_pod_general(obj: Obj) -> Pod:
                         _int(hp, "hostPort", obj),
                     )
                 )
-    volumes = []
-    for v in _list(spec, "volumes", obj):
-        kinds = [k for k in v if k != "name"]
-        kind = kinds[0] if kinds else "emptyDir"
-        medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
-        claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
-        volumes.append(Volume(str(v.get("name", "")), kind, medium, claim))
+    volumes = [_volume(v) for v in _list(spec, "volumes", obj)]
     created = meta.get("creationTimestamp")
     deleted = meta.get("deletionTimestamp")
     priority = spec.get("priority")
