@@ -33,8 +33,9 @@ PodFitsResourceOnPortrait) after the built-in ones, and, when the policy names S
 takes the node with the highest sum of their scores instead of ``LeastAllocated`` (ties by node
 name). The plugins' filters are a preference: a pod that no node accepts under them is placed by
 the built-in filters alone (left pending, it would ask for new nodes that TargetUsage still
-refuses when its request exceeds the target, and never run). It models a cluster whose scheduler runs the same plugins as scaler, as seed 001's scheduler does
-(or crane's and koordinator's load-aware schedulers). Snapshots seen by the scheduler carry the
+refuses when its request exceeds the target, and never run). It models a cluster whose scheduler
+runs the same plugins as scaler, as seed 001's scheduler does (or crane's and koordinator's
+load-aware schedulers). Snapshots seen by the scheduler carry the
 same workload profiles as the controller's (``attach``). Scale-up still matches pods to pools by
 the built-in filters alone.
 
@@ -87,7 +88,7 @@ from scaler.model.records import (
 )
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.removal import placement_order
+from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, NodeTable, ScorePlugin
 
 __all__ = [
@@ -644,14 +645,8 @@ class World:
     def _best_by_plugins(self, pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
         """The feasible node with the highest sum of the policy's Score plugins (first maximum)."""
         nodes = [state.nodes[state.names[int(i)]] for i in feasible]
-        totals = np.zeros(len(nodes), dtype=np.float64)
-        for s in self._place_scorers:
-            batch = getattr(s, "score_nodes", None)
-            values = (
-                batch(pod, nodes, state) if batch is not None else [s.score(pod, n, state) for n in nodes]
-            )
-            totals += np.asarray(values, dtype=np.float64)
-        return int(feasible[int(np.argmax(totals))])
+        totals = score_totals(self._place_scorers, pod, nodes, state)
+        return int(feasible[max(range(len(nodes)), key=totals.__getitem__)])
 
     # ---- scale-up ----------------------------------------------------------------------------------
     def _pool_limits(self) -> dict[str, tuple[int, int]]:

@@ -35,7 +35,7 @@ import numpy as np
 from scaler.model.records import Pod
 from scaler.simulator.state import ClusterState, Codes, FilterPlugin, NodeState, Positions, ScorePlugin
 
-__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "Tier", "placement_order"]
+__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "Tier", "placement_order", "score_totals"]
 
 _FIRST_CHUNK = 256
 _MAX_CHUNK = 8192
@@ -247,15 +247,7 @@ class RemovalSimulator:
                     feasible.append((lo + j, int(pos[lo + j])))
             if feasible:
                 nodes = [state.nodes[state.names[i]] for _, i in feasible]
-                totals = [0.0] * len(nodes)
-                for s in self.scorers:
-                    batch = getattr(s, "score_nodes", None)
-                    values = (
-                        batch(pod, nodes, state)
-                        if batch is not None
-                        else [s.score(pod, n, state) for n in nodes]
-                    )
-                    totals = [a + b for a, b in zip(totals, values, strict=True)]
+                totals = score_totals(self.scorers, pod, nodes, state)
                 k = max(
                     range(len(nodes)), key=totals.__getitem__
                 )  # first max keeps the round-robin tie-break
@@ -300,6 +292,20 @@ class RemovalSimulator:
         else:
             state.revert(mark)
         return RemovalResult(node_name, tuple(moves))
+
+
+def score_totals(
+    scorers: Sequence[ScorePlugin], pod: Pod, nodes: Sequence[NodeState], state: ClusterState
+) -> list[float]:
+    """The sum of every Score plugin's score for each of ``nodes`` (same order, higher is
+    better): :meth:`~scaler.simulator.state.BatchScorePlugin.score_nodes` where a plugin has
+    it (normalised scores need every candidate at once), else ``score`` node by node."""
+    totals = [0.0] * len(nodes)
+    for s in scorers:
+        batch = getattr(s, "score_nodes", None)
+        values = batch(pod, nodes, state) if batch is not None else [s.score(pod, n, state) for n in nodes]
+        totals = [a + b for a, b in zip(totals, values, strict=True)]
+    return totals
 
 
 def _each(f: FilterPlugin, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
