@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scaler.model.quantity import parse_bytes, parse_millicores
 from scaler.replay.traces import csv_members
 
 __all__ = ["CACHE", "DAY", "FIGURES", "RAW_TRACE", "VmSample", "build_cache", "build_figures", "load_samples"]
@@ -140,18 +141,6 @@ def build_cache(raw: Path = RAW_TRACE, out: Path = CACHE) -> Path:
     return out
 
 
-def _millicores(v: str) -> int:
-    return int(v[:-1]) if v.endswith("m") else int(float(v) * 1000)
-
-
-def _bytes(v: str) -> int:
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "M": 10**6, "k": 10**3}
-    for u, f in units.items():
-        if v.endswith(u):
-            return int(float(v[: -len(u)]) * f)
-    return int(v)
-
-
 def build_figures(raw: Path = RAW, out: Path = FIGURES) -> Path:
     """Copy the GKE figures the generator needs into one small committed JSON file: allocatable
     of the machine types used, the DaemonSet set (split so that it sums to the measured
@@ -160,8 +149,8 @@ def build_figures(raw: Path = RAW, out: Path = FIGURES) -> Path:
     ds = json.loads((raw / "gke-node-capacity-2i2c" / "daemonset_requests.json").read_text())["gke"]["2i2c"]
     names = ds["requesting_daemon_sets"].split(",")
     split = [[n, *DS_SPLIT[n]] for n in names]
-    assert sum(c for _, c, _ in split) == _millicores(ds["cpu_requests"])
-    assert sum(m for _, _, m in split) * 2**20 == _bytes(ds["memory_requests"])
+    assert sum(c for _, c, _ in split) == parse_millicores(ds["cpu_requests"])
+    assert sum(m for _, _, m in split) * 2**20 == parse_bytes(ds["memory_requests"])
     deps = json.loads(
         (raw / "gke-objects-small" / "libcloud-gke-2021" / "_apis_apps_v1_deployments.json").read_text()
     )
@@ -171,8 +160,8 @@ def build_figures(raw: Path = RAW, out: Path = FIGURES) -> Path:
         cpu = mem = 0
         for c in spec["containers"]:
             req = (c.get("resources") or {}).get("requests") or {}
-            cpu += _millicores(req["cpu"]) if "cpu" in req else 0
-            mem += _bytes(req["memory"]) if "memory" in req else 0
+            cpu += parse_millicores(req["cpu"]) if "cpu" in req else 0
+            mem += parse_bytes(req["memory"]) if "memory" in req else 0
         system.append(
             {
                 "name": d["metadata"]["name"],

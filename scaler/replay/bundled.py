@@ -23,6 +23,7 @@ import tarfile
 from importlib import resources
 from pathlib import Path
 
+from scaler.model.quantity import parse_millicores
 from scaler.replay.traces import csv_members
 
 __all__ = ["BUNDLED_AT", "BUNDLED_NAME", "KNOWN_SNAPSHOTS", "derive_bundled_map", "known_map"]
@@ -89,7 +90,7 @@ def derive_bundled_map(
         for m in json.loads((snap / "pod-metrics.json").read_text())["items"]
     }
     nodes = json.loads((snap / "nodes.json").read_text())["items"]
-    max_c = max(_cpu_m(n["status"]["allocatable"]["cpu"]) for n in nodes) * 0.8
+    max_c = max(parse_millicores(n["status"]["allocatable"]["cpu"]) for n in nodes) * 0.8
     max_m = max(int(n["status"]["allocatable"]["memory"][:-2]) * 1024 for n in nodes) * 0.8
     vms = []
     for vm, f in _nearest_rows(Path(trace), at):
@@ -115,7 +116,3 @@ def derive_bundled_map(
             raise ValueError(f"pod {ns}/{name} does not match VM {vm}: {req} {usage}")
         out[f"{ns}/{name}"] = vm
     return out
-
-
-def _cpu_m(v: str) -> int:
-    return int(v[:-1]) if v.endswith("m") else int(float(v) * 1000)
