@@ -23,7 +23,6 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scaler.engine import Evaluation, NodeResult
+from scaler.model.parse import format_time
 from scaler.model.records import NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -206,20 +206,18 @@ def with_aggregated_usage(
     return replace(snapshot, node_metrics=metrics)
 
 
-def _iso(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float | None, now: float) -> str:
     # Messages name fixed times, not elapsed ones, so an unchanged situation reads the same
     # every loop (the status ConfigMap is only rewritten when it changes).
     cfg = evaluation.config
     if last_scale_up is not None and now < last_scale_up + cfg.scale_down_delay_after_add:
-        return f"scale-down-delay-after-add until {_iso(last_scale_up + cfg.scale_down_delay_after_add)}"
+        return (
+            f"scale-down-delay-after-add until {format_time(last_scale_up + cfg.scale_down_delay_after_add)}"
+        )
     if state.last_delete is not None and now < state.last_delete + cfg.scale_down_delay_after_delete:
-        return f"scale-down-delay-after-delete until {_iso(state.last_delete + cfg.scale_down_delay_after_delete)}"
+        return f"scale-down-delay-after-delete until {format_time(state.last_delete + cfg.scale_down_delay_after_delete)}"
     if state.last_failure is not None and now < state.last_failure + cfg.scale_down_delay_after_failure:
-        return f"scale-down-delay-after-failure until {_iso(state.last_failure + cfg.scale_down_delay_after_failure)}"
+        return f"scale-down-delay-after-failure until {format_time(state.last_failure + cfg.scale_down_delay_after_failure)}"
     return ""
 
 
@@ -283,7 +281,9 @@ def plan(
                 else UnremovableReason.NotUnreadyLongEnough
             )
             hold(
-                r, reason, f"unneeded since {_iso(since[name])}, deletable at {_iso(since[name] + threshold)}"
+                r,
+                reason,
+                f"unneeded since {format_time(since[name])}, deletable at {format_time(since[name] + threshold)}",
             )
             continue
         size = group_sizes.get(group)

@@ -8,9 +8,12 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scaler.model.parse import (
     ObjectError,
+    format_time,
     parse_controller,
     parse_duration_seconds,
     parse_label_selector,
@@ -950,6 +953,13 @@ def test_parse_resources_skips_storage_and_keeps_extended() -> None:
 )
 def test_parse_time(text: str, expected: float) -> None:
     assert parse_time(text) == pytest.approx(expected, abs=1e-6)
+
+
+@given(st.integers(min_value=0, max_value=253402300799), st.floats(min_value=0.0, max_value=0.999))
+def test_format_time_round_trips_whole_seconds(seconds: int, fraction: float) -> None:
+    text = format_time(seconds + fraction)
+    assert text.endswith("Z") and len(text) == 20
+    assert parse_time(text) == seconds
 
 
 def test_parse_time_accepts_yaml_datetimes() -> None:

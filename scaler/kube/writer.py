@@ -12,7 +12,6 @@ retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries ev
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import time
@@ -27,6 +26,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
+from scaler.model.parse import format_time
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.sources.kube import ApiCall
 
@@ -94,10 +94,6 @@ def _body(e: ApiException) -> str:
         return str(json.loads(e.body or "").get("message") or e.reason)
     except (TypeError, ValueError, AttributeError):
         return str(e.reason)
-
-
-def _rfc3339(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +362,7 @@ class KubeWriter:
         """Create a core/v1 Event about ``ref`` (cluster-scoped objects' events go to
         ``default``). Failures are logged, never raised: events are best effort."""
         namespace = ref.namespace or "default"
-        now = _rfc3339(self.clock())
+        now = format_time(self.clock())
         body = {
             "apiVersion": "v1",
             "kind": "Event",

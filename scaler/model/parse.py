@@ -44,6 +44,7 @@ from scaler.model.records import (
 
 __all__ = [
     "ObjectError",
+    "format_time",
     "parse_controller",
     "parse_duration_seconds",
     "parse_label_selector",
@@ -143,6 +144,13 @@ def _rfc3339_seconds(value: str) -> float:
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.UTC)
     return t.timestamp()
+
+
+def format_time(ts: float) -> str:
+    """Unix seconds as an RFC 3339 UTC timestamp to the second (``2026-11-22T08:30:00Z``, the
+    layout Kubernetes writes; fractions are dropped). The inverse of :func:`parse_time` for
+    whole seconds."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @lru_cache(maxsize=1024)

@@ -15,7 +15,6 @@ Units are in the names; node-minutes are minutes × nodes.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +22,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from scaler.model.parse import format_time
 from scaler.replay.simulate import PolicyResult
 
-__all__ = ["ReplayMeta", "iso", "print_table", "report_dict"]
-
-
-def iso(ts: float) -> str:
-    """RFC 3339 UTC (``2013-07-01T00:00:00Z``) of Unix seconds."""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = ["ReplayMeta", "print_table", "report_dict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +96,8 @@ def report_dict(meta: ReplayMeta, results: Sequence[PolicyResult], baseline: Pol
             "pods": meta.pods,
             "podsFollowingTrace": meta.pods_following,
         },
-        "from": iso(meta.start),
-        "to": iso(meta.end),
+        "from": format_time(meta.start),
+        "to": format_time(meta.end),
         "stepSeconds": meta.step,
         "steps": meta.steps,
         "provisionDelaySeconds": meta.provision_delay,
