@@ -1,7 +1,8 @@
 """``scaler run``: the controller loop around the pure engine and planner.
 
 Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
-pod-metrics LIST), record usage, evaluate with usage aggregated over the unneeded window, plan,
+pod-metrics LIST), record usage (nodes, and the pods of the nodes that may become candidates),
+evaluate with usage aggregated over the unneeded window, plan,
 and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics report
 every loop; the status ConfigMap is rewritten when its content changes (its ``time`` says when);
 in dry-run, "would remove" events are emitted once per node.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
@@ -32,9 +33,13 @@ from scaler.planner import (
     PlannerState,
     ScaleDownPlan,
     plan,
+    record_pod_usage,
     record_usage,
     with_aggregated_usage,
 )
+from scaler.reasons import UnremovableReason
+from scaler.simulator.registry import load_filters, load_scorers
+from scaler.simulator.state import FilterPlugin, ScorePlugin
 
 __all__ = ["Controller"]
 
@@ -56,6 +61,12 @@ class Controller:
         actuator_factory: builds the :class:`Actuator` (tests tune its timings).
         source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
             watches that keep failing; while it says anything, nothing is started.
+        filters, scorers: the simulation's plugins, resolved once for the life of the
+            controller and shared by the evaluation and the actuator's re-check (``None``:
+            loaded from ``config`` here).
+
+    Raises:
+        scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
     """
 
     def __init__(
@@ -71,8 +82,12 @@ class Controller:
         clock: Callable[[], float] = time.time,
         actuator_factory: Callable[..., Actuator] = Actuator,
         source_problem: Callable[[], str] | None = None,
+        filters: Sequence[FilterPlugin] | None = None,
+        scorers: Sequence[ScorePlugin] | None = None,
     ) -> None:
         self.config = config
+        self.filters = list(load_filters(config) if filters is None else filters)
+        self.scorers = list(load_scorers(config) if scorers is None else scorers)
         self.snapshot_source = snapshot_source
         self.writer = writer
         self.cloud = cloud
@@ -91,6 +106,7 @@ class Controller:
         self._outcome_lock = threading.Lock()
         self._recovered = False
         self._last_status: dict[str, object] | None = None
+        self._sampled_nodes: set[str] | None = None  # None: every pod (before the first evaluation)
         self.actuator = actuator_factory(
             config,
             writer,
@@ -99,6 +115,8 @@ class Controller:
             metrics,
             self._record_outcome,
             clock=clock,
+            filters=self.filters,
+            scorers=self.scorers,
         )
 
     # ---- outcomes from actuator threads -------------------------------------------------------------
@@ -155,15 +173,29 @@ class Controller:
         self._apply_outcomes(now)
         cfg = self.config
         history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time)
+        pod_history = record_pod_usage(
+            self.state.pod_usage_history, snapshot, cfg.scale_down_unneeded_time, self._sampled_nodes
+        )
         in_flight = dict(self.actuator.in_flight)
         self.state = replace(
             self.state,
             usage_history=history,
+            pod_usage_history=pod_history,
             in_flight=in_flight,
             in_flight_drains=frozenset(self.actuator.drains),
         )
-        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation))
-        evaluation = evaluate(aggregated, cfg, recently_unremovable=self.state.recently_unremovable(now))
+        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation), pod_history)
+        evaluation = evaluate(
+            aggregated,
+            cfg,
+            filters=self.filters,
+            scorers=self.scorers,
+            recently_unremovable=self.state.recently_unremovable(now),
+        )
+        # Pods whose usage history the next loops keep: those of the nodes that may be candidates.
+        self._sampled_nodes = {
+            r.node.name for r in evaluation.nodes if r.reason is not UnremovableReason.NotUnderutilized
+        }
         self.cloud.refresh()
         sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
         last_scale_up = max((n.creation_ts for n in snapshot.nodes), default=None)

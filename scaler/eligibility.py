@@ -107,6 +107,8 @@ def check_eligibility(
     if not node.ready and not config.scale_down_unready_enabled:
         return Ineligible(UnremovableReason.ScaleDownUnreadyDisabled, "node is NotReady")
     if util.value is None:
+        if util.usage_unknown:
+            return Ineligible(UnremovableReason.MetricsUnavailable, util.usage_unknown)
         age = (
             "no NodeMetrics"
             if util.metrics_age_seconds is None

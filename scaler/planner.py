@@ -9,7 +9,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 * A node is *unneeded* while the evaluation finds it removable; ``since`` is kept while it stays
   unneeded and dropped the moment it is not (CA's timer reset). To stop one noisy metrics sample
   from resetting it, the controller feeds the evaluation usage *aggregated* over the unneeded
-  window (:func:`aggregate_usage`, ``--usage-aggregation``).
+  window (:func:`aggregate_usage`, ``--usage-aggregation``), for nodes and for the pods of the
+  nodes that may become candidates (:func:`record_pod_usage`); the newest readings are kept
+  beside the aggregates, because a destination and a moved pod are judged by the larger of the
+  two (:func:`with_aggregated_usage`).
 * A node becomes deletable after ``--scale-down-unneeded-time`` (Ready) or
   ``--scale-down-unready-time`` (NotReady) of continuous unneededness.
 * Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
@@ -44,6 +47,7 @@ __all__ = [
     "UsageSample",
     "aggregate_usage",
     "plan",
+    "record_pod_usage",
     "record_usage",
     "with_aggregated_usage",
 ]
@@ -87,6 +91,9 @@ class PlannerState:
         unneeded_since: node → Unix time it became (continuously) unneeded.
         unremovable_until: node → Unix time until which it is ``RecentlyUnremovable``.
         usage_history: node → NodeMetrics samples within the unneeded window, oldest first.
+        pod_usage_history: ``(namespace, pod)`` → PodMetrics samples within the unneeded window,
+            oldest first, for the pods of the nodes that may become candidates
+            (:func:`record_pod_usage`).
         in_flight: node → node group of deletions under way.
         in_flight_drains: nodes among ``in_flight`` that are being drained (not empty).
         last_delete: Unix time of the last loop that started deletions.
@@ -96,6 +103,7 @@ class PlannerState:
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
     unremovable_until: Mapping[str, float] = field(default_factory=dict)
     usage_history: Mapping[str, tuple[UsageSample, ...]] = field(default_factory=dict)
+    pod_usage_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] = field(default_factory=dict)
     in_flight: Mapping[str, str] = field(default_factory=dict)
     in_flight_drains: frozenset[str] = frozenset()
     last_delete: float | None = None
@@ -152,6 +160,40 @@ def record_usage(
     return out
 
 
+def record_pod_usage(
+    history: Mapping[tuple[str, str], tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    nodes: Collection[str] | None = None,
+) -> dict[tuple[str, str], tuple[UsageSample, ...]]:
+    """Append the snapshot's PodMetrics of the pods on ``nodes`` to ``history`` and drop samples
+    older than the window, as :func:`record_usage` does for nodes.
+
+    ``nodes`` ``None`` records every bound pod. The controller passes the nodes its last
+    evaluation did not find ``NotUnderutilized``: only their pods can be moved soon, and keeping
+    every pod's samples would cost memory in proportion to the cluster (a pod without history is
+    judged by its newest reading alone). Pods elsewhere, or gone, are forgotten.
+    """
+    out: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
+    horizon = snapshot.now - window_seconds
+    wanted = None if nodes is None else set(nodes)
+    metrics = snapshot.pod_metrics
+    for node_name, pods in snapshot.pods_by_node.items():
+        if wanted is not None and node_name not in wanted:
+            continue
+        for p in pods:
+            key = (p.namespace, p.name)
+            past = history.get(key, ())
+            if past and past[0].timestamp < horizon:
+                past = tuple(x for x in past if x.timestamp >= horizon)
+            m = metrics.get(key)
+            if m is not None and (not past or past[-1].timestamp < m.timestamp):
+                past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+            if past:
+                out[key] = past
+    return out
+
+
 def _p95(values: Sequence[int]) -> int:
     ordered = sorted(values)
     # Nearest-rank percentile: the smallest value with at least 95% of samples at or below it.
@@ -190,12 +232,19 @@ def aggregate_usage(
 
 
 def with_aggregated_usage(
-    snapshot: ClusterSnapshot, history: Mapping[str, tuple[UsageSample, ...]], method: Aggregation
+    snapshot: ClusterSnapshot,
+    history: Mapping[str, tuple[UsageSample, ...]],
+    method: Aggregation,
+    pod_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] | None = None,
 ) -> ClusterSnapshot:
-    """The snapshot with each *fresh* NodeMetrics replaced by the aggregate of its history.
+    """The snapshot with each NodeMetrics (and each PodMetrics in ``pod_history``) replaced by
+    the aggregate of its history, the newest readings kept in ``newest_node_metrics`` /
+    ``newest_pod_metrics``.
 
-    Freshness is unchanged: the newest sample's timestamp is kept, so stale or missing metrics
-    still make a non-empty node ``MetricsUnavailable``.
+    A candidate is judged by its aggregate; a destination, and a pod moved there, by the larger
+    of the aggregate and the newest reading (:mod:`scaler.utilization`), so that smoothing never
+    hides a spike where pods would land. Freshness is unchanged: the newest sample's timestamp
+    is kept, so stale or missing metrics still make a non-empty node ``MetricsUnavailable``.
     """
     metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
     for name, m in snapshot.node_metrics.items():
@@ -203,7 +252,22 @@ def with_aggregated_usage(
         if samples:
             cpu, mem = aggregate_usage(samples, method)
             metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
-    return replace(snapshot, node_metrics=metrics)
+    pod_metrics = snapshot.pod_metrics
+    if pod_history:
+        aggregated = dict(pod_metrics)
+        for key, samples in pod_history.items():
+            pm = pod_metrics.get(key)
+            if pm is not None and samples:
+                cpu, mem = aggregate_usage(samples, method)
+                aggregated[key] = replace(pm, cpu_millicores=cpu, memory_bytes=mem)
+        pod_metrics = aggregated
+    return replace(
+        snapshot,
+        node_metrics=metrics,
+        pod_metrics=pod_metrics,
+        newest_node_metrics=snapshot.node_metrics,
+        newest_pod_metrics=snapshot.pod_metrics,
+    )
 
 
 def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float | None, now: float) -> str:

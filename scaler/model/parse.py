@@ -700,6 +700,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
         topology_spread=spread,
         host_ports=tuple(ports),
         volumes=tuple(volumes),
+        start_ts=_stamp(started) if (started := status.get("startTime")) else None,
     )
 
 
@@ -797,6 +798,9 @@ def _parse_pod_general(obj: Obj) -> Pod:
         topology_spread=spread,
         host_ports=tuple(ports),
         volumes=tuple(volumes),
+        start_ts=parse_time(started, "status.startTime", obj)
+        if (started := status.get("startTime"))
+        else None,
     )
 
 

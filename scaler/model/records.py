@@ -316,6 +316,13 @@ class Pod:
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     host_ports: tuple[tuple[str, str, int], ...] = ()  # (protocol, hostIP, port)
     volumes: tuple[Volume, ...] = ()
+    start_ts: float | None = None  # status.startTime: when the kubelet took the pod on
+
+    @property
+    def started(self) -> float | None:
+        """When the pod started on its node: ``status.startTime``, else its creation time;
+        ``None`` when neither is known (records not read from an API server)."""
+        return self.start_ts if self.start_ts is not None else self.creation_ts
 
     @property
     def key(self) -> str:

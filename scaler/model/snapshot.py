@@ -78,6 +78,12 @@ class ClusterSnapshot:
     ``workload_kinds`` are the controller kinds that were listed: the ReplicaCount drain rule
     only reports ``ControllerNotFound`` for a kind that was listed (a snapshot without
     ReplicationControllers says nothing about them).
+
+    ``node_metrics`` and ``pod_metrics`` are what nodes and pods are judged by; in ``scaler run``
+    they hold usage aggregated over the unneeded window
+    (:func:`scaler.planner.with_aggregated_usage`), and ``newest_node_metrics`` /
+    ``newest_pod_metrics`` then keep the newest readings as listed (empty otherwise: the
+    metrics are themselves the newest readings). See :meth:`newest_node_metric`.
     """
 
     now: float
@@ -92,6 +98,8 @@ class ClusterSnapshot:
     has_pvs: bool = False
     workload_kinds: frozenset[str] = frozenset()
     workload_profiles: Mapping[str, WorkloadProfile] = field(default_factory=dict)
+    newest_node_metrics: Mapping[str, NodeMetrics] = field(default_factory=dict)
+    newest_pod_metrics: Mapping[tuple[str, str], PodMetrics] = field(default_factory=dict)
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
 
@@ -138,6 +146,16 @@ class ClusterSnapshot:
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
             node_by_name={n.name: n for n in node_t},
         )
+
+    def newest_node_metric(self, name: str) -> NodeMetrics | None:
+        """The newest NodeMetrics reading of node ``name`` as listed (``None`` without one)."""
+        m = self.newest_node_metrics.get(name)
+        return m if m is not None else self.node_metrics.get(name)
+
+    def newest_pod_metric(self, namespace: str, name: str) -> PodMetrics | None:
+        """The newest PodMetrics reading of pod ``namespace/name`` as listed (``None`` without one)."""
+        m = self.newest_pod_metrics.get((namespace, name))
+        return m if m is not None else self.pod_metrics.get((namespace, name))
 
     @property
     def has_workloads(self) -> bool:

@@ -25,7 +25,9 @@ largest request first, each on the node that passes scaler's built-in filters (N
 NodeResourcesFit, TaintToleration, NodeAffinity, NodePorts, VolumeZone, InterPodAffinity,
 PodTopologySpread — TargetUsage and other plugins are *not* scheduler filters) with the highest
 kube-scheduler ``LeastAllocated`` score (mean over CPU and memory of free / allocatable after
-placing the pod; ties by node name). A pod that fits nowhere stays pending.
+placing the pod; ties by node name). A pod that fits nowhere stays pending. A placed pod starts
+(``status.startTime``) at the step it is placed: until the next step's metrics it is one of its
+node's pods not yet in the metrics, as a replacement is live.
 
 With ``scheduler_plugins`` (the replay-only policy flag ``--scheduler-plugins``), the scheduler
 also runs the policy's own Filter plugins (``--filter-plugins``, e.g. TargetUsage,
@@ -244,8 +246,9 @@ class World:
         config: the policy's configuration (node-group limits, instance name).
         provision_delay: seconds from a scale-up request to the node joining.
         start_step: the grid index the replay starts at (earlier steps are history only).
-        with_pod_metrics: also publish PodMetrics in snapshots (needed only by
-            ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``).
+        with_pod_metrics: also publish PodMetrics in snapshots (the replay always does: moved
+            pods count ``max(request, usage)``, and ``--ignore-daemonsets-utilization`` reads
+            them; without, every pod counts its requests).
         scheduler_plugins: the scheduler also runs the policy's Filter and Score plugins (see
             the module doc).
         attach: applied to each snapshot the scheduler reads (the replay attaches workload
@@ -515,7 +518,7 @@ class World:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
         name and usage, created now; any other pod is gone."""
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
-            self.pods[pod.uid] = replace(pod, node_name="", creation_ts=self.now)
+            self.pods[pod.uid] = replace(pod, node_name="", creation_ts=self.now, start_ts=None)
             self.pending[pod.uid] = self.now
         else:
             del self.pods[pod.uid]
@@ -607,7 +610,17 @@ class World:
             return
         snap = self.snapshot()
         usage = {n: (m.cpu_millicores, m.memory_bytes) for n, m in snap.node_metrics.items()}
-        state = ClusterState(self.attach(snap) if self.attach is not None else snap, usage=usage)
+        pod_load = None
+        if self._place_filters is not self._sched_filters:  # a load-aware scheduler (TargetUsage)
+            used = self.pod_usage()
+
+            def pod_load(p: Pod) -> tuple[int, int]:
+                u = used.get(p.uid, (0.0, 0.0))
+                return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
+
+        state = ClusterState(
+            self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
+        )
         t = state.table
         positions = np.arange(len(state.names), dtype=np.intp)
         placed = False
@@ -622,7 +635,7 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
-            self.pods[pod.uid] = replace(pod, node_name=dest)
+            self.pods[pod.uid] = replace(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
         if placed:
@@ -755,7 +768,7 @@ class World:
             else:  # a DaemonSet pod: <daemonset>-<random suffix>
                 pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}"
             uid = f"replay-{_short_hash(pname, at, n=16)}"
-            self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at)
+            self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
             self._add_slot(uid, -1, use)
         self.stats.nodes_added += 1
         self.touch()
