@@ -232,9 +232,12 @@ def _run(args: argparse.Namespace) -> int:
     from scaler.model.records import Node
     from scaler.observability import configure_logging
     from scaler.runner import Runner, run_forever
+    from scaler.simulator.registry import load_filters, load_scorers
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
 
     config = _config(args)
+    # Plugin names are resolved once, here, before anything else: a typo exits 2 at start.
+    filters, scorers = load_filters(config), load_scorers(config)
     configure_logging(config.log_format)
     try:
         api = make_api_client(args.kubeconfig, args.context)
@@ -275,7 +278,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except Exception as e:  # metadata server unreachable and no --gke-* flags
         raise UsageError(f"cloud provider {config.cloud_provider}: {e}") from None
-    runner = Runner(config, api, cloud, identity=identity, dry_run=args.dry_run)
+    runner = Runner(
+        config, api, cloud, identity=identity, dry_run=args.dry_run, filters=filters, scorers=scorers
+    )
     return run_forever(runner)
 
 

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import FrameType
 
@@ -28,6 +28,7 @@ from scaler.kube.writer import KubeWriter
 from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
+from scaler.simulator.state import FilterPlugin, ScorePlugin
 from scaler.sources.watch import WatchCache, snapshot_from_cache
 
 __all__ = ["Runner", "run_forever"]
@@ -48,6 +49,8 @@ class Runner:
         writer: the Kubernetes writer (default: one on ``api`` for ``--instance-name``).
         lease: leader-election timings ``(duration, renew deadline, retry period)`` in seconds.
         controller_factory: builds the :class:`Controller` (tests tune the actuator).
+        filters, scorers: the simulation's plugins, resolved once (``None``: the controller
+            loads them from ``config``).
     """
 
     def __init__(
@@ -62,6 +65,8 @@ class Runner:
         writer: KubeWriter | None = None,
         lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
         controller_factory: Callable[..., Controller] = Controller,
+        filters: Sequence[FilterPlugin] | None = None,
+        scorers: Sequence[ScorePlugin] | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -81,6 +86,8 @@ class Runner:
             identity=identity,
             clock=clock,
             source_problem=self.stale_kinds,
+            filters=filters,
+            scorers=scorers,
         )
         self.elector: LeaderElector | None = None
         if config.leader_elect:

@@ -13,7 +13,9 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
    DaemonSet pods best effort when the flags (or the pod's ``enable-ds-eviction`` annotation)
    say so; mark the node ``drained``.
 3. **Verify** with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to the node, then
-   **delete** through the cloud provider.
+   **delete** through the cloud provider. Expendable pods (priority below
+   ``--expendable-pods-priority-cutoff``) are ignored here as everywhere else: they are never
+   evicted and go down with the node, as in CA.
 4. **Any failure** before the deletion: remove the taint, uncordon (unless the node was cordoned
    before), Warning event ``ScaleDownFailed``, and the node returns to the candidate pool with a
    fresh timer.
@@ -69,9 +71,11 @@ class NodeOutcome:
     message: str = ""
 
 
-def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
-    """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror
-    and finished pods. An unparsable pod counts (when in doubt, don't act)."""
+def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) -> list[str]:
+    """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror,
+    finished and expendable pods (priority below ``expendable_cutoff``, which CA neither moves
+    nor waits for: they go down with the node). An unparsable pod counts (when in doubt, don't
+    act)."""
     out = []
     for obj in objs:
         try:
@@ -79,7 +83,7 @@ def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
         except ObjectError:
             out.append(str(obj.get("metadata")))
             continue
-        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal):
+        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.priority < expendable_cutoff):
             out.append(pod.key)
     return out
 
@@ -310,7 +314,9 @@ class Actuator:
                     log.info("DaemonSet pod %s not evicted (HTTP %s: %s); ignored", pod.key, status, msg)
 
     def _verify_and_delete(self, node: Node) -> None:
-        remaining = _workload_pods(self.writer.pods_on_node(node.name))
+        remaining = _workload_pods(
+            self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
+        )
         if remaining:
             raise _Abort(
                 f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
