@@ -62,7 +62,7 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] |
                     flag,
                     dest=key,
                     action="append",
-                    metavar="MIN:MAX:POOL",
+                    metavar="MIN:MAX:NAME",
                     default=argparse.SUPPRESS,
                     help=text,
                 )

@@ -197,7 +197,15 @@ class Controller:
             r.node.name for r in evaluation.nodes if r.reason is not UnremovableReason.NotUnderutilized
         }
         self.cloud.refresh()
-        sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
+        sizes = {
+            g.id: GroupSize(
+                g.min_size,
+                g.max_size,
+                g.target_size,
+                {z.zone: GroupSize(z.min_size, z.max_size, z.target_size) for z in g.zone_groups},
+            )
+            for g in self.cloud.node_groups()
+        }
         last_scale_up = max((n.creation_ts for n in snapshot.nodes), default=None)
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight

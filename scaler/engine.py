@@ -130,7 +130,7 @@ def _evaluate(
     now = snapshot.now
     ctx = RemovalContext(snapshot, config, filters, scorers)
     utils = ctx.utils
-    group_sizes = Counter(n.node_group for n in snapshot.nodes if n.node_group)
+    group_sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
 
     results: dict[str, NodeResult] = {}
@@ -151,7 +151,7 @@ def _evaluate(
     candidate_names = {n.name for n in candidates}
     non_candidates = Tier.of(state, [n.name for n in snapshot.nodes if n.name not in candidate_names])
     reverse_candidates = Tier.of(state, [n.name for n in reversed(candidates)])
-    planned: Counter[str] = Counter()
+    planned: Counter[tuple[str, str]] = Counter()
     receivers: set[str] = set()
     rank = 0
 
@@ -164,13 +164,13 @@ def _evaluate(
         if node.name in receivers:
             unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
             continue
-        group = node.node_group
-        spec = limits.get(group)
-        min_size = spec.min_size if spec is not None else 0
-        if group_sizes[group] - planned[group] <= min_size:
+        key = (node.node_group, node.zone)
+        min_size = limits.min_size(*key)
+        if group_sizes[key] - planned[key] <= min_size:
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {group}: {group_sizes[group]} nodes, {planned[group]} already removable, min {min_size}",
+                f"node group {key[0]} zone {key[1] or '(none)'}: {group_sizes[key]} nodes, "
+                f"{planned[key]} already removable, min {min_size} per zone",
             )
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
@@ -178,7 +178,7 @@ def _evaluate(
         if not removal.removable:
             unremovable(removal.reason, removal.detail, removal.blocking)
             continue
-        planned[group] += 1
+        planned[key] += 1
         receivers.update(dest for _, dest in removal.moves)
         status = NodeStatus.REMOVABLE_DRAIN if removal.moves else NodeStatus.REMOVABLE_EMPTY
         results[node.name] = NodeResult(

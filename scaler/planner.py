@@ -18,8 +18,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 * Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
   node's creation (a scale-up), ``-after-delete`` of the last started deletion, or
   ``-after-failure`` of the last failure. Timers still run during a cooldown.
-* Min size: a group never goes below its minimum, counting in-flight deletions and nodes already
-  chosen in this plan (``targetSize - deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
+* Min size: a group never goes below its minimum, nor below its minimum in any zone (a GKE node
+  pool's limits are per zone: one MIG per zone, each a node group of CA's GCE provider), counting
+  in-flight deletions and nodes already chosen in this plan (``targetSize -
+  deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
   ``--max-drain-parallelism`` drains; empty nodes take the budget first.
 """
@@ -76,11 +78,14 @@ class UsageSample:
 
 @dataclass(frozen=True, slots=True)
 class GroupSize:
-    """A node group's size as the cloud provider reports it (nodes)."""
+    """A node group's size as the cloud provider reports it (nodes): the whole group's limits
+    and size, and ``zones``, zone → the same for the group in that zone (its MIG on GKE;
+    empty when the provider knows no zones)."""
 
     min_size: int
     max_size: int
     target_size: int
+    zones: Mapping[str, GroupSize] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +327,10 @@ def plan(
 
     cooldown = _cooldown(evaluation, state, last_scale_up, now)
     in_flight_by_group = Counter(state.in_flight.values())
+    zone_of = {r.node.name: r.node.zone for r in evaluation.nodes}
+    in_flight_by_zone = Counter((g, zone_of.get(n, "")) for n, g in state.in_flight.items())
     planned: Counter[str] = Counter()
+    planned_zone: Counter[tuple[str, str]] = Counter()
     budget = cfg.max_scale_down_parallelism - len(state.in_flight)
     drain_budget = cfg.max_drain_parallelism - len(state.in_flight_drains)
     empty: list[NodeResult] = []
@@ -362,6 +370,17 @@ def plan(
                 f"node group {group}: {left} nodes left, min {size.min_size}",
             )
             continue
+        key = (group, r.node.zone)
+        zone = size.zones.get(key[1])
+        if zone is not None:
+            left = zone.target_size - in_flight_by_zone[key] - planned_zone[key]
+            if left <= zone.min_size:
+                hold(
+                    r,
+                    UnremovableReason.NodeGroupMinSizeReached,
+                    f"node group {group} zone {key[1]}: {left} nodes left, min {zone.min_size} per zone",
+                )
+                continue
         if cooldown:
             hold(r, UnremovableReason.NotUnneededOtherReason, f"scale-down in cooldown ({cooldown})")
             continue
@@ -372,6 +391,7 @@ def plan(
             continue
         budget -= 1
         planned[group] += 1
+        planned_zone[key] += 1
         if is_drain:
             drain_budget -= 1
             drain.append(r)

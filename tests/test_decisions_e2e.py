@@ -189,3 +189,52 @@ def test_run_deletes_a_node_with_expendable_pods_on_it(tmp_path: Path) -> None:
             assert ctl.metrics.scaled_down_nodes.labels("underutilized")._value.get() == 1
             # Nothing evicted the expendable pod: it was still there when the VM went.
             assert c.kube.get_object("Pod", f"cheap-{c.underused.index(target)}", "default") is not None
+
+
+# ---- node-group minimums per zone --------------------------------------------------------------
+
+
+def test_dry_run_applies_each_mig_entry_to_its_mig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three DaemonSet-only nodes of one pool, one per MIG (zone), each MIG at its --nodes
+    minimum: all NodeGroupMinSizeReached. A --nodes entry naming the pool means per zone too."""
+    migs = [f"gke-prod-default-pool-{h}" for h in ("3e629681", "8c1d0f2a", "f00dcafe")]
+    nodes = [node_json(f"{m}-x1y2", "default-pool", z, f"gce://p/{z}/{m}-x1y2") for m, z in zip(migs, ZONES, strict=True)]
+    nodes.append(node_json("big", "other", ZONES[0], "", cpu_m=32_000, mem=128 * GI))
+    pods = [
+        pod_json(f"agent-{i}", n["metadata"]["name"], owner=("DaemonSet", "agent"), namespace="kube-system")
+        for i, n in enumerate(nodes[:3])
+    ]
+    node_metrics = [metrics_json(n["metadata"]["name"], 100, GI, T0) for n in nodes]
+    snap = write_snapshot(
+        tmp_path / "snap", nodes, pods, node_metrics, workloads=[workload_json("DaemonSet", "agent", None, "kube-system")]
+    )
+    mig_flags = [f"--nodes=1:3:https://www.googleapis.com/compute/v1/projects/p/zones/{z}/instanceGroups/{m}-grp"
+                 for m, z in zip(migs, ZONES, strict=True)]  # fmt: skip
+    report = dry_run(capsys, "--snapshot", str(snap), *mig_flags)
+    assert {report[n["metadata"]["name"]]["reason"] for n in nodes[:3]} == {"NodeGroupMinSizeReached"}
+    report = dry_run(capsys, "--snapshot", str(snap), "--nodes=1:3:default-pool")
+    assert {report[n["metadata"]["name"]]["reason"] for n in nodes[:3]} == {"NodeGroupMinSizeReached"}
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert {report[n["metadata"]["name"]]["status"] for n in nodes[:3]} == {"removable-empty"}
+
+
+def test_run_keeps_a_zone_at_its_minimum(tmp_path: Path) -> None:
+    """A 3-zone pool with minNodeCount 1 (per zone, as GKE means it) whose two underused nodes
+    are both in one zone: one goes, the other stays (the pool-wide reading, 3 of 6, let both go)."""
+    with E2ECluster(tmp_path, min_per_zone=1) as c, c.controller(c.config()) as ctl:
+        assert len({c.gce.mig_of(n).zone for n in c.underused}) == 1
+        decision = ctl.run_once()
+        for _ in range(40):
+            c.advance(60)
+            for name in c.gce.deleted_instances:
+                if c.node(name) is not None:
+                    c.kube.delete_object("Node", name)
+            decision = ctl.run_once()
+            c.wait_idle(ctl)
+        assert len(c.gce.deleted_instances) == 1
+        kept = next(n for n in c.underused if n not in c.gce.deleted_instances)
+        assert decision.verdicts[kept][1].value == "NodeGroupMinSizeReached"
+        assert "per zone" in decision.verdicts[kept][2]
+        zone = c.gce.mig_of(kept).zone
+        assert c.gce.target_size("pool-a") == 5
+        assert next(m for m in c.gce.pools["pool-a"].migs if m.zone == zone).target_size == 1

@@ -415,3 +415,37 @@ def test_the_recheck_words_a_refusal_as_the_evaluation_does() -> None:
         assert r[name].reason in (UnremovableReason.BlockedByPod, UnremovableReason.NoPlaceToMovePods)
         again = recheck(s, CFG, name, expect_empty=False)
         assert again.reason == f"{r[name].reason.value}: {r[name].detail}"
+
+
+# ---- node-group minimums are per zone ----------------------------------------------------------
+
+
+def test_a_pool_minimum_holds_in_each_zone() -> None:
+    """A 3-zone pool with min 1 per zone whose two underused nodes are both in one zone keeps
+    one of them (a pool-wide minimum of 3 of 4 nodes would let both go)."""
+    nodes = [make_node("u1", zone="z1"), make_node("u2", zone="z1"), make_node("b2", zone="z2"), make_node("b3", zone="z3")]
+    nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
+    pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:4]] + [make_pod("x", node="big")]
+    pods += [make_pod(f"busy-{n}", node=n, cpu_m=3000) for n in ("b2", "b3")]
+    usage = {"u1": (100, GI), "u2": (100, GI), "b2": (3500, GI), "b3": (3500, GI), "big": (20_000, 100 * GI)}
+    r = by_name(evaluate(snap(nodes, pods, usage), ScalerConfig.from_mapping({"nodes": ["1:5:pool-a"]})))
+    assert [n for n in ("u1", "u2") if r[n].removable] == ["u1"]
+    assert r["u2"].reason is UnremovableReason.NodeGroupMinSizeReached
+    assert r["u2"].detail == "node group pool-a zone z1: 2 nodes, 1 already removable, min 1 per zone"
+
+
+def test_nodes_entries_naming_migs_limit_each_mig() -> None:
+    """Three DaemonSet-only nodes, one per MIG of one pool, each MIG at its --nodes minimum: all
+    stay (only the first entry used to count, as the pool's minimum)."""
+    migs = [f"gke-prod-pool-a-{h}" for h in ("11111111", "22222222", "33333333")]
+    nodes = [make_node(f"{m}-abcd", zone=z) for m, z in zip(migs, ("z1", "z2", "z3"), strict=True)]
+    nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
+    pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:3]] + [make_pod("x", node="big")]
+    usage = {n.name: (100, GI) for n in nodes[:3]} | {"big": (20_000, GI)}
+    cfg = ScalerConfig.from_mapping({"nodes": [f"1:3:{m}-grp" for m in migs]})
+    r = by_name(evaluate(snap(nodes, pods, usage), cfg))
+    assert {r[n.name].reason for n in nodes[:3]} == {UnremovableReason.NodeGroupMinSizeReached}
+    # A MIG's entry wins over the pool's in its zone.
+    cfg = ScalerConfig.from_mapping({"nodes": ["1:3:pool-a", f"0:3:{migs[0]}-grp"]})
+    r = by_name(evaluate(snap(nodes, pods, usage), cfg))
+    assert [n.name for n in nodes[:3] if r[n.name].removable] == [nodes[0].name]

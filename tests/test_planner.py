@@ -269,3 +269,21 @@ def test_a_not_ready_node_with_pods_is_judged_by_requests_and_goes_after_the_unr
     assert (
         next(r for r in off.nodes if r.node.name == "n").reason is UnremovableReason.ScaleDownUnreadyDisabled
     )
+
+
+def test_the_planner_holds_a_zone_at_its_minimum() -> None:
+    # a and c are both in zone z1; the pool has room (target 3, min 0) but z1 allows one deletion.
+    sizes = {
+        "pool-a": GroupSize(0, 10, 3, {"z1": GroupSize(1, 5, 2), "z2": GroupSize(1, 5, 1)}),
+        "big": GroupSize(1, 1, 1),
+    }
+    _, s1 = step(PlannerState(), T0, IDLE, sizes=sizes)
+    p2, _ = step(s1, T0 + 600, IDLE, sizes=sizes)
+    assert [r.node.name for r in p2.to_delete] == ["c"]
+    assert p2.verdicts["a"][1] is UnremovableReason.NodeGroupMinSizeReached
+    assert p2.verdicts["a"][2] == "node group pool-a zone z1: 1 nodes left, min 1 per zone"
+    # A deletion in flight in z1 counts there.
+    _, s2 = step(PlannerState(), T0, IDLE, sizes=sizes)
+    s2 = replace(s2, in_flight={"b": "pool-a"})
+    p3, _ = step(s2, T0 + 600, IDLE, sizes=sizes, deleting={"b"})
+    assert p3.to_delete == ()

@@ -141,6 +141,7 @@ class Actuator:
         self._stopping = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
+        self._zones: dict[str, str] = {}  # node in flight -> its zone
         self.drains: set[str] = set()
         self.evictor = writer.evictor(config.max_pod_eviction_time, config.max_graceful_termination_sec)
 
@@ -172,6 +173,7 @@ class Actuator:
         with self._lock:
             for r, is_drain in chosen:
                 self.in_flight[r.node.name] = r.node.node_group
+                self._zones[r.node.name] = r.node.zone
                 if is_drain:
                     self.drains.add(r.node.name)
         for r, is_drain in chosen:
@@ -193,6 +195,7 @@ class Actuator:
         no workload pod, then delete it (rolled back otherwise). Runs synchronously."""
         with self._lock:
             self.in_flight[node.name] = node.node_group
+            self._zones[node.name] = node.zone
         return self._finish(node, "underutilized", lambda: self._verify_and_delete(node))
 
     def stop(self, timeout: float | None = None) -> None:
@@ -264,6 +267,7 @@ class Actuator:
         finally:
             with self._lock:
                 self.in_flight.pop(node.name, None)
+                self._zones.pop(node.name, None)
                 self.drains.discard(node.name)
                 self._threads.pop(node.name, None)
         self.on_done(outcome)
@@ -322,9 +326,12 @@ class Actuator:
                 f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
             )
         with self._lock:
-            in_flight = sum(1 for n, g in self.in_flight.items() if g == node.node_group and n != node.name)
+            others = [n for n, g in self.in_flight.items() if g == node.node_group and n != node.name]
+            in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
         try:
-            self.cloud.delete_nodes(node.node_group, [node], in_flight=in_flight)
+            self.cloud.delete_nodes(
+                node.node_group, [node], in_flight=len(others), zone_in_flight={node.zone: in_zone}
+            )
         except CloudError as e:
             raise _Abort(f"delete: {e}") from None
 

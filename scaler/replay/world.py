@@ -8,7 +8,7 @@ world instead of a real cluster. The world stands in for what the controller tal
 * the Kubernetes writes of the actuator (:class:`SimWriter`: taint and cordon, annotate, evict,
   list a node's pods, clean up);
 * the cloud (:class:`SimCloud`: node pools and their sizes; deletions checked against min
-  sizes with :func:`scaler.cloud.base.check_min_size`);
+  sizes with :func:`scaler.cloud.base.check_min_size`, per zone too);
 * kube-scheduler (:meth:`World.schedule_pending`) and a node-pool scale-up
   (:meth:`World.scale_up`).
 
@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, check_min_size
+from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_size, check_zone_min_size
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.eviction.executor import Evictor, EvictResult
@@ -663,12 +663,30 @@ class World:
 
     # ---- scale-up ----------------------------------------------------------------------------------
     def _pool_limits(self) -> dict[str, tuple[int, int]]:
+        """Pool → (min, max) of the whole pool: ``--nodes`` limits hold per zone, so a pool
+        has no minimum of its own and its maximum is the per-zone one times its zones."""
         limits = node_group_limits(self.config, self.nodes.values())
         out = {}
-        for pool in self.templates:
-            spec = limits.get(pool)
-            out[pool] = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
+        for pool, tpl in self.templates.items():
+            spec = limits.pools.get(pool)
+            zones = max(1, len(tpl.zones))
+            out[pool] = (0, spec.max_size * zones) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
         return out
+
+    def zone_groups(self, pool: str) -> tuple[ZoneGroupInfo, ...]:
+        """The pool in each zone its nodes are in: nodes there, and ``--nodes`` limits (a MIG's
+        entry, else the pool's; min 0 and max 1000 without)."""
+        limits = node_group_limits(self.config, self.nodes.values())
+        counts: dict[str, int] = {}
+        for n in self.nodes.values():
+            if n.node_group == pool:
+                counts[n.zone] = counts.get(n.zone, 0) + 1
+        out = []
+        for zone, count in sorted(counts.items()):
+            spec = limits.for_zone(pool, zone)
+            lo, hi = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
+            out.append(ZoneGroupInfo(zone, lo, hi, count))
+        return tuple(out)
 
     def pool_sizes(self) -> dict[str, int]:
         """Nodes per pool, counting nodes being provisioned (the MIG's target size)."""
@@ -827,8 +845,8 @@ class SimWriter:
 
 class SimCloud:
     """The node pools of a :class:`World` as a :class:`scaler.cloud.base.CloudProvider`:
-    target size = nodes of the pool plus nodes being provisioned; min and max from
-    ``--nodes`` (min 0 and max 1000 without)."""
+    target size = nodes of the pool plus nodes being provisioned; min and max per zone from
+    ``--nodes`` (min 0 and max 1000 without; :meth:`World.zone_groups`)."""
 
     name = "replay"
 
@@ -845,7 +863,12 @@ class SimCloud:
         sizes = self.world.pool_sizes()
         return [
             NodeGroupInfo(
-                pool, limits[pool][0], limits[pool][1], sizes.get(pool, 0), self.world.templates[pool].zones
+                pool,
+                limits[pool][0],
+                limits[pool][1],
+                sizes.get(pool, 0),
+                self.world.templates[pool].zones,
+                self.world.zone_groups(pool),
             )
             for pool in sorted(self.world.templates)
         ]
@@ -854,11 +877,17 @@ class SimCloud:
         """The pool of ``node``."""
         return next((g for g in self.node_groups() if g.id == node.node_group), None)
 
-    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
-        """Delete ``nodes`` of pool ``group_id``, refusing below the pool's minimum.
+    def delete_nodes(
+        self,
+        group_id: str,
+        nodes: Sequence[Node],
+        in_flight: int = 0,
+        zone_in_flight: Mapping[str, int] | None = None,
+    ) -> None:
+        """Delete ``nodes`` of pool ``group_id``, refusing below the pool's minimum or a zone's.
 
         Raises:
-            MinSizeReached: the pool is at its minimum.
+            MinSizeReached: the pool, or the zone of a node, is at its minimum.
             CloudError: unknown pool or a node outside it.
         """
         group = next((g for g in self.node_groups() if g.id == group_id), None)
@@ -868,6 +897,12 @@ class SimCloud:
             if n.node_group != group_id:
                 raise CloudError(f"node {n.name} is not in node group {group_id}", failed_nodes=[n.name])
         check_min_size(group, len(nodes), in_flight)
+        per_zone: dict[str, int] = {}
+        for n in nodes:
+            per_zone[n.zone] = per_zone.get(n.zone, 0) + 1
+        for zone, count in sorted(per_zone.items()):
+            elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
+            check_zone_min_size(group, zone, count, elsewhere)
         for n in nodes:
             self.world.delete_node(n.name)
             self.deleted.append(n.name)
