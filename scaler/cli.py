@@ -13,33 +13,22 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
 from rich.console import Console
 
 from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
-from scaler.model.parse import ObjectError, parse_time
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.model.times import timestamp_seconds
+from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
 
-__all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example", "main"]
-
-EXIT_BAD_INPUT = 2
-
-
-class UsageError(Exception):
-    """Bad input: the message is printed as one line and the exit status is 2."""
+__all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
-
-
-def bundled_example() -> Path:
-    """Path of the example snapshot shipped inside the package (``bitbrains-gke-day1``)."""
-    return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
@@ -137,12 +126,8 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
 
 def _parse_now(text: str) -> float:
     try:
-        return float(text)
+        return timestamp_seconds(text)
     except ValueError:
-        pass
-    try:
-        return parse_time(text, "--now")
-    except ObjectError:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
 
 
