@@ -238,3 +238,56 @@ def test_run_keeps_a_zone_at_its_minimum(tmp_path: Path) -> None:
         zone = c.gce.mig_of(kept).zone
         assert c.gce.target_size("pool-a") == 5
         assert next(m for m in c.gce.pools["pool-a"].migs if m.zone == zone).target_size == 1
+
+
+# ---- pod affinity with a namespaceSelector -----------------------------------------------------
+
+
+def test_dry_run_resolves_affinity_namespace_selectors_against_namespace_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """web must share a zone with a db pod of a namespace labelled team=a. zone-a holds only
+    team-b's db: kube-scheduler refuses dst-a there, and so must the simulation (a selector
+    taken as "all namespaces" accepted it)."""
+    nodes = [
+        node_json("src", "pool-a", "zone-a", ""),
+        node_json("dst-a", "pool-a", "zone-a", ""),
+        node_json("dst-b", "pool-a", "zone-b", ""),
+    ]
+    web = pod_json("web", "src", owner=("ReplicaSet", "web"), namespace="web")
+    web["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "namespaceSelector": {"matchLabels": {"team": "a"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ]
+        }
+    }
+    pods = [
+        web,
+        pod_json("db-b", "dst-a", owner=("StatefulSet", "db"), namespace="team-b"),
+        pod_json("db-a", "dst-b", owner=("StatefulSet", "db"), namespace="team-a"),
+    ]
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "labels": labels}}
+        for n, labels in (("web", {}), ("team-a", {"team": "a"}), ("team-b", {"team": "b"}))
+    ]
+    usage = {"src": (200, GI), "dst-a": (1000, 10 * GI), "dst-b": (1000, 10 * GI)}
+    node_metrics = [metrics_json(n, c, m, T0) for n, (c, m) in usage.items()]
+    workloads = [
+        workload_json("ReplicaSet", "web", 1, "web"),
+        workload_json("StatefulSet", "db", 1, "team-a"),
+        workload_json("StatefulSet", "db", 1, "team-b"),
+    ]
+    snap = write_snapshot(tmp_path / "snap", nodes, pods, node_metrics, workloads=workloads)
+    (snap / "namespaces.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": namespaces}))
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["src"]["status"] == "removable-drain"
+    assert [m["destination"] for m in report["src"]["moves"]] == ["dst-b"]
+    # Without the Namespaces the selector's namespaces are unknown: no destination is proven.
+    (snap / "namespaces.json").unlink()
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["src"]["reason"] == "NoPlaceToMovePods"
