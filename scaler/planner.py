@@ -362,25 +362,24 @@ def plan(
         if size is None:
             hold(r, UnremovableReason.NotAutoscaled, f"no size known for node group {group!r}")
             continue
-        left = size.target_size - in_flight_by_group[group] - planned[group]
-        if left <= size.min_size:
-            hold(
-                r,
-                UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {group}: {left} nodes left, min {size.min_size}",
-            )
-            continue
         key = (group, r.node.zone)
+        # The whole group, then the group in the node's zone (when the provider knows zones).
+        levels = [
+            (size, size.target_size - in_flight_by_group[group] - planned[group], f"node group {group}", "")
+        ]
         zone = size.zones.get(key[1])
         if zone is not None:
             left = zone.target_size - in_flight_by_zone[key] - planned_zone[key]
-            if left <= zone.min_size:
-                hold(
-                    r,
-                    UnremovableReason.NodeGroupMinSizeReached,
-                    f"node group {group} zone {key[1]}: {left} nodes left, min {zone.min_size} per zone",
-                )
-                continue
+            levels.append((zone, left, f"node group {group} zone {key[1]}", " per zone"))
+        at_min = next(((g, left, what, per) for g, left, what, per in levels if left <= g.min_size), None)
+        if at_min is not None:
+            g, left, what, per = at_min
+            hold(
+                r,
+                UnremovableReason.NodeGroupMinSizeReached,
+                f"{what}: {left} nodes left, min {g.min_size}{per}",
+            )
+            continue
         if cooldown:
             hold(r, UnremovableReason.NotUnneededOtherReason, f"scale-down in cooldown ({cooldown})")
             continue

@@ -41,6 +41,7 @@ __all__ = [
     "ZoneGroupInfo",
     "call_with_retries",
     "check_min_size",
+    "check_min_sizes",
     "check_zone_min_size",
 ]
 
@@ -189,6 +190,33 @@ def check_zone_min_size(group: NodeGroupInfo, zone: str, count: int, in_flight: 
             f"{'nodes will not be deleted' if room <= 0 else f'at most {room} may go'}",
             failed_nodes=(),
         )
+
+
+def check_min_sizes(
+    group: NodeGroupInfo,
+    per_zone: Mapping[str, int],
+    in_flight: int = 0,
+    zone_in_flight: Mapping[str, int] | None = None,
+    pending: Mapping[str, int] | None = None,
+) -> None:
+    """Refuse deleting ``per_zone[z]`` nodes in each zone ``z`` of ``group``: :func:`check_min_size`
+    for the whole group and :func:`check_zone_min_size` for each zone.
+
+    Args:
+        group: the group as last read.
+        per_zone: zone → nodes to delete there.
+        in_flight, zone_in_flight: deletions started elsewhere (the caller's), in all and per
+            zone (``None``: unknown per zone; ``in_flight`` is then taken for each zone).
+        pending: zone → nodes of the provider's own deletions still running.
+
+    Raises:
+        MinSizeReached: see :func:`check_min_size`, :func:`check_zone_min_size`.
+    """
+    pending = pending or {}
+    check_min_size(group, sum(per_zone.values()), in_flight + sum(pending.values()))
+    for zone, count in sorted(per_zone.items()):
+        elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
+        check_zone_min_size(group, zone, count, elsewhere + pending.get(zone, 0))
 
 
 @runtime_checkable

@@ -33,6 +33,7 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -51,8 +52,7 @@ from scaler.cloud.base import (
     NodeGroupInfo,
     ZoneGroupInfo,
     call_with_retries,
-    check_min_size,
-    check_zone_min_size,
+    check_min_sizes,
 )
 from scaler.config import NodeGroupSpec
 from scaler.eligibility import GroupLimits
@@ -329,8 +329,7 @@ class GKEProvider:
         self._operation_timeout = operation_timeout_seconds
         self._request_timeout = request_timeout_seconds
         self._pools: dict[str, _Pool] | None = None
-        self._pending: dict[str, int] = {}  # group -> nodes of delete_nodes calls still running
-        self._pending_zone: dict[tuple[str, str], int] = {}  # the same per (group, zone)
+        self._pending: dict[str, Counter[str]] = {}  # group -> zone -> nodes of delete_nodes calls running
         self._lock = threading.Lock()
 
     @classmethod
@@ -586,27 +585,17 @@ class GKEProvider:
                         f"node {node.name} ({ref.provider_id}) does not belong to node group {group_id}"
                     )
                 by_mig.setdefault(found[1].ref, (found[1], []))[1].append((node, ref))
-            pending = self._pending.get(group_id, 0)
-            info = pool.info()
-            check_min_size(info, len(unique), in_flight + pending)
-            per_zone: dict[str, int] = {}
+            per_zone: Counter[str] = Counter()
             for mig, items in by_mig.values():
-                per_zone[mig.ref.zone] = per_zone.get(mig.ref.zone, 0) + len(items)
-            for zone, count in sorted(per_zone.items()):
-                elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
-                check_zone_min_size(
-                    info, zone, count, elsewhere + self._pending_zone.get((group_id, zone), 0)
-                )
-            self._pending[group_id] = pending + len(unique)
-            for zone, count in per_zone.items():
-                self._pending_zone[(group_id, zone)] = self._pending_zone.get((group_id, zone), 0) + count
+                per_zone[mig.ref.zone] += len(items)
+            pending = self._pending.setdefault(group_id, Counter())
+            check_min_sizes(pool.info(), per_zone, in_flight, zone_in_flight, pending)
+            pending.update(per_zone)
         try:
             self._delete_per_mig(group_id, by_mig)
         finally:
             with self._lock:
-                self._pending[group_id] -= len(unique)
-                for zone, count in per_zone.items():
-                    self._pending_zone[(group_id, zone)] -= count
+                pending.subtract(per_zone)
 
     def _delete_per_mig(
         self, group_id: str, by_mig: Mapping[GceRef, tuple[_Mig, list[tuple[Node, GceRef]]]]

@@ -17,6 +17,7 @@ import functools
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -29,8 +30,7 @@ from scaler.cloud.base import (
     NodeGroupInfo,
     ZoneGroupInfo,
     call_with_retries,
-    check_min_size,
-    check_zone_min_size,
+    check_min_sizes,
 )
 from scaler.eligibility import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, LABEL_ZONE_BETA, Node
@@ -86,8 +86,7 @@ class KubernetesProvider:
         self._timeout = request_timeout_seconds
         self._node_source = node_source
         self._sizes: dict[str, dict[str, int]] | None = None  # group -> zone -> nodes
-        self._pending: dict[str, int] = {}
-        self._pending_zone: dict[tuple[str, str], int] = {}
+        self._pending: dict[str, Counter[str]] = {}  # group -> zone -> nodes being deleted
         self._lock = threading.Lock()
 
     def _call(self, call: str, fn: Callable[[], T]) -> T:
@@ -228,18 +227,12 @@ class KubernetesProvider:
             for node in unique:
                 if node.node_group != group_id:
                     raise CloudError(f"node {node.name} does not belong to node group {group_id}")
-            pending = self._pending.get(group_id, 0)
-            info = self._info(group_id, sizes[group_id])
-            check_min_size(info, len(unique), in_flight + pending)
-            per_zone: dict[str, int] = {}
-            for node in unique:
-                per_zone[node.zone] = per_zone.get(node.zone, 0) + 1
-            for zone, n in sorted(per_zone.items()):
-                elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
-                check_zone_min_size(info, zone, n, elsewhere + self._pending_zone.get((group_id, zone), 0))
-            self._pending[group_id] = pending + len(unique)
-            for zone, n in per_zone.items():
-                self._pending_zone[(group_id, zone)] = self._pending_zone.get((group_id, zone), 0) + n
+            per_zone = Counter(node.zone for node in unique)
+            pending = self._pending.setdefault(group_id, Counter())
+            check_min_sizes(
+                self._info(group_id, sizes[group_id]), per_zone, in_flight, zone_in_flight, pending
+            )
+            pending.update(per_zone)
         failed: list[str] = []
         errors: list[str] = []
         try:
@@ -255,9 +248,7 @@ class KubernetesProvider:
                     zones[node.zone] = max(0, zones.get(node.zone, 0) - 1)
         finally:
             with self._lock:
-                self._pending[group_id] -= len(unique)
-                for zone, n in per_zone.items():
-                    self._pending_zone[(group_id, zone)] -= n
+                pending.subtract(per_zone)
         if failed:
             raise CloudError(f"node group {group_id}: " + "; ".join(errors), failed_nodes=failed)
 

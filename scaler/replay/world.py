@@ -59,6 +59,7 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -66,7 +67,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_size, check_zone_min_size
+from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_sizes
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.eviction.executor import Evictor, EvictResult
@@ -895,13 +896,7 @@ class SimCloud:
         for n in nodes:
             if n.node_group != group_id:
                 raise CloudError(f"node {n.name} is not in node group {group_id}", failed_nodes=[n.name])
-        check_min_size(group, len(nodes), in_flight)
-        per_zone: dict[str, int] = {}
-        for n in nodes:
-            per_zone[n.zone] = per_zone.get(n.zone, 0) + 1
-        for zone, count in sorted(per_zone.items()):
-            elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
-            check_zone_min_size(group, zone, count, elsewhere)
+        check_min_sizes(group, Counter(n.zone for n in nodes), in_flight, zone_in_flight)
         for n in nodes:
             self.world.delete_node(n.name)
             self.deleted.append(n.name)
