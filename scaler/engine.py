@@ -8,7 +8,11 @@ Candidate order (documented, deterministic): empty nodes first, then ascending u
 node name. Each candidate is simulated in that order and a successful simulation is committed
 (CA ``core/scaledown/planner/planner.go categorizeNodes``), so PDB budgets, destinations' room and
 TargetUsage's Σ term are shared by all nodes of one evaluation. Unlike CA there is no time budget
-and no limit on the number of candidates: every candidate is simulated.
+and no limit on the number of candidates: every candidate is simulated. Each candidate's check
+(drain rules, then the move of its pods) is :func:`scaler.simulator.cluster.simulate_node_removal`,
+the function the actuator's re-check calls too; before it, the node's pool must keep its
+minimum in the node's zone (:class:`scaler.eligibility.GroupLimits`), counting the nodes already
+found removable.
 
 Destinations: every other live node, in two tiers: nodes that are not candidates first, then
 candidates in reverse removal order (the ones least likely to be removed). A node that receives
