@@ -204,7 +204,10 @@ def _lifetime_shifted(snapshot: ClusterSnapshot, delta: float) -> ClusterSnapsho
         )
         for n in snapshot.nodes
     ]
-    pods = [replace(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts)) for p in snapshot.pods]
+    pods = [
+        replace(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
+        for p in snapshot.pods
+    ]
     return _with_objects(snapshot, nodes, pods, snapshot.now + delta)
 
 
