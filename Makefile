@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## Run the dry-run on the example snapshot bundled inside the package.
+## The dry-run on the night-lowreq example bundled inside the package (real Bitbrains usage, low
+## requests): its table, then cluster-autoscaler's requests rule and scaler side by side.
 demo: $(STAMP)
-	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-day1
+	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-night-lowreq
 
 ## Lint, type-check and run the whole test suite.
 test: lint typecheck unit

@@ -26,6 +26,8 @@ from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 __all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example", "main"]
 
 EXIT_BAD_INPUT = 2
+OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
+"""``-o`` of ``scaler dry-run``, as kubectl's: the default table, ``wide``, ``json``, ``yaml``."""
 
 
 class UsageError(Exception):
@@ -105,7 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
     dry = sub.add_parser("dry-run", help="report which nodes could be removed and why the others stay")
     _add_source_flags(dry, offline=True)
     dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
-    dry.add_argument("--output", "-o", choices=("table", "json"), default="table", help="report format")
+    dry.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (fits 80 columns), wide (adds requests, group, zone, pods to move and the full "
+        "reason), json or yaml (the versioned report, see `scaler schema`)",
+    )
     _add_config_flags(dry, DRY_RUN_GROUPS)
     run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
     _add_source_flags(run, offline=False)
@@ -180,7 +189,8 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
 
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
-    from scaler.report.build import build_report, print_table, report_json
+    from scaler.report.build import build_report, report_json, report_yaml
+    from scaler.report.table import print_table
 
     config = _config(args)
     err = Console(stderr=True)
@@ -199,9 +209,10 @@ def _dry_run(args: argparse.Namespace) -> int:
     report = build_report(evaluation, snapshot, source)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(report_yaml(report))
     else:
-        out = Console(width=None if sys.stdout.isatty() else 200)
-        print_table(report, out)
+        print_table(report, sys.stdout, wide=args.output == "wide")
     return 0
 
 
