@@ -320,4 +320,8 @@ def _entry() -> NoReturn:
 
 
 if __name__ == "__main__":
-    _entry()
+    # `python -m scaler.cli`: run the module imported under its own name, so that the sub-commands'
+    # `from scaler.cli import UsageError` is the class main() catches.
+    from scaler.cli import _entry as _module_entry
+
+    _module_entry()

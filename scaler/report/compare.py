@@ -84,7 +84,9 @@ def compare_with_requests_rule(
     """
     ca_config = ScalerConfig.from_mapping({**config.model_dump(), **CA_REQUESTS_SETTINGS})
     ca = evaluate(snapshot, ca_config)
-    ca_outcome = removal_outcome(ca, "cluster-autoscaler", [f"--{k}={v}" for k, v in CA_REQUESTS_SETTINGS.items()])
+    ca_outcome = removal_outcome(
+        ca, "cluster-autoscaler", [f"--{k}={v}" for k, v in CA_REQUESTS_SETTINGS.items()]
+    )
     ours = removal_outcome(evaluation, "scaler")
     return ComparisonModel(
         cluster_autoscaler=ca_outcome,
@@ -230,8 +232,9 @@ def _workload_model(w: WorkloadUsage) -> WorkloadRequestsModel:
         kind=kind,
         name=name,
         pods=w.pods,
-        requested=ResourceFigures(cpu_millicores=w.requested_cpu_millicores, memory_bytes=w.requested_memory_bytes),
+        requested=ResourceFigures(
+            cpu_millicores=w.requested_cpu_millicores, memory_bytes=w.requested_memory_bytes
+        ),
         used=ResourceFigures(cpu_millicores=w.used_cpu_millicores, memory_bytes=w.used_memory_bytes),
         p95_per_pod=ResourceFigures(cpu_millicores=w.p95_cpu_millicores, memory_bytes=w.p95_memory_bytes),
     )
-

@@ -203,7 +203,8 @@ class RequestsBoundModel(_Model):
         description="workloads whose requests exceed their usage the most (share of cluster allocatable)"
     )
     removable_if_rightsized: int = Field(
-        alias="removableIfRightsized", description="removable nodes when every workload requests its p95 usage"
+        alias="removableIfRightsized",
+        description="removable nodes when every workload requests its p95 usage",
     )
     nodes_if_rightsized: list[str] = Field(
         alias="nodesIfRightsized", description="nodes removable only when requests match p95 usage"

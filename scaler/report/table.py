@@ -142,7 +142,12 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
     headers.append("REASON")
     cells = []
     for n in rows:
-        row = [n.name, SHORT_STATUS.get(n.status, n.status), _pct(n.utilization.cpu), _pct(n.utilization.memory)]
+        row = [
+            n.name,
+            SHORT_STATUS.get(n.status, n.status),
+            _pct(n.utilization.cpu),
+            _pct(n.utilization.memory),
+        ]
         if wide:
             if by_requests:
                 row += [
@@ -244,7 +249,9 @@ def blocks_section(b: RequestsBoundModel, removable: int, wide: bool = False) ->
         "workload requests its p95 usage.",
     ]
     if b.workloads:
-        out.append("Workloads that request the most above their real usage (cpu/memory, sums over their pods):")
+        out.append(
+            "Workloads that request the most above their real usage (cpu/memory, sums over their pods):"
+        )
         out.append(workload_table(b.workloads, wide))
     extra = b.removable_if_rightsized - removable
     out.append(
@@ -265,7 +272,9 @@ def summary_lines(report: DryRunReport) -> list[str]:
     if report.comparison is not None:
         out.append(comparison_sentence(report.comparison))
     if s.unremovable_by_reason:
-        parts = ", ".join(f"{k} {v}" for k, v in sorted(s.unremovable_by_reason.items(), key=lambda kv: -kv[1]))
+        parts = ", ".join(
+            f"{k} {v}" for k, v in sorted(s.unremovable_by_reason.items(), key=lambda kv: -kv[1])
+        )
         out.append(f"Kept: {parts}.")
     if any(n.metrics == MetricsStatus.MISSING.value for n in report.nodes):
         out.append("Some nodes have no metrics.k8s.io NodeMetrics; they are never treated as idle.")
