@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
-
-from rich.console import Console
 
 from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
 from scaler.model.parse import ObjectError, parse_time
@@ -165,9 +164,12 @@ def _live_snapshot(
     return snap, objects, "live cluster"
 
 
-def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot, str]:
+def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
+    """The snapshot to evaluate and where it came from: ``--snapshot``, else the cluster of the
+    kubeconfig or in-cluster config (an error, exit 2, when it cannot be reached), else, when no
+    cluster is configured anywhere, the bundled example (said on stderr)."""
     from scaler.sources.files import load_snapshot
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, NoClusterConfig
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
@@ -175,14 +177,14 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
     try:
         snap, _, source = _live_snapshot(args, now)
         return snap, source
-    except ClusterUnreachable as e:
-        if args.kubeconfig or args.context:
-            raise UsageError(f"cluster unreachable: {e}") from None
+    except NoClusterConfig as e:
         example = bundled_example()
-        err.print(
-            f"scaler: no --snapshot and no reachable cluster ({e}); using the bundled example {example}"
+        sys.stderr.write(
+            f"scaler: no --snapshot and no cluster configured ({e}); using the bundled example {example}\n"
         )
         return load_snapshot([example], now), f"bundled example {example.name}"
+    except ClusterUnreachable as e:
+        raise UsageError(f"cluster unreachable: {e}") from None
     except LiveSourceError as e:
         raise UsageError(str(e)) from None
 
@@ -193,8 +195,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from scaler.report.table import print_table
 
     config = _config(args)
-    err = Console(stderr=True)
-    snapshot, source = _load_state(args, err)
+    snapshot, source = _load_state(args)
     if config.history != "none":
         from dataclasses import replace
 
@@ -229,7 +230,7 @@ def _snapshot(args: argparse.Namespace) -> int:
         paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite)
     except (ValueError, OSError) as e:
         raise UsageError(str(e)) from None
-    Console(stderr=True).print(f"wrote {len(paths)} files to {args.out}")
+    sys.stderr.write(f"wrote {len(paths)} files to {args.out}\n")
     return 0
 
 
@@ -294,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scaler`` console script; returns the exit status."""
     from scaler.simulator.registry import PluginError
 
+    # The API client's connection pool retries a refused connection three times and logs each
+    # retry as a warning; the failure itself is reported once, as an error or in the loop's log.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         args = build_parser().parse_args(argv)
         if args.command == "dry-run":

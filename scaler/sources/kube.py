@@ -36,6 +36,7 @@ __all__ = [
     "ApiCall",
     "ClusterUnreachable",
     "LiveSourceError",
+    "NoClusterConfig",
     "fetch_objects",
     "load_live_snapshot",
     "make_api_client",
@@ -54,6 +55,15 @@ class ClusterUnreachable(Exception):
     the API server cannot be reached (connection refused, DNS, TLS handshake, timeout).
 
     The caller may fall back to the bundled example snapshot; the message says why.
+    """
+
+
+class NoClusterConfig(ClusterUnreachable):
+    """No cluster was named anywhere: no kubeconfig argument, no kubeconfig file in
+    ``$KUBECONFIG`` or at ``~/.kube/config``, no context, and no in-cluster service account.
+
+    The only case in which a command may fall back to the bundled example snapshot; a cluster
+    that was named but cannot be reached is a plain :class:`ClusterUnreachable`.
     """
 
 
@@ -164,8 +174,9 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         context: kubeconfig context to use (default: its ``current-context``).
 
     Raises:
-        ClusterUnreachable: no config found, or the one found is unusable (unknown context,
-            malformed file, failing credential plugin); the message says which.
+        NoClusterConfig: no kubeconfig file, no context named, and no in-cluster config.
+        ClusterUnreachable: the config found (or named) is unusable (missing named file, unknown
+            context, malformed file, failing credential plugin); the message says which.
     """
     cfg = k8s_client.Configuration()
     if kubeconfig is not None:
@@ -192,7 +203,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     try:
         k8s_config.load_incluster_config(client_configuration=cfg)
     except Exception as e:
-        raise ClusterUnreachable(
+        raise NoClusterConfig(
             f"no kubeconfig found ({searched}) and no in-cluster config: {_one_line(str(e))}"
         ) from e
     return ApiClient(configuration=cfg)
