@@ -9,20 +9,36 @@ bad value on stderr and exits with status 2, before anything is done.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn, get_args, get_origin
 
-from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
+from scaler.config import (
+    DRY_RUN_KEYS,
+    DURATION_KEYS,
+    FLAG_GROUPS,
+    ConfigError,
+    ScalerConfig,
+    load_config_file,
+)
 from scaler.model.parse import ObjectError, parse_time
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 
-__all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example", "main"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "OUTPUT_FORMATS",
+    "UsageError",
+    "bundled_example",
+    "go_duration",
+    "main",
+    "unknown_argument",
+]
 
 EXIT_BAD_INPUT = 2
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
@@ -34,6 +50,13 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """Go-flag-like argparse: no abbreviated flags (``--scale-down-util`` is unknown, as in Go);
+    errors raise :class:`UsageError` (one line, exit 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
@@ -43,34 +66,84 @@ def bundled_example() -> Path:
     return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
 
 
-def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
+def go_duration(seconds: float) -> str:
+    """``seconds`` as Go's ``time.Duration.String()`` prints it: ``10m0s``, ``1h0m0s``, ``2.5s``,
+    ``500ms``, ``0s`` (the form cluster-autoscaler's ``--help`` shows)."""
+    ns = round(seconds * 1_000_000_000)
+    sign, ns = ("-" if ns < 0 else ""), abs(ns)
+    if ns == 0:
+        return "0s"
+    if ns < 1_000_000_000:
+        for unit, scale in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= scale:
+                whole, frac = divmod(ns, scale)
+                return (
+                    sign
+                    + str(whole)
+                    + (f".{frac:0{len(str(scale)) - 1}d}".rstrip("0") if frac else "")
+                    + unit
+                )
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    whole, frac = divmod(rest, 1_000_000_000)
+    text = f"{whole}" + (f".{frac:09d}".rstrip("0") if frac else "") + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _shown_default(key: str, value: Any) -> str | None:
+    """The default as ``--help`` shows it; ``None`` for an empty one (Go omits zero strings)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or None
+    if key in DURATION_KEYS:
+        return go_duration(float(value))
+    if isinstance(value, str):
+        return value or None
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _metavar(annotation: Any) -> str:
+    """Go's flag type names: ``float``, ``int``, ``string``; ``list`` for comma-separated names."""
+    if annotation is float:
+        return "float"
+    if annotation is int:
+        return "int"
+    if get_origin(annotation) is tuple:
+        return "list"
+    return "string"
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | None = None) -> None:
+    """One flag per :class:`~scaler.config.ScalerConfig` field (in ``keys`` when given), grouped
+    as :data:`~scaler.config.FLAG_GROUPS`: its type as metavar (``duration``, ``float``,
+    ``true|false``), the choices of a ``Literal`` field, and the default (Go durations)."""
     defaults = ScalerConfig()
-    for title, keys in FLAG_GROUPS.items():
-        if groups is not None and title not in groups:
+    fields = ScalerConfig.model_fields
+    for title, texts in FLAG_GROUPS.items():
+        shown = [k for k in texts if keys is None or k in keys]
+        if not shown:
             continue
         group = parser.add_argument_group(title)
-        for key, text in keys.items():
+        for key in shown:
             flag = "--" + key.replace("_", "-")
-            default = getattr(defaults, key)
-            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            if isinstance(default, bool):
-                group.add_argument(
-                    flag, dest=key, nargs="?", const="true", metavar="true|false",
-                    default=argparse.SUPPRESS, help=f"{text} (default {str(default).lower()})",
-                )  # fmt: skip
+            annotation = fields[key].annotation
+            default = _shown_default(key, getattr(defaults, key))
+            help_text = texts[key] + (f" (default {default})" if default is not None else "")
+            kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": help_text}
+            if annotation is bool:
+                kwargs.update(nargs="?", const="true", metavar="true|false")
             elif key == "nodes":
-                group.add_argument(
-                    flag,
-                    dest=key,
-                    action="append",
-                    metavar="MIN:MAX:POOL",
-                    default=argparse.SUPPRESS,
-                    help=text,
-                )
+                kwargs.update(action="append", metavar="MIN:MAX:POOL")
+            elif get_origin(annotation) is Literal:
+                kwargs.update(choices=get_args(annotation))
             else:
-                group.add_argument(
-                    flag, dest=key, default=argparse.SUPPRESS, help=f"{text} (default {shown})"
-                )
+                kwargs.update(metavar="duration" if key in DURATION_KEYS else _metavar(annotation))
+            group.add_argument(flag, **kwargs)
     # CA's own spelling of this flag.
     parser.add_argument(
         "--blocking-system-pod-distruption-timeout",
@@ -92,20 +165,26 @@ def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
         )
         g.add_argument(
             "--now",
+            metavar="TIME",
             help="evaluation time (RFC 3339 or Unix seconds); default: the snapshot's "
             "metrics timestamp, or the clock in live mode",
         )
-    g.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
-    g.add_argument("--context", help="kubeconfig context")
+    g.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    g.add_argument("--context", metavar="NAME", help="kubeconfig context")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``scaler`` argument parser (one line of error and exit 2 on bad flags)."""
     parser = _Parser(prog="scaler", description="Usage-based scale-down for Kubernetes on GKE.")
+    parser.add_argument("--version", action="version", version=f"scaler {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     dry = sub.add_parser("dry-run", help="report which nodes could be removed and why the others stay")
     _add_source_flags(dry, offline=True)
-    dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
+    dry.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
     dry.add_argument(
         "--output",
         "-o",
@@ -114,10 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="table (fits 80 columns), wide (adds requests, group, zone, pods to move and the full "
         "reason), json or yaml (the versioned report, see `scaler schema`)",
     )
-    _add_config_flags(dry, DRY_RUN_GROUPS)
+    _add_config_flags(dry, DRY_RUN_KEYS)
     run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
     _add_source_flags(run, offline=False)
-    run.add_argument("--config", help="YAML file with flag-named keys (flags win)")
+    run.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
     run.add_argument("--dry-run", action="store_true",
                      help="run the full loop, timers included, but only log, count and emit events")  # fmt: skip
     _add_config_flags(run)
@@ -130,6 +209,58 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_parser(sub)
     sub.add_parser("schema", help="print the JSON Schema of the dry-run report")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scaler")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The sub-command parsers of ``parser`` by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The long flags ``parser`` shows in its help."""
+    return [
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        for o in a.option_strings
+        if o.startswith("--")
+    ]
+
+
+def unknown_argument(parser: argparse.ArgumentParser, command: str | None, extras: Sequence[str]) -> str:
+    """The one-line error for arguments ``parser`` (``command``'s parser) did not take: the first
+    unknown flag with the closest known one, as CA's Go flags would be asked for (a flag that
+    starts the same way first, else :func:`difflib.get_close_matches`), or the stray value."""
+    commands = _commands(parser)
+    sub = commands.get(command or "", parser)
+    flag = next((e for e in extras if e.startswith("-")), None)
+    if flag is None:
+        return f"unexpected argument {extras[0]!r}"
+    name = flag.split("=", 1)[0]
+    known = _flags(sub)
+    message = f"unknown flag {name}"
+    run = commands.get("run")
+    if command == "dry-run" and run is not None and name in _flags(run):
+        return f"{message}: it only affects `scaler run`, not a dry-run"
+    starting = [k for k in known if k.startswith(name)]
+    close = (
+        starting
+        if len(starting) == 1
+        else difflib.get_close_matches(name, starting or known, n=1, cutoff=0.6)
+    )
+    return f"{message} (did you mean {close[0]}?)" if close else message
 
 
 def _config(args: argparse.Namespace) -> ScalerConfig:
@@ -299,7 +430,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # retry as a warning; the failure itself is reported once, as an error or in the loop's log.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            raise UsageError(unknown_argument(parser, getattr(args, "command", None), extras))
         if args.command == "dry-run":
             return _dry_run(args)
         if args.command == "snapshot":

@@ -78,7 +78,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="TIME",
         help="end of the replay, exclusive (default: the trace's last sample)",
     )
-    p.add_argument("--step", default="5m", help="time between controller loops (default 5m)")
+    p.add_argument("--step", default="5m", help="time between controller loops (default 5m0s)")
     p.add_argument(
         "--policies",
         action="append",
@@ -91,7 +91,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--provision-delay",
         default="2m",
-        help="scale-up: time from pods pending to the new node joining (default 2m)",
+        help="scale-up: time from pods pending to the new node joining (default 2m0s)",
     )
     p.add_argument(
         "--prices", metavar="FILE", help="YAML machine-type: USD/hour, merged over the bundled table"
@@ -111,7 +111,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--profile-refresh",
         default="1h",
-        help="portrait policies: rebuild workload profiles this often (default 1h)",
+        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
     )
     p.add_argument(
         "--quiet",
