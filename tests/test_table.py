@@ -89,7 +89,7 @@ def test_table_under_a_terminal_names_every_node_and_cuts_no_cell(
     assert all(len(line) <= columns for line in out.splitlines())
     words = " ".join(out.split())
     c = report["comparison"]
-    assert f"requests rule ({' '.join(c['clusterAutoscaler']['settings'])}) removes {c['clusterAutoscaler']['removable']} node" in words
+    assert f"requests rule (--utilization-source=requests --filter-plugins=) removes {c['clusterAutoscaler']['removable']} node" in words
     assert f"scaler removes {c['scaler']['removable']} node" in words
 
 
@@ -169,7 +169,7 @@ def test_side_by_side_is_computed_and_scaler_drains_more_on_night_lowreq(
     ca_run = json_report(capsys, "--snapshot", str(LOWREQ), "--utilization-source=requests", "--filter-plugins=")
     c = report["comparison"]
     ca, ours = c["clusterAutoscaler"], c["scaler"]
-    assert ca["settings"][:2] == ["--utilization-source=requests", "--filter-plugins="]
+    assert ca["settings"] == ["--utilization-source=requests", "--filter-plugins="]
     # Both sides are evaluations: CA's equals a dry-run with its flags, scaler's the report itself.
     assert ca["removable"] == ca_run["summary"]["removable"]
     assert ca["nodes"] == [n["name"] for n in sorted(ca_run["nodes"], key=lambda n: n["rank"] or 0) if n["removable"]]
@@ -303,17 +303,70 @@ def test_night_lowreq_is_bundled_in_the_package() -> None:
     assert (ROOT / "tests" / "data" / "snapshots" / "bitbrains-gke-night-lowreq" / "pods.json").is_file()
 
 
-@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir()))
-def test_example_readme_names_the_builder_and_rebuilds_the_files(example: str, tmp_path: Path) -> None:
-    text = (EXAMPLES / example / "README.md").read_text()
+BUILT_SNAPSHOTS = [
+    *sorted(f"scaler/examples/{p.name}" for p in EXAMPLES.iterdir() if p.is_dir()),
+    "tests/data/snapshots/bitbrains-gke-night",
+]
+
+
+@pytest.mark.parametrize("folder", BUILT_SNAPSHOTS)
+def test_example_readme_names_the_builder_and_rebuilds_the_files(folder: str, tmp_path: Path) -> None:
+    text = (ROOT / folder / "README.md").read_text()
+    assert "`tools/build_snapshot.py" not in text, "the builder is ../shared/tools/build_snapshot.py"
     commands = re.findall(r"`(python3 \S*build_snapshot\.py [^`]+)`", text)
     assert len(commands) == 1, "the README names the command that built the snapshot"
     argv = shlex.split(commands[0])
     assert argv[1] == "../shared/tools/build_snapshot.py"
-    assert argv[argv.index("--out") + 1] == f"scaler/examples/{example}"
+    assert argv[argv.index("--out") + 1] == folder
     if not (SHARED / "tools" / "build_snapshot.py").is_file():
         pytest.skip("../shared is not beside this checkout")
     argv[argv.index("--out") + 1] = str(tmp_path)
     subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, check=True, capture_output=True, timeout=300)
-    for f in sorted((EXAMPLES / example).glob("*.json")):
+    for f in sorted((ROOT / folder).glob("*.json")):
         assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+# ---- the README's set-up section --------------------------------------------------------------------
+
+
+def _readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"## {title}")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_readme_setup_says_what_make_test_installs_as_root_and_what_happens_without() -> None:
+    section = _readme_section("Set-up")
+    recipe = (ROOT / "Makefile").read_text().split("\ntest-deps:", 1)[1].split("\n\n", 1)[0]
+    packages = set(re.findall(r"\$\(APT_INSTALL\) (\w+)", recipe))
+    assert packages == {"prometheus", "chromium"}
+    for package in packages:
+        assert f"`{package}`" in section, package
+    assert "**as root**" in section and "apt-get" in section
+    quoted = re.search(r"`(test-deps: prometheus is missing[^`]*)`", " ".join(section.split()))
+    assert quoted is not None and f'echo "{quoted[1]}"' in recipe, "the README quotes make's own message"
+    assert "skipped with that reason" in section
+
+
+def test_readme_demo_output_is_what_make_demo_prints() -> None:
+    section = _readme_section("Set-up")
+    assert f"`scaler {' '.join(_demo_argv())}`" in " ".join(section.split())
+    block = re.search(r"```\n(NAME .*?)```", section, re.S)
+    assert block is not None
+    code, out = run_in_pty(_demo_argv(), 80)
+    assert code == 0
+    lines = out.splitlines()
+    for line in block[1].splitlines():
+        if line != "…":
+            assert line in lines, f"README line not in make demo's output: {line!r}"
+
+
+def test_readme_what_blocks_example_is_what_the_day1_dry_run_prints() -> None:
+    section = _readme_section("`scaler dry-run`")
+    block = re.search(r"```\n(What blocks: .*?)```", section, re.S)
+    assert block is not None
+    code, out = run_in_pty(["dry-run", "--snapshot", str(DAY1)], 80)
+    assert code == 0
+    lines = out.splitlines()
+    for line in block[1].splitlines():
+        assert line in lines, f"README line not in the day-1 dry-run's output: {line!r}"

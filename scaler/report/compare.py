@@ -77,16 +77,19 @@ def compare_with_requests_rule(
     snapshot: ClusterSnapshot, config: ScalerConfig, evaluation: Evaluation
 ) -> ComparisonModel:
     """Evaluate ``snapshot`` with cluster-autoscaler's settings (:data:`CA_REQUESTS_SETTINGS`
-    over ``config``) and set the outcome beside ``evaluation`` (scaler's, with ``config``).
+    over ``config``) and set the outcome beside ``evaluation`` (scaler's, with ``config``). The
+    outcome's ``settings`` are the flags that differ from ``config``.
 
     Raises:
         scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
     """
     ca_config = ScalerConfig.from_mapping({**config.model_dump(), **CA_REQUESTS_SETTINGS})
-    ca = evaluate(snapshot, ca_config)
-    ca_outcome = removal_outcome(
-        ca, "cluster-autoscaler", [f"--{k}={v}" for k, v in CA_REQUESTS_SETTINGS.items()]
-    )
+    changed = [
+        f"--{k}={v}"
+        for k, v in CA_REQUESTS_SETTINGS.items()
+        if getattr(ca_config, k.replace("-", "_")) != getattr(config, k.replace("-", "_"))
+    ]
+    ca_outcome = removal_outcome(evaluate(snapshot, ca_config), "cluster-autoscaler", changed)
     ours = removal_outcome(evaluation, "scaler")
     return ComparisonModel(
         cluster_autoscaler=ca_outcome,

@@ -154,7 +154,7 @@ class RemovalOutcomeModel(_Model):
     nodes' allocatable."""
 
     rule: str = Field(description="cluster-autoscaler or scaler")
-    settings: list[str] = Field(description="flags that turn scaler's evaluation into this rule")
+    settings: list[str] = Field(description="flags that turn this report's evaluation into this rule")
     removable: int
     removable_empty: int = Field(alias="removableEmpty")
     removable_drain: int = Field(alias="removableDrain")

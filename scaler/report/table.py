@@ -181,14 +181,15 @@ def comparison_sentence(c: ComparisonModel) -> str:
     """cluster-autoscaler's rule and scaler side by side, in one sentence."""
     d = c.additional_nodes
     verdict = (
-        f"{d} more by real usage"
+        f"{d} more by draining on real usage"
         if d > 0
         else "the same number"
         if d == 0
         else f"{-d} fewer: TargetUsage keeps destinations below its targets"
     )
+    settings = " ".join(c.cluster_autoscaler.settings)
     return (
-        f"Side by side: cluster-autoscaler's requests rule ({' '.join(c.cluster_autoscaler.settings)}) "
+        f"Side by side: cluster-autoscaler's requests rule{f' ({settings})' if settings else ''} "
         f"removes {_outcome(c.cluster_autoscaler)}; scaler removes {_outcome(c.scaler)}: {verdict}."
     )
 
