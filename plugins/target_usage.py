@@ -14,9 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from scaler.config import ScalerConfig
-from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
+from scaler.plugin_api import ClusterState, Codes, NodeState, Pod, Positions, ScalerConfig
 
 __all__ = ["TargetUsage"]
 

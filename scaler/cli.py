@@ -15,7 +15,6 @@ import logging
 import sys
 import time
 from collections.abc import Collection, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args, get_origin
 
@@ -27,26 +26,14 @@ from scaler.config import (
     ScalerConfig,
     load_config_file,
 )
-from scaler.model.parse import ObjectError, parse_time
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.model.times import format_duration, timestamp_seconds
+from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
 
-__all__ = [
-    "EXIT_BAD_INPUT",
-    "OUTPUT_FORMATS",
-    "UsageError",
-    "bundled_example",
-    "go_duration",
-    "main",
-    "unknown_argument",
-]
+__all__ = ["OUTPUT_FORMATS", "main", "unknown_argument"]
 
-EXIT_BAD_INPUT = 2
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
 """``-o`` of ``scaler dry-run``, as kubectl's: the default table, ``wide``, ``json``, ``yaml``."""
-
-
-class UsageError(Exception):
-    """Bad input: the message is printed as one line and the exit status is 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,39 +48,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def bundled_example() -> Path:
-    """Path of the example snapshot shipped inside the package (``bitbrains-gke-day1``)."""
-    return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
-
-
-def go_duration(seconds: float) -> str:
-    """``seconds`` as Go's ``time.Duration.String()`` prints it: ``10m0s``, ``1h0m0s``, ``2.5s``,
-    ``500ms``, ``0s`` (the form cluster-autoscaler's ``--help`` shows)."""
-    ns = round(seconds * 1_000_000_000)
-    sign, ns = ("-" if ns < 0 else ""), abs(ns)
-    if ns == 0:
-        return "0s"
-    if ns < 1_000_000_000:
-        for unit, scale in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= scale:
-                whole, frac = divmod(ns, scale)
-                return (
-                    sign
-                    + str(whole)
-                    + (f".{frac:0{len(str(scale)) - 1}d}".rstrip("0") if frac else "")
-                    + unit
-                )
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    whole, frac = divmod(rest, 1_000_000_000)
-    text = f"{whole}" + (f".{frac:09d}".rstrip("0") if frac else "") + "s"
-    if hours or minutes:
-        text = f"{minutes}m{text}"
-    if hours:
-        text = f"{hours}h{text}"
-    return sign + text
-
-
 def _shown_default(key: str, value: Any) -> str | None:
     """The default as ``--help`` shows it; ``None`` for an empty one (Go omits zero strings)."""
     if isinstance(value, bool):
@@ -101,7 +55,7 @@ def _shown_default(key: str, value: Any) -> str | None:
     if isinstance(value, tuple):
         return ",".join(map(str, value)) or None
     if key in DURATION_KEYS:
-        return go_duration(float(value))
+        return format_duration(float(value))
     if isinstance(value, str):
         return value or None
     return f"{value:g}" if isinstance(value, float) else str(value)
@@ -276,12 +230,8 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
 
 def _parse_now(text: str) -> float:
     try:
-        return float(text)
+        return timestamp_seconds(text)
     except ValueError:
-        pass
-    try:
-        return parse_time(text, "--now")
-    except ObjectError:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
 
 
@@ -458,8 +408,4 @@ def _entry() -> NoReturn:
 
 
 if __name__ == "__main__":
-    # `python -m scaler.cli`: run the module imported under its own name, so that the sub-commands'
-    # `from scaler.cli import UsageError` is the class main() catches.
-    from scaler.cli import _entry as _module_entry
-
-    _module_entry()
+    _entry()

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from scaler.model.parse import parse_duration_seconds
+from scaler.model.times import parse_duration_seconds
 
 __all__ = [
     "DRY_RUN_GROUPS",

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
-from scaler.cloud.base import CloudProvider
+from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, KubeWriter, ObjectRef
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, ObjectRef
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics, status_document, status_yaml
 from scaler.planner import (
@@ -62,7 +62,7 @@ class Controller:
         self,
         config: ScalerConfig,
         snapshot_source: Callable[[float], ClusterSnapshot],
-        writer: KubeWriter,
+        writer: ClusterWriter,
         cloud: CloudProvider,
         metrics: Metrics,
         *,

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.parse import format_time
 from scaler.model.records import NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scaler.cli import bundled_example, main
+from scaler.cli import main
 from scaler.config import (
     DRY_RUN_GROUPS,
     DRY_RUN_KEYS,
@@ -21,6 +21,7 @@ from scaler.config import (
     load_config_file,
     render_default_config,
 )
+from scaler.usage import bundled_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = str(ROOT / "scaler" / "examples" / "bitbrains-gke-day1")

@@ -2,8 +2,11 @@
 
 Node taints, cordon and ownership annotations (with optimistic concurrency and CA's conflict
 retry), policy/v1 evictions (retried with tenacity), pod and node reads used to verify a drain,
-Node deletion, Events and the status ConfigMap. :data:`WRITE_CALLS` lists every call made here;
-with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
+Events and the status ConfigMap: :class:`KubeWriter` implements
+:class:`scaler.cloud.base.ClusterWriter`. Nodes are not deleted here but by the cloud provider
+(:meth:`scaler.cloud.base.CloudProvider.delete_nodes`). :data:`WRITE_CALLS` lists every write
+call the controller makes (the Node delete of :class:`scaler.cloud.kubernetes.KubernetesProvider`
+included); with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
 
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
@@ -26,8 +29,8 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
-from scaler.model.parse import format_time
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
+from scaler.model.times import format_time
 from scaler.sources.kube import ApiCall
 
 __all__ = [
@@ -63,7 +66,8 @@ ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
 )
 """The calls that change the cluster's nodes and pods: taint, cordon, annotate and roll back
-(nodes get/patch), delete a Node (the ``kubernetes`` provider), evict and wait for a pod. A
+(nodes get/patch), delete a Node (made by :class:`scaler.cloud.kubernetes.KubernetesProvider`,
+not here), evict and wait for a pod. A
 ``--dry-run`` controller never makes them (the dry-run overlay does not grant them)."""
 
 DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
@@ -79,7 +83,7 @@ DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
 and its leader-election Lease."""
 
 WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + DRY_RUN_WRITE_CALLS
-"""Every write call made here (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
+"""Every write call of the controller (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
 
 _MERGE_PATCH = "application/merge-patch+json"
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
@@ -250,18 +254,6 @@ class KubeWriter:
             return patch
 
         return self._patch_node(name, change)
-
-    def delete_node(self, name: str) -> None:
-        """Delete the Node object (NotFound is success).
-
-        Raises:
-            WriteError: any other API error.
-        """
-        try:
-            release(self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False))
-        except ApiException as e:
-            if e.status != 404:
-                raise WriteError(f"delete node {name}: HTTP {e.status} {_body(e)}") from None
 
     # ---- pods -------------------------------------------------------------------------------
     def pod_gone(self, pod: Pod) -> bool:

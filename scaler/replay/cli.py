@@ -3,7 +3,7 @@
 Wiring (in :mod:`scaler.cli`): ``add_parser(subparsers)`` adds the ``replay`` sub-command and
 ``run(args)`` executes it. Bad input — an unknown policy or flag, a malformed trace row (named
 by file and line), an unreadable snapshot, price or map file — raises
-:class:`scaler.cli.UsageError` with a one-line message naming the bad value (exit status 2).
+:class:`scaler.usage.UsageError` with a one-line message naming the bad value (exit status 2).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from scaler.model.times import format_time, parse_duration_seconds, timestamp_seconds
+from scaler.usage import UsageError, bundled_example
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -122,8 +125,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _seconds(value: str, flag: str) -> float:
-    from scaler.cli import UsageError
-    from scaler.model.parse import parse_duration_seconds
 
     try:
         v = parse_duration_seconds(value)
@@ -135,13 +136,11 @@ def _seconds(value: str, flag: str) -> float:
 
 
 def _time(value: str | None, flag: str) -> float | None:
-    from scaler.cli import UsageError
-    from scaler.replay.traces import _timestamp
 
     if value is None:
         return None
     try:
-        return _timestamp(value)
+        return timestamp_seconds(value)
     except ValueError:
         raise UsageError(f"{flag}: not an RFC 3339 time or Unix seconds: {value!r}") from None
 
@@ -155,11 +154,8 @@ def check_range(first: float, last: float, start: float | None, end: float | Non
     up to one ``step`` past the last sample is covered), else ``None``.
 
     Raises:
-        scaler.cli.UsageError: the range and the trace do not overlap at all.
+        scaler.usage.UsageError: the range and the trace do not overlap at all.
     """
-    from scaler.cli import UsageError
-    from scaler.model.parse import format_time
-
     covers = f"the trace covers {format_time(first)} to {format_time(last)}"
     lo = start if start is not None else first
     hi = end if end is not None else last
@@ -180,12 +176,11 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
     Raises:
-        scaler.cli.UsageError: bad input (one line naming the bad value).
+        scaler.usage.UsageError: bad input (one line naming the bad value).
     """
     import yaml
     from rich.console import Console
 
-    from scaler.cli import UsageError, bundled_example
     from scaler.config import ConfigError, load_config_file
     from scaler.model.snapshot import SnapshotError
     from scaler.replay.bundled import known_map
@@ -339,7 +334,6 @@ def _replay(
     )
     from rich.text import Text
 
-    from scaler.model.parse import format_time
     from scaler.replay.simulate import ReplayLogContext, run_policies
 
     class StepRate(ProgressColumn):

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from scaler.model.parse import format_time
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.replay.bundled import known_map
 from scaler.replay.traces import Trace, TraceError, resample
 from scaler.replay.world import UsageTable, _workload_name

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from scaler.model.parse import format_time
+from scaler.model.times import format_time
 from scaler.replay.simulate import PolicyResult
 from scaler.report.columns import output_width, render_columns, wrap_text
 
