@@ -114,8 +114,8 @@ def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
             "--snapshot",
             nargs="+",
             metavar="PATH",
-            help="snapshot files or directories (kubectl get -o json|yaml output); "
-            "without it, the live cluster, else the bundled example",
+            help="snapshot files or directories (kubectl get -o json|yaml output); without it, the "
+            "cluster of the kubeconfig or in-cluster config, or the bundled example when none is configured",
         )
         g.add_argument(
             "--now",

@@ -158,6 +158,7 @@ def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) ->
     first, last, step = float(T0), float(T0 + 11 * 300), 300.0
     assert check_range(first, last, None, None, step) is None
     assert check_range(first, last, first + 600, last + step, step) is None
+    assert check_range(first, first, None, None, step) is None, "a trace of one sample covers itself"
     with pytest.raises(UsageError, match=r"--from 2026-11-03T00:00:00Z is outside the trace: the trace covers "
                        r"2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z"):  # fmt: skip
         check_range(first, last, T0 + 86400.0, None, step)

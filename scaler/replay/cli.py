@@ -157,11 +157,12 @@ def check_range(first: float, last: float, start: float | None, end: float | Non
         scaler.usage.UsageError: the range and the trace do not overlap at all.
     """
     covers = f"the trace covers {format_time(first)} to {format_time(last)}"
+    if start is not None and start > last:
+        raise UsageError(f"--from {format_time(start)} is outside the trace: {covers}")
+    if end is not None and end <= first:
+        raise UsageError(f"--to {format_time(end)} is outside the trace: {covers}")
     lo = start if start is not None else first
     hi = end if end is not None else last
-    if lo > last or hi <= first:
-        asked = f"--from {format_time(lo)}" if lo > last else f"--to {format_time(hi)}"
-        raise UsageError(f"{asked} is outside the trace: {covers}")
     gaps = []
     if lo < first:
         gaps.append(f"--from {format_time(lo)} is before its first sample")

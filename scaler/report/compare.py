@@ -37,6 +37,8 @@ from scaler.report.models import (
 
 __all__ = [
     "CA_REQUESTS_SETTINGS",
+    "TOP_WORKLOADS",
+    "WorkloadUsage",
     "compare_with_requests_rule",
     "removal_outcome",
     "requests_bound",
