@@ -14,14 +14,17 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
-from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
+from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, flag_name, load_config_file
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.model.times import timestamp_seconds
 from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
+
+if TYPE_CHECKING:
+    from scaler.replay.prices import PriceTable
 
 __all__ = ["main"]
 
@@ -38,7 +41,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] |
             continue
         group = parser.add_argument_group(title)
         for key, text in keys.items():
-            flag = "--" + key.replace("_", "-")
+            flag = flag_name(key)
+            if flag is None:
+                continue  # node-pools: a map, config file only
             default = getattr(defaults, key)
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
             if isinstance(default, bool):
@@ -54,6 +59,10 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] |
                     metavar="MIN:MAX:POOL",
                     default=argparse.SUPPRESS,
                     help=text,
+                )
+            elif key == "budgets":
+                group.add_argument(
+                    flag, dest=key, action="append", metavar="BUDGET", default=argparse.SUPPRESS, help=text
                 )
             else:
                 group.add_argument(
@@ -124,6 +133,15 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
     return ScalerConfig.from_mapping(values)
 
 
+def _prices(config: ScalerConfig) -> PriceTable:
+    from scaler.replay.prices import PriceError, load_price_table
+
+    try:
+        return load_price_table(config.prices or None)
+    except PriceError as e:
+        raise UsageError(f"--prices: {e}") from None
+
+
 def _parse_now(text: str) -> float:
     try:
         return timestamp_seconds(text)
@@ -165,9 +183,11 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
 
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
+    from scaler.planner import hold_by_budgets
     from scaler.report.build import build_report, print_table, report_json
 
     config = _config(args)
+    prices = _prices(config)
     err = Console(stderr=True)
     snapshot, source = _load_state(args, err)
     if config.history != "none":
@@ -180,8 +200,8 @@ def _dry_run(args: argparse.Namespace) -> int:
             snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
         except HistoryError as e:
             raise UsageError(str(e)) from None
-    evaluation = evaluate(snapshot, config)
-    report = build_report(evaluation, snapshot, source)
+    evaluation = hold_by_budgets(evaluate(snapshot, config))
+    report = build_report(evaluation, snapshot, source, prices)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     else:
@@ -220,6 +240,7 @@ def _run(args: argparse.Namespace) -> int:
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
 
     config = _config(args)
+    _prices(config)  # a bad --prices file is an error now, not in the first loop
     configure_logging(config.log_format)
     try:
         api = make_api_client(args.kubeconfig, args.context)
