@@ -35,6 +35,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.observability import Metrics, node_status, status_document, status_yaml
 from scaler.planner import (
+    SIMULATED_UNREMOVABLE,
     Aggregation,
     GroupSize,
     PlannerState,
@@ -43,12 +44,14 @@ from scaler.planner import (
     record_usage,
     with_aggregated_usage,
 )
-from scaler.reasons import NodeStatus
+from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.replay.prices import PriceTable, load_price_table
 
 __all__ = ["Controller"]
 
 log = logging.getLogger(__name__)
+
+_SIMULATED = frozenset(r.value for r in SIMULATED_UNREMOVABLE)
 
 NODE_STATUS_WRITES_PER_LOOP = 50
 """At most this many nodes' status annotations are written per loop (5 per second at the default
@@ -107,6 +110,7 @@ class Controller:
         self._recovered = False
         self._last_status: dict[str, object] | None = None
         self._node_labels: dict[str, str] = {}  # node -> status label last written
+        self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
         self._prices: PriceTable | None = None
         self.actuator = actuator_factory(
             config,
@@ -261,7 +265,11 @@ class Controller:
         as its ``scaler.io/scale-down-status`` annotation and label when its status or reason
         changed. What is on the node is known from the watch cache (its label) and from this
         replica's own writes, so a steady cluster costs no request, and a restart rewrites
-        nothing that is still true. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per loop."""
+        nothing that is still true. ``RecentlyUnremovable`` does not replace the reason the last
+        simulation wrote (``NoPlaceToMovePods``, ``BlockedByPod``): the node was not re-checked,
+        so that reason still holds, and the label does not flip every
+        ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
+        loop."""
         if not self.leader.is_set() or not self.config.write_node_status:
             return
         present = {n.name: n for n in snapshot.nodes}
@@ -272,10 +280,13 @@ class Controller:
             if node is None:
                 continue
             label, annotation = node_status(status, reason, detail, format_time(decision.now))
-            if self._node_labels.get(name, node.labels.get(LABEL_STATUS)) != label:
+            current = self._node_labels.get(name, node.labels.get(LABEL_STATUS))
+            if reason is UnremovableReason.RecentlyUnremovable and current in _SIMULATED:
+                continue  # not re-simulated yet: the reason the last simulation found still holds
+            if current != label:
                 soon = name in decision.unneeded or status is not NodeStatus.UNREMOVABLE
                 changed.append((not soon, name, label, annotation))
-        for _, name, label, annotation in sorted(changed)[:NODE_STATUS_WRITES_PER_LOOP]:
+        for _, name, label, annotation in sorted(changed)[: self.node_status_writes_per_loop]:
             try:
                 if self.writer.set_node_status(name, annotation, label):
                     self._node_labels[name] = label

@@ -130,6 +130,11 @@ class PriceTable:
         if not any(k in doc for k in (*_META, "prices", "spot")):
             self._add("", "on-demand", doc, where)  # plain machine-type: price
             return
+        unknown = set(doc) - {*_META, "prices", "spot"}
+        if unknown:
+            raise PriceError(
+                f"{where}: unknown key {sorted(map(str, unknown))[0]!r} (machine types go under 'prices' or 'spot')"
+            )
         region = doc.get("region", "")
         if not isinstance(region, str):
             raise PriceError(f"{where}: region must be a region name, got {region!r}")
