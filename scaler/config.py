@@ -620,6 +620,8 @@ class ScalerConfig(BaseModel):
                 name = "blocking_system_pod_disruption_timeout"
             elif name == "nodePools":  # the camelCase spelling of node-pools
                 name = "node_pools"
+            elif name == "scale_down_budget":  # the flag's name as a key
+                name = "budgets"
             data[name], given[name] = v, k
         budgets = data.get("budgets")
         if isinstance(budgets, str):
