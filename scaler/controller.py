@@ -33,7 +33,7 @@ from scaler.kube.writer import (
 )
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
-from scaler.observability import Metrics, node_status, status_document, status_yaml
+from scaler.observability import Metrics, node_status, status_document, status_label, status_yaml
 from scaler.planner import (
     SIMULATED_UNREMOVABLE,
     Aggregation,
@@ -275,18 +275,19 @@ class Controller:
         present = {n.name: n for n in snapshot.nodes}
         self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}
         changed = []
-        for name, (status, reason, detail) in decision.verdicts.items():
+        for name, (status, reason, _) in decision.verdicts.items():
             node = present.get(name)
             if node is None:
                 continue
-            label, annotation = node_status(status, reason, detail, format_time(decision.now))
             current = self._node_labels.get(name, node.labels.get(LABEL_STATUS))
             if reason is UnremovableReason.RecentlyUnremovable and current in _SIMULATED:
                 continue  # not re-simulated yet: the reason the last simulation found still holds
-            if current != label:
+            if current != status_label(status, reason):
                 soon = name in decision.unneeded or status is not NodeStatus.UNREMOVABLE
-                changed.append((not soon, name, label, annotation))
-        for _, name, label, annotation in sorted(changed)[: self.node_status_writes_per_loop]:
+                changed.append((not soon, name))
+        since = format_time(decision.now)
+        for _, name in sorted(changed)[: self.node_status_writes_per_loop]:
+            label, annotation = node_status(*decision.verdicts[name], since)
             try:
                 if self.writer.set_node_status(name, annotation, label):
                     self._node_labels[name] = label

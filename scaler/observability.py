@@ -32,6 +32,7 @@ __all__ = [
     "configure_logging",
     "node_status",
     "status_document",
+    "status_label",
     "status_yaml",
 ]
 
@@ -179,17 +180,19 @@ def configure_logging(fmt: str, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
-def node_status(status: NodeStatus, reason: UnremovableReason, detail: str, since: str) -> tuple[str, str]:
-    """A node's verdict as its ``scaler.io/scale-down-status`` label and annotation.
+def status_label(status: NodeStatus, reason: UnremovableReason) -> str:
+    """A node's ``scaler.io/scale-down-status`` label: the reason it stays, or
+    ``removable-empty`` / ``removable-drain`` (a valid label value: at most 63 letters, digits
+    and dashes). It alone tells whether the node's annotation must change."""
+    return reason.value if status is NodeStatus.UNREMOVABLE else status.value
 
-    The label is the reason it stays, or ``removable-empty`` / ``removable-drain`` (a valid
-    label value: at most 63 letters, digits and dashes). The annotation is compact JSON
-    ``{"status", "reason", "detail", "since"}`` with ``since`` (RFC 3339) when this status and
-    reason began; the label alone tells whether the annotation must change.
-    """
-    label = reason.value if status is NodeStatus.UNREMOVABLE else status.value
+
+def node_status(status: NodeStatus, reason: UnremovableReason, detail: str, since: str) -> tuple[str, str]:
+    """A node's verdict as its ``scaler.io/scale-down-status`` label (:func:`status_label`) and
+    annotation: compact JSON ``{"status", "reason", "detail", "since"}``, ``since`` (RFC 3339)
+    being when this status and reason began."""
     doc = {"status": status.value, "reason": reason.value, "detail": detail, "since": since}
-    return label, json.dumps(doc, separators=(",", ":"))
+    return status_label(status, reason), json.dumps(doc, separators=(",", ":"))
 
 
 def _usd(v: float | None) -> float | str:

@@ -251,6 +251,8 @@ def _crop_order(r: NodeResult) -> tuple[bool, int]:
 
 
 def _ledger(evaluation: Evaluation, deleting: Collection[str]) -> BudgetLedger:
+    if not evaluation.config.budgets:
+        return BudgetLedger((), evaluation.now, {}, {})
     nodes = [r.node for r in evaluation.nodes]
     pool_nodes = Counter(n.node_group for n in nodes)
     return BudgetLedger(
