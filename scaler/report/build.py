@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -136,8 +137,6 @@ def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str
     """The configuration with flag names as keys; ``node-pools`` holds, for every node pool of
     the snapshot or of the configuration, its effective per-pool values
     (:meth:`~scaler.config.ScalerConfig.for_pool`) and its ``--nodes`` / ``node-pools`` limits."""
-    from dataclasses import asdict
-
     flags = {k.replace("_", "-"): v for k, v in config.model_dump(mode="json", by_alias=True).items()}
     limits = node_group_limits(config, snapshot.nodes)
     pools: dict[str, Any] = {}
