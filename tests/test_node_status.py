@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from e2e_cluster import GI, E2ECluster
 
 from scaler.controller import Controller
-from scaler.kube.writer import ANNOTATION_STATUS, LABEL_STATUS
+from scaler.kube.writer import ANNOTATION_STATUS, LABEL_STATUS, KubeWriter, WriteError
 
 
 def status_patches(c: E2ECluster, since: int = 0) -> list[Any]:
@@ -107,3 +108,22 @@ def test_a_failed_write_is_counted_and_retried_next_loop(tmp_path: Path) -> None
         assert ctl.metrics.errors.labels("node_status")._value.get() == 1
         assert len(loop(c, ctl)) == len(c.nodes)
         assert loop(c, ctl) == []
+
+
+def test_without_node_get_scaler_cannot_taint_but_can_write_the_status(tmp_path: Path) -> None:
+    """The dry-run overlay's RBAC (node patch, no node get) as the fake answers it: every taint,
+    cordon or rollback is a read-modify-write that starts with the refused GET, so no PATCH is
+    sent; the status is one blind merge patch and goes through."""
+    with E2ECluster(tmp_path) as c:
+        name = c.nodes[0]
+        c.kube.fail(f"/api/v1/nodes/{name}", 403, method="GET", exact=True)
+        writer = KubeWriter(c.api, "scaler", clock=c.clock)
+        before = len(c.kube.requests)
+        for act in (lambda: writer.mark_to_be_deleted(name, c.clock()), lambda: writer.set_state(name, "drained"),
+                    lambda: writer.clean_to_be_deleted(name)):  # fmt: skip
+            with pytest.raises(WriteError, match="HTTP 403"):
+                act()
+        assert [r.method for r in c.kube.requests[before:]] == ["GET", "GET", "GET"]
+        assert writer.set_node_status(name, '{"status":"unremovable"}', "NotUnderutilized")
+        assert on_node(c, name)[0] == "NotUnderutilized"
+        assert not (c.node(name) or {}).get("spec", {}).get("taints")
