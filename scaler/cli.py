@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Literal, NoReturn, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
 
 from scaler.config import (
     DRY_RUN_KEYS,
@@ -24,11 +24,15 @@ from scaler.config import (
     FLAG_GROUPS,
     ConfigError,
     ScalerConfig,
+    flag_name,
     load_config_file,
 )
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.model.times import format_duration, timestamp_seconds
 from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
+
+if TYPE_CHECKING:
+    from scaler.replay.prices import PriceTable
 
 __all__ = ["OUTPUT_FORMATS", "main", "unknown_argument"]
 
@@ -84,7 +88,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
             continue
         group = parser.add_argument_group(title)
         for key in shown:
-            flag = "--" + key.replace("_", "-")
+            flag = flag_name(key)
+            if flag is None:
+                continue  # node-pools: a map, config file only
             annotation = fields[key].annotation
             default = _shown_default(key, getattr(defaults, key))
             help_text = texts[key] + (f" (default {default})" if default is not None else "")
@@ -93,6 +99,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
                 kwargs.update(nargs="?", const="true", metavar="true|false")
             elif key == "nodes":
                 kwargs.update(action="append", metavar="MIN:MAX:POOL")
+            elif key == "budgets":
+                kwargs.update(action="append", metavar="BUDGET")
             elif get_origin(annotation) is Literal:
                 kwargs.update(choices=get_args(annotation))
             else:
@@ -228,6 +236,15 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
     return ScalerConfig.from_mapping(values)
 
 
+def _prices(config: ScalerConfig) -> PriceTable:
+    from scaler.replay.prices import PriceError, load_price_table
+
+    try:
+        return load_price_table(config.prices or None)
+    except PriceError as e:
+        raise UsageError(f"--prices: {e}") from None
+
+
 def _parse_now(text: str) -> float:
     try:
         return timestamp_seconds(text)
@@ -272,10 +289,12 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
 
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
+    from scaler.planner import hold_by_budgets
     from scaler.report.build import build_report, report_json, report_yaml
     from scaler.report.table import print_table
 
     config = _config(args)
+    prices = _prices(config)
     snapshot, source = _load_state(args)
     if config.history != "none":
         from dataclasses import replace
@@ -287,8 +306,8 @@ def _dry_run(args: argparse.Namespace) -> int:
             snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
         except HistoryError as e:
             raise UsageError(str(e)) from None
-    evaluation = evaluate(snapshot, config)
-    report = build_report(evaluation, snapshot, source)
+    evaluation = hold_by_budgets(evaluate(snapshot, config))
+    report = build_report(evaluation, snapshot, source, prices)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     elif args.output == "yaml":
@@ -328,6 +347,7 @@ def _run(args: argparse.Namespace) -> int:
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
 
     config = _config(args)
+    _prices(config)  # a bad --prices file is an error now, not in the first loop
     configure_logging(config.log_format)
     try:
         api = make_api_client(args.kubeconfig, args.context)

@@ -245,6 +245,15 @@ class ClusterWriter(Protocol):
         """
         ...
 
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Set node ``name``'s ``scaler.io/scale-down-status`` annotation and label (its current
+        verdict); ``False`` when the node is gone.
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
+        ...
+
 
 def call_with_retries(
     fn: Callable[[], T],

@@ -221,11 +221,14 @@ class ReplayActuator(Actuator):
 
 
 class ReplayController(Controller):
-    """The live :class:`Controller`, unchanged but for the status ConfigMap, which a replay does
-    not write."""
+    """The live :class:`Controller`, unchanged but for the status ConfigMap and the nodes'
+    status annotations, which a replay does not write."""
 
     def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
         """No status ConfigMap in a replay."""
+
+    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """No status annotations in a replay."""
 
 
 # ---- workload profiles (resource portraits) ---------------------------------------------------------

@@ -810,6 +810,10 @@ class SimWriter:
     ) -> None:
         """The status ConfigMap is not kept in a replay."""
 
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Nodes' status annotations are not kept in a replay."""
+        return True
+
 
 class SimCloud:
     """The node pools of a :class:`World` as a :class:`scaler.cloud.base.CloudProvider`:

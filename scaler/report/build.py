@@ -5,36 +5,53 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict
 from typing import Any
 
 import yaml
 
+from scaler.config import ScalerConfig
+from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.replay.prices import PriceTable, load_price_table
 from scaler.report.models import (
     BlockingPodModel,
+    CostModel,
     DryRunReport,
     MoveModel,
     NodeReport,
     PodCounts,
     RequestUtilizationModel,
     ResourceFigures,
+    SavingsModel,
     SummaryModel,
     TaintModel,
     TolerationModel,
     UtilizationModel,
 )
 
-__all__ = ["build_report", "report_json", "report_yaml"]
+__all__ = [
+    "build_report",
+    "effective_flags",
+    "report_json",
+    "report_yaml",
+    "savings",
+    "savings_line",
+    "usd_month",
+]
 
 
 def _figures(r: Resources) -> ResourceFigures:
     return ResourceFigures(cpu_millicores=r.cpu_millicores, memory_bytes=r.memory_bytes, pods=r.pods)
 
 
-def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, list[Any]]) -> NodeReport:
+def _node_report(
+    res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, list[Any]], prices: PriceTable
+) -> NodeReport:
     node, u = res.node, res.utilization
+    price = prices.node_price(node)
     pods = counted.get(node.name, [])
     requested = Resources()
     for p in pods:
@@ -90,13 +107,57 @@ def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, 
             )
             for p, dest in res.moves
         ],
+        cost=CostModel(
+            machine_type=price.machine_type,
+            region=price.region,
+            pricing=price.kind,
+            hourly_usd=price.hourly_usd,
+            monthly_usd=price.monthly_usd,
+        ),
     )
 
 
+def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
+    """The monthly cost of the removable ``nodes``: the sum of the known prices, ``None`` when
+    some are removable and none has a price (unknown, never 0)."""
+    removable = [n for n in nodes if n.removable]
+    known = [n.cost.monthly_usd for n in removable if n.cost.monthly_usd is not None]
+    return SavingsModel(
+        monthly_usd=sum(known) if known or not removable else None,
+        priced_nodes=len(known),
+        unpriced_nodes=len(removable) - len(known),
+        price_source=prices.source,
+        price_date=prices.date,
+    )
+
+
+def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """The configuration with flag names as keys; ``node-pools`` holds, for every node pool of
+    the snapshot or of the configuration, its effective per-pool values
+    (:meth:`~scaler.config.ScalerConfig.for_pool`) and its ``--nodes`` / ``node-pools`` limits."""
+    flags = {k.replace("_", "-"): v for k, v in config.model_dump(mode="json", by_alias=True).items()}
+    limits = node_group_limits(config, snapshot.nodes)
+    pools: dict[str, Any] = {}
+    for pool in sorted({n.node_group for n in snapshot.nodes if n.node_group} | set(config.node_pools)):
+        values = {k.replace("_", "-"): v for k, v in asdict(config.for_pool(pool)).items()}
+        spec = limits.get(pool)
+        if spec is not None:
+            values |= {"min-size": spec.min_size, "max-size": spec.max_size}
+        pools[pool] = values
+    flags["node-pools"] = pools
+    return flags
+
+
 def build_report(
-    evaluation: Evaluation, snapshot: ClusterSnapshot, source: str, *, compare: bool = True
+    evaluation: Evaluation,
+    snapshot: ClusterSnapshot,
+    source: str,
+    prices: PriceTable | None = None,
+    *,
+    compare: bool = True,
 ) -> DryRunReport:
-    """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``.
+    """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
+    with node costs from ``prices`` (default: the bundled table).
 
     With ``compare`` (default) the report also carries cluster-autoscaler's rule side by side and
     what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations).
@@ -107,8 +168,9 @@ def build_report(
     from scaler.engine import counted_pods
     from scaler.report.compare import compare_with_requests_rule, removal_outcome, requests_bound
 
+    prices = prices if prices is not None else load_price_table()
     counted = counted_pods(snapshot, evaluation.config)
-    nodes = [_node_report(r, snapshot, counted) for r in evaluation.nodes]
+    nodes = [_node_report(r, snapshot, counted, prices) for r in evaluation.nodes]
     outcome = removal_outcome(evaluation, "scaler")
     summary = SummaryModel(
         nodes=len(nodes),
@@ -120,8 +182,9 @@ def build_report(
         freed_cpu_millicores=outcome.freed_cpu_millicores,
         freed_memory_bytes=outcome.freed_memory_bytes,
         unremovable_by_reason=dict(sorted(evaluation.reason_counts().items())),
+        savings=savings(nodes, prices),
     )
-    flags = {k.replace("_", "-"): v for k, v in evaluation.config.model_dump(mode="json").items()}
+    flags = effective_flags(evaluation.config, snapshot)
     return DryRunReport(
         generated_at=dt.datetime.fromtimestamp(evaluation.now, dt.UTC).isoformat().replace("+00:00", "Z"),
         source=source,
@@ -145,3 +208,20 @@ def report_json(report: DryRunReport) -> str:
 def report_yaml(report: DryRunReport) -> str:
     """The report as YAML text (the same document as :func:`report_json`, keys in schema order)."""
     return yaml.safe_dump(_document(report), sort_keys=False, allow_unicode=True)
+
+
+def usd_month(v: float | None) -> str:
+    """A monthly cost for the terminal: ``$97.09`` or ``unknown`` (never 0 for no price)."""
+    return "unknown" if v is None else f"${v:,.2f}"
+
+
+def savings_line(report: DryRunReport) -> str:
+    """The table's savings sentence: the removable nodes' monthly cost and the price source."""
+    sv = report.summary.savings
+    unpriced = (
+        f"; {sv.unpriced_nodes} removable node(s) of unknown price not counted" if sv.unpriced_nodes else ""
+    )
+    return (
+        f"Removable nodes cost {usd_month(sv.monthly_usd)}/month{unpriced} "
+        f"(prices: {sv.price_source}, {sv.price_date})."
+    )

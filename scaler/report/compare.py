@@ -11,6 +11,9 @@ re-runs :func:`scaler.engine.evaluate` on a variant instead of estimating:
   workloads whose requests exceed their real usage the most, and evaluates the snapshot once more
   with every pod's cpu and memory requests set to the 95th percentile (nearest rank) of its
   workload's per-pod usage in the snapshot: the nodes removable only then are kept by requests.
+
+Every variant is held by the disruption budgets (:func:`scaler.planner.hold_by_budgets`) as the
+dry-run's own evaluation is, so the outcomes compare like for like.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from scaler.history.profiles import workload_key
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.planner import hold_by_budgets
 from scaler.reasons import NodeStatus
 from scaler.report.models import (
     ComparisonModel,
@@ -86,13 +90,17 @@ def compare_with_requests_rule(
     Raises:
         scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
     """
-    ca_config = ScalerConfig.from_mapping({**config.model_dump(), **CA_REQUESTS_SETTINGS})
+    overrides = ScalerConfig.from_mapping(CA_REQUESTS_SETTINGS)
+    keys = [k.replace("-", "_") for k in CA_REQUESTS_SETTINGS]
+    ca_config = config.model_copy(update={k: getattr(overrides, k) for k in keys})
     changed = [
-        f"--{k}={v}"
-        for k, v in CA_REQUESTS_SETTINGS.items()
-        if getattr(ca_config, k.replace("-", "_")) != getattr(config, k.replace("-", "_"))
+        f"--{k.replace('_', '-')}={v}"
+        for k, v in zip(keys, CA_REQUESTS_SETTINGS.values(), strict=True)
+        if getattr(ca_config, k) != getattr(config, k)
     ]
-    ca_outcome = removal_outcome(evaluate(snapshot, ca_config), "cluster-autoscaler", changed)
+    ca_outcome = removal_outcome(
+        hold_by_budgets(evaluate(snapshot, ca_config)), "cluster-autoscaler", changed
+    )
     ours = removal_outcome(evaluation, "scaler")
     return ComparisonModel(
         cluster_autoscaler=ca_outcome,
@@ -189,8 +197,10 @@ def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadU
     )
 
 
-def _underused(result: NodeResult, threshold: float) -> bool:
+def _underused(result: NodeResult, config: ScalerConfig) -> bool:
+    """Kept although its real usage is at or below its pool's utilization threshold."""
     u = result.utilization
+    threshold = config.for_pool(result.node.node_group).scale_down_utilization_threshold
     return not result.removable and not u.empty and u.value is not None and u.value <= threshold
 
 
@@ -207,7 +217,7 @@ def requests_bound(
     """What keeps nodes that real usage would let go: see the module doc.
 
     ``underusedNodes`` are the nodes kept although their real usage (the dominant resource) is at
-    or below ``--scale-down-utilization-threshold``; ``keptByRequests`` those of them that become
+    or below their pool's ``--scale-down-utilization-threshold``; ``keptByRequests`` those of them that become
     removable when every workload requests its p95 usage (one more evaluation); ``workloads`` the
     ``top`` workloads whose requests exceed their usage by the largest share of the cluster's
     allocatable cpu or memory.
@@ -223,7 +233,7 @@ def _requests_bound(
     snapshot: ClusterSnapshot, config: ScalerConfig, evaluation: Evaluation, top: int
 ) -> RequestsBoundModel:
     threshold = config.scale_down_utilization_threshold
-    underused = [r for r in evaluation.nodes if _underused(r, threshold)]
+    underused = [r for r in evaluation.nodes if _underused(r, config)]
     usage = workload_usage(snapshot)
     cpu_total = sum(n.allocatable.cpu_millicores for n in snapshot.nodes)
     memory_total = sum(n.allocatable.memory_bytes for n in snapshot.nodes)
@@ -231,7 +241,7 @@ def _requests_bound(
         (w for w in usage.values() if _excess_share(w, cpu_total, memory_total) > 0),
         key=lambda w: (-_excess_share(w, cpu_total, memory_total), w.key),
     )[:top]
-    rightsized = evaluate(rightsized_snapshot(snapshot, usage), config)
+    rightsized = hold_by_budgets(evaluate(rightsized_snapshot(snapshot, usage), config))
     before = {r.node.name for r in evaluation.nodes if r.removable}
     after = rightsized.removable()
     gained = [r.node.name for r in after if r.node.name not in before]

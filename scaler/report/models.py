@@ -17,12 +17,14 @@ __all__ = [
     "API_VERSION",
     "BlockingPodModel",
     "ComparisonModel",
+    "CostModel",
     "DryRunReport",
     "MoveModel",
     "NodeReport",
     "RemovalOutcomeModel",
     "RequestsBoundModel",
     "ResourceFigures",
+    "SavingsModel",
     "SummaryModel",
     "TaintModel",
     "TolerationModel",
@@ -109,6 +111,33 @@ class PodCounts(_Model):
     to_move: int = Field(alias="toMove")
 
 
+class CostModel(_Model):
+    """What the node costs, from the price table (``--prices``; bundled: us-central1 on-demand).
+    Prices are ``null`` when the table has none for the node's machine type, region and kind:
+    unknown, never 0."""
+
+    machine_type: str = Field(alias="machineType", description="node.kubernetes.io/instance-type")
+    region: str
+    pricing: str = Field(description="on-demand or spot (cloud.google.com/gke-spot or gke-preemptible)")
+    hourly_usd: float | None = Field(alias="hourlyUsd")
+    monthly_usd: float | None = Field(alias="monthlyUsd", description="hourly x 730 hours")
+
+
+class SavingsModel(_Model):
+    """Monthly cost of the removable nodes (what removing them saves), with the price table's
+    source and date."""
+
+    monthly_usd: float | None = Field(
+        alias="monthlyUsd",
+        description="sum over the removable nodes with a known price; null when some are removable and "
+        "none has one",
+    )
+    priced_nodes: int = Field(alias="pricedNodes")
+    unpriced_nodes: int = Field(alias="unpricedNodes", description="removable nodes of unknown price")
+    price_source: str = Field(alias="priceSource")
+    price_date: str = Field(alias="priceDate")
+
+
 class NodeReport(_Model):
     """The verdict on one node and the facts behind it."""
 
@@ -133,6 +162,7 @@ class NodeReport(_Model):
     pods: PodCounts
     blocking_pod: BlockingPodModel | None = Field(None, alias="blockingPod")
     moves: list[MoveModel] = Field(default_factory=list)
+    cost: CostModel
 
 
 class SummaryModel(_Model):
@@ -147,6 +177,7 @@ class SummaryModel(_Model):
     freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
     freed_memory_bytes: int = Field(alias="freedMemoryBytes")
     unremovable_by_reason: dict[str, int] = Field(alias="unremovableByReason")
+    savings: SavingsModel
 
 
 class RemovalOutcomeModel(_Model):
@@ -226,4 +257,7 @@ class DryRunReport(_Model):
     requests_bound: RequestsBoundModel | None = Field(
         None, alias="requestsBound", description="what keeps nodes that real usage would let go"
     )
-    flags: dict[str, Any] = Field(description="effective configuration, flag names as keys")
+    flags: dict[str, Any] = Field(
+        description="effective configuration, flag names as keys; node-pools: the effective per-pool "
+        "values of every node pool"
+    )

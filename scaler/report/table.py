@@ -5,10 +5,11 @@ status is ``empty`` (removable, only DaemonSet/mirror pods), ``drain`` (removabl
 elsewhere) or ``keep`` (unremovable), the usage columns are real usage / allocatable (requests /
 allocatable with ``--utilization-source=requests``), and the reason is a short phrase
 (:data:`SHORT_REASON`, :data:`SHORT_BLOCKING_REASON`). ``-o wide`` adds the requests-based
-columns, the node group, the zone and the pods to move, and gives the full reason: CA's
-``UnremovableReason`` with its detail. Node names are never cut (:mod:`scaler.report.columns`).
+columns, the node group, the zone, the pods to move and the node's monthly cost, and gives the
+full reason: CA's ``UnremovableReason`` with its detail. Node names are never cut (:mod:`scaler.report.columns`).
 
-After the table: the summary, cluster-autoscaler's rule side by side, the unremovable nodes per
+After the table: the summary with the removable nodes' monthly cost, cluster-autoscaler's rule
+side by side, the unremovable nodes per
 reason, and, when requests keep nodes that real usage would let go, what blocks
 (:mod:`scaler.report.compare`). Prose wraps at the terminal width (``$COLUMNS`` first); piped
 output without ``$COLUMNS`` is not wrapped.
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.report.build import savings_line, usd_month
 from scaler.report.columns import output_width, render_columns, wrap_text
 from scaler.report.models import (
     ComparisonModel,
@@ -75,6 +77,7 @@ SHORT_REASON: dict[str, str] = {
     UnremovableReason.BlockedByOnCompletionPod: "pod to complete",
     UnremovableReason.MetricsUnavailable: "no metrics",
     UnremovableReason.DestinationForMovedPods: "receives pods",
+    UnremovableReason.ScaleDownBudgetExhausted: "budget exhausted",
 }
 """The default view's REASON for a kept node (at most 16 columns); ``-o wide`` and the JSON give
 CA's name (``UnremovableReason``) and the detail."""
@@ -138,7 +141,7 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
     headers += ["REQ-CPU%", "REQ-MEM%"] if by_requests else ["CPU%", "MEM%"]
     if wide:
         headers += ["CPU%", "MEM%"] if by_requests else ["REQ-CPU%", "REQ-MEM%"]
-        headers += ["GROUP", "ZONE", "PODS-TO-MOVE"]
+        headers += ["GROUP", "ZONE", "PODS-TO-MOVE", "$/MONTH"]
     headers.append("REASON")
     cells = []
     for n in rows:
@@ -157,6 +160,7 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
             else:
                 row += [_pct(n.request_utilization.cpu), _pct(n.request_utilization.memory)]
             row += [n.node_group or "<none>", n.zone or "<none>", str(len(n.moves)) if n.removable else "-"]
+            row.append(usd_month(n.cost.monthly_usd))
         row.append(full_reason(n) if wide else short_reason(n))
         cells.append(row)
     return render_columns(headers, cells)
@@ -268,7 +272,8 @@ def summary_lines(report: DryRunReport) -> list[str]:
     out = [
         f"{s.removable} of {s.nodes} nodes removable ({s.removable_empty} empty, {s.removable_drain} by drain, "
         f"{s.pods_to_move} pods to move); frees {_vcpu(s.freed_cpu_millicores)} vCPU and "
-        f"{_gib(s.freed_memory_bytes)} GiB allocatable. Source: {report.source} at {report.generated_at}."
+        f"{_gib(s.freed_memory_bytes)} GiB allocatable. Source: {report.source} at {report.generated_at}.",
+        savings_line(report),
     ]
     if report.comparison is not None:
         out.append(comparison_sentence(report.comparison))
