@@ -4,6 +4,7 @@ the flags a dry-run reads, ``--version``, and ``nan`` refused as not a number.""
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 import sys
@@ -13,8 +14,9 @@ from typing import Literal, get_args, get_origin
 
 import pytest
 
+from scaler import cli, planner
 from scaler.cli import main
-from scaler.config import DRY_RUN_KEYS, DURATION_KEYS, ScalerConfig
+from scaler.config import DRY_RUN_KEYS, DURATION_KEYS, ScalerConfig, flag_name
 from scaler.model.times import format_duration
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,29 +109,36 @@ def test_help_shows_go_durations_and_the_choices_of_every_enum_flag(capsys: pyte
     assert "(default 5m0s)" in help_text(capsys, "replay")
 
 
-def _keys_read(paths: list[Path]) -> set[str]:
-    """Configuration keys read as ``config.<key>`` or ``cfg.<key>`` in ``paths``."""
+def _keys_read(sources: list[str]) -> set[str]:
+    """Configuration keys read in ``sources``: ``config.<key>`` or ``cfg.<key>``, and per-pool
+    values read as ``config.for_pool(...).<key>`` or through a variable bound to ``for_pool``."""
     fields = set(ScalerConfig.model_fields)
     found = set()
-    for p in paths:
-        for m in re.finditer(r"\b(?:config|cfg)\.([a-z_]+)\b", p.read_text()):
-            if m[1] in fields:
-                found.add(m[1])
+    for text in sources:
+        names = set(re.findall(r"\b(?:config|cfg)\.([a-z_]+)\b", text))
+        names |= set(re.findall(r"for_pool\([^)]*\)\.([a-z_]+)", text))
+        for var in re.findall(r"\b(\w+) = \w+(?:\.config)?\.for_pool\(", text):
+            names |= set(re.findall(rf"\b{var}\.([a-z_]+)", text))
+        found |= names & fields
     return found
 
 
 def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest.CaptureFixture[str]) -> None:
     # Everything scaler dry-run runs: utilization, eligibility, drain rules, simulation, the
-    # plugins it loads, and the history it may read.
-    modules = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py")]
+    # plugins it loads, the history it may read, the budgets that hold nodes, and the command
+    # itself (the price table).
+    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py", "budgets.py")]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
-        modules += sorted((ROOT / folder).rglob("*.py"))
-    assert _keys_read(modules) == set(DRY_RUN_KEYS)
-    dry_help = help_text(capsys, "dry-run")
-    shown = {k for k in ScalerConfig.model_fields if f"--{k.replace('_', '-')} " in dry_help}
-    assert shown == set(DRY_RUN_KEYS)
+        files += sorted((ROOT / folder).rglob("*.py"))
+    functions = [planner.hold_by_budgets, planner._ledger, cli._dry_run, cli._prices]
+    sources = [f.read_text() for f in files] + [inspect.getsource(f) for f in functions]
+    assert _keys_read(sources) == set(DRY_RUN_KEYS)
+    dry_help = help_text(capsys, "dry-run")  # node-pools is a config-file key: no flag
+    flags = {k: f for k in ScalerConfig.model_fields if (f := flag_name(k)) is not None}
+    shown = {k for k, f in flags.items() if f + " " in dry_help}
+    assert shown == set(DRY_RUN_KEYS) - {"node_pools"}
     run_help = help_text(capsys, "run")
-    assert all(f"--{k.replace('_', '-')} " in run_help for k in ScalerConfig.model_fields)
+    assert all(f + " " in run_help for f in flags.values())
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "-nan"])

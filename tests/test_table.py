@@ -111,7 +111,8 @@ def test_wide_adds_requests_group_zone_pods_and_the_full_reason(capsys: pytest.C
     assert code == 0, out
     lines = table_lines(out)
     assert lines[0].split() == [
-        "NAME", "STATUS", "CPU%", "MEM%", "REQ-CPU%", "REQ-MEM%", "GROUP", "ZONE", "PODS-TO-MOVE", "REASON",
+        "NAME", "STATUS", "CPU%", "MEM%", "REQ-CPU%", "REQ-MEM%", "GROUP", "ZONE", "PODS-TO-MOVE", "$/MONTH",
+        "REASON",
     ]  # fmt: skip
     rows = {r["NAME"]: r for r in cells(lines)}
     for n in report["nodes"]:
@@ -119,6 +120,8 @@ def test_wide_adds_requests_group_zone_pods_and_the_full_reason(capsys: pytest.C
         assert row["REQ-CPU%"] == pct(n["requestUtilization"]["cpu"])
         assert row["GROUP"] == n["nodeGroup"] and row["ZONE"] == n["zone"]
         assert row["PODS-TO-MOVE"] == (str(len(n["moves"])) if n["removable"] else "-")
+        monthly = n["cost"]["monthlyUsd"]
+        assert row["$/MONTH"] == ("unknown" if monthly is None else f"${monthly:,.2f}")
         assert row["REASON"] == (n["detail"] if n["removable"] else f"{n['reason']}: {n['detail']}")
 
 
