@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ from e2e_cluster import E2ECluster
 
 from scaler.kube.writer import ANNOTATION_OWNER
 from scaler.model.records import TAINT_TO_BE_DELETED
-from scaler.runner import Runner
+from scaler.runner import Runner, default_identity
 
 
 class WallClock:
@@ -137,3 +139,37 @@ def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
         finally:
             for r in runners:
                 r.stop(timeout=10)
+
+
+def test_a_permission_missing_on_becoming_leader_stops_the_replica_before_it_acts(tmp_path: Path) -> None:
+    """Permissions are checked again on becoming leader (they may have changed while the replica
+    followed): a missing one stops the replica with the reason, and nothing is touched."""
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=0)
+        checks: list[int] = []
+
+        def check() -> str:
+            checks.append(1)
+            return "missing Kubernetes permission(s) for scaler run: delete nodes"
+
+        runner = Runner(cfg, c.api, c.provider(), identity="r-0", lease=(1.0, 0.8, 0.1), permission_check=check)
+        runner.start(sync_timeout=10)
+        try:
+            wait_for(runner.stop_event.is_set, what="the replica to stop")
+        finally:
+            runner.stop(timeout=10)
+        assert checks == [1]
+        assert runner.fatal == "missing Kubernetes permission(s) for scaler run: delete nodes"
+        assert not runner.controller.leader.is_set()
+        assert not any(tainted(c, n) for n in c.nodes)
+        assert not [r for r in c.kube.requests if r.method == "PATCH"]
+        lease = c.kube.get_object("Lease", "scaler", "scaler-system")
+        assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
+
+
+def test_identity_is_pod_name_or_hostname_plus_a_random_suffix(monkeypatch: Any) -> None:
+    monkeypatch.setenv("POD_NAME", "scaler-7d9f-abcde")
+    a, b = default_identity(), default_identity()
+    assert a != b and re.fullmatch(r"scaler-7d9f-abcde_[0-9a-f-]{36}", a)
+    monkeypatch.delenv("POD_NAME")
+    assert re.fullmatch(re.escape(socket.gethostname()) + r"_[0-9a-f-]{36}", default_identity())

@@ -2,7 +2,7 @@
 
 Node taints, cordon and ownership annotations (with optimistic concurrency and CA's conflict
 retry), policy/v1 evictions (retried with tenacity), pod and node reads used to verify a drain,
-Node deletion, Events and the status ConfigMap. :data:`WRITE_CALLS` lists every call made here;
+Events and the status ConfigMap. :data:`WRITE_CALLS` lists every call made here;
 with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
 
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -22,7 +23,15 @@ from typing import Any, cast
 
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_result,
+    stop_after_delay,
+    stop_never,
+    stop_when_event_set,
+    wait_fixed,
+)
 
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
@@ -58,13 +67,13 @@ STATE_DRAINED = "drained"
 ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
     ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
-    ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
     ApiCall("", "v1", "pods", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
 )
 """The calls that change the cluster's nodes and pods: taint, cordon, annotate and roll back
-(nodes get/patch), delete a Node (the ``kubernetes`` provider), evict and wait for a pod. A
-``--dry-run`` controller never makes them (the dry-run overlay does not grant them)."""
+(nodes get/patch), evict and wait for a pod. A ``--dry-run`` controller never makes them (the
+dry-run overlay does not grant them). Deleting the node is the cloud provider's
+(:attr:`scaler.cloud.base.CloudProvider.kube_calls`)."""
 
 DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
@@ -251,18 +260,6 @@ class KubeWriter:
 
         return self._patch_node(name, change)
 
-    def delete_node(self, name: str) -> None:
-        """Delete the Node object (NotFound is success).
-
-        Raises:
-            WriteError: any other API error.
-        """
-        try:
-            release(self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False))
-        except ApiException as e:
-            if e.status != 404:
-                raise WriteError(f"delete node {name}: HTTP {e.status} {_body(e)}") from None
-
     # ---- pods -------------------------------------------------------------------------------
     def pod_gone(self, pod: Pod) -> bool:
         """True when ``pod`` no longer runs on its node: NotFound, another UID (recreated), or
@@ -318,11 +315,17 @@ class KubeWriter:
         except Exception as e:  # connection errors: retried like 5xx
             return False, None, f"{type(e).__name__}: {e}"
 
-    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+    def evictor(
+        self,
+        max_pod_eviction_time: float,
+        max_graceful_termination_sec: int,
+        stop: threading.Event | None = None,
+    ) -> Evictor:
         """An :class:`~scaler.eviction.executor.Evictor` that retries 429, 5xx and connection
         errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
         (at least one attempt), emitting a ``ScaleDown`` event on success and ``ScaleDownFailed``
-        on final failure."""
+        on final failure. Once ``stop`` is set (SIGTERM) it makes no further attempt and the wait
+        between attempts ends at once."""
 
         def evict(pod: Pod) -> EvictResult:
             grace = min(pod.termination_grace_seconds, max_graceful_termination_sec)
@@ -336,11 +339,18 @@ class KubeWriter:
             def retryable(r: tuple[bool, int | None, str]) -> bool:
                 return not r[0] and (r[1] is None or r[1] in _RETRYABLE)
 
+            def pause(seconds: float) -> None:
+                if stop is None:
+                    self.sleep(seconds)
+                else:
+                    stop.wait(seconds)
+
             retrying = Retrying(
                 retry=retry_if_result(retryable),
                 wait=wait_fixed(self.eviction_retry_seconds),
-                stop=stop_after_delay(max_pod_eviction_time),
-                sleep=self.sleep,
+                stop=stop_after_delay(max_pod_eviction_time)
+                | (stop_when_event_set(stop) if stop is not None else stop_never),
+                sleep=pause,
                 reraise=False,
             )
             try:

@@ -215,7 +215,7 @@ class ReplayController(Controller):
     """The live :class:`Controller`, unchanged but for the status ConfigMap, which a replay does
     not write."""
 
-    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+    def _write_status(self, decision: ScaleDownPlan, metrics_api: dict[str, str] | None = None) -> None:
         """No status ConfigMap in a replay."""
 
 
