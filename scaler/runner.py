@@ -62,7 +62,8 @@ def build_runner(
     """Everything ``scaler run`` does before its loop, in order:
 
     1. check with SelfSubjectAccessReviews that every Kubernetes call the controller and its
-       cloud provider will make is allowed (with ``dry_run``: the dry-run's calls only);
+       cloud provider will make is allowed (with ``dry_run``: the dry-run's calls only; a kind
+       the source may skip, PVs and PVCs, only warns);
     2. start the watch caches (one LIST per kind, then WATCH) and wait until they are synced;
     3. build the cloud provider, its ``--nodes`` limits resolved against the cached nodes (the
        same LIST: nothing is listed twice);
@@ -90,10 +91,17 @@ def build_runner(
 
     def kube_problem() -> str:
         missing = missing_permissions(api, permissions)
-        if not missing:
+        optional = [p.display for p in missing if p.call.optional]
+        if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
+            log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+        required = [p.display for p in missing if not p.call.optional]
+        if not required:
             return ""
-        what = "; ".join(p.display for p in missing)
-        return f"missing Kubernetes permission(s) for scaler run{' --dry-run' if dry_run else ''}: {what} (SelfSubjectAccessReview; grant them as deploy/ does)"
+        mode = " --dry-run" if dry_run else ""
+        return (
+            f"missing Kubernetes permission(s) for scaler run{mode}: {'; '.join(required)} "
+            "(SelfSubjectAccessReview; grant them as deploy/ does)"
+        )
 
     try:
         problem = kube_problem()

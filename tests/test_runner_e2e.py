@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from e2e_cluster import E2ECluster
 
 from scaler.kube.writer import ANNOTATION_OWNER
 from scaler.model.records import TAINT_TO_BE_DELETED
-from scaler.runner import Runner, default_identity
+from scaler.runner import Runner, StartupError, build_runner, default_identity
+from scaler.sources.watch import WATCHED_CALLS
 
 
 class WallClock:
@@ -173,3 +175,23 @@ def test_identity_is_pod_name_or_hostname_plus_a_random_suffix(monkeypatch: Any)
     assert a != b and re.fullmatch(r"scaler-7d9f-abcde_[0-9a-f-]{36}", a)
     monkeypatch.delenv("POD_NAME")
     assert re.fullmatch(re.escape(socket.gethostname()) + r"_[0-9a-f-]{36}", default_identity())
+
+
+def test_start_checks_permissions_before_reading_anything(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with E2ECluster(tmp_path) as c:
+        cfg = c.config(cloud_provider="kubernetes", address="127.0.0.1:0")
+        c.kube.authorizer = lambda a: not (a["resource"] == "nodes" and a["verb"] == "delete")
+        with pytest.raises(StartupError, match=r"missing Kubernetes permission\(s\) for scaler run: delete nodes \("):
+            build_runner(cfg, c.api, dry_run=False, identity="t")
+        assert c.kube.requests and all(r.path.endswith("/selfsubjectaccessreviews") for r in c.kube.requests)
+        reviews = [r.json()["spec"]["resourceAttributes"] for r in c.kube.requests]
+        assert {"resource": "pods", "subresource": "eviction", "verb": "create", "group": ""} in reviews
+        assert {"group": "coordination.k8s.io", "resource": "leases", "verb": "update",
+                "namespace": "scaler-system", "name": "scaler"} in reviews  # fmt: skip
+        # A dry-run neither evicts nor deletes: it starts. A kind the source may skip only warns.
+        c.kube.authorizer = lambda a: a["resource"] != "persistentvolumes"
+        runner = build_runner(cfg, c.api, dry_run=True, identity="t")
+        runner.cache.stop()
+        assert "no permission to list persistentvolumes; watch persistentvolumes" in caplog.text
+        lists = [r for r in c.kube.requests if r.method == "GET" and "watch" not in r.query]
+        assert sorted(r.path for r in lists) == sorted({c.path for c in WATCHED_CALLS}), "each kind listed once"
