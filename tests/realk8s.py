@@ -17,6 +17,7 @@ There is no kubelet and no metrics-server; this module supplies what a test need
   through an ``APIService`` and an ``ExternalName`` Service, with per-node usage set by the test;
   :attr:`MetricsServer.fail_status` makes it answer an HTTP error (an outage).
 * :class:`ScalerProcess` runs ``scaler run`` as a subprocess, its output in a file.
+* :func:`running_cluster` starts the first three together and stops them on exit.
 
 :func:`unavailable` says why the control plane cannot run here (no ``../shared/k8s``, no etcd, …)
 so that tests skip with that reason. The module is a library for tests (the real-apiserver suite
@@ -860,6 +861,26 @@ class ScalerProcess:
         """Wait for it to exit; returns the exit status."""
         assert self.proc is not None
         return self.proc.wait(timeout)
+
+
+@contextlib.contextmanager
+def running_cluster(state_dir: Path) -> Iterator[tuple[ControlPlane, Kubelet, MetricsServer]]:
+    """A started control plane with its :class:`Kubelet` and a registered :class:`MetricsServer`;
+    all three stopped on exit, whatever happened."""
+    cp = ControlPlane(state_dir)
+    kubelet: Kubelet | None = None
+    metrics: MetricsServer | None = None
+    try:
+        cp.start()
+        kubelet = Kubelet(cp).start()
+        metrics = MetricsServer(cp).start()
+        yield cp, kubelet, metrics
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if kubelet is not None:
+            kubelet.stop()
+        cp.stop()
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from realk8s import (
     MetricsServer,
     ScalerProcess,
     free_port,
+    running_cluster,
     scaler_process,
     unavailable,
     wait_for,
@@ -125,13 +126,7 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("real-apiserver")
-    cp = ControlPlane(tmp / "control-plane")
-    kubelet: Kubelet | None = None
-    metrics: MetricsServer | None = None
-    try:
-        cp.start()
-        kubelet = Kubelet(cp).start()
-        metrics = MetricsServer(cp).start()
+    with running_cluster(tmp / "control-plane") as (cp, kubelet, metrics):
         cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS}}])
         cp.apply(rbac("base", SA))  # --cloud-provider=kubernetes deletes Node objects: the base's RBAC
         cp.apply(rbac("overlays/gke", "scaler-gke"))
@@ -141,12 +136,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             for name in (SA, "scaler-gke", "scaler-dry-run")
         }
         yield World(cp, kubelet, metrics, tmp, kubeconfigs)
-    finally:
-        if metrics is not None:
-            metrics.stop()
-        if kubelet is not None:
-            kubelet.stop()
-        cp.stop()
 
 
 @pytest.fixture
@@ -276,6 +265,7 @@ def test_sigterm_mid_drain_rolls_back_releases_the_lease_and_exits(w: World) -> 
         start = time.monotonic()
         assert proc.terminate(60) == 0, proc.output
         took = time.monotonic() - start
+    print(f"SIGTERM mid-drain to exit: {took:.2f}s")
     assert took < 5.0, f"SIGTERM took {took:.1f}s"
     assert untouched(w.cp, under)
     lease = w.cp.get("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
