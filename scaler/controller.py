@@ -22,14 +22,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
-from scaler.cloud.base import CloudProvider
+from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, KubeWriter, ObjectRef
-from scaler.model.parse import format_time
+from scaler.kube.writer import (
+    ANNOTATION_OWNER,
+    ANNOTATION_STATE,
+    LABEL_STATUS,
+    STATE_DRAINED,
+    ObjectRef,
+    WriteError,
+)
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.observability import Metrics, status_document, status_yaml
+from scaler.model.times import format_time
+from scaler.observability import Metrics, node_status, status_document, status_label, status_yaml
 from scaler.planner import (
+    SIMULATED_UNREMOVABLE,
     Aggregation,
     GroupSize,
     PlannerState,
@@ -40,11 +48,19 @@ from scaler.planner import (
     with_aggregated_usage,
 )
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.replay.prices import PriceTable, load_price_table
 from scaler.sources.kube import MetricsUnavailable
 
 __all__ = ["Controller"]
 
 log = logging.getLogger(__name__)
+
+_SIMULATED = frozenset(r.value for r in SIMULATED_UNREMOVABLE)
+
+NODE_STATUS_WRITES_PER_LOOP = 50
+"""At most this many nodes' status annotations are written per loop (5 per second at the default
+10 s scan interval: cluster-autoscaler's default ``--kube-client-qps``); nodes that are or may
+soon be removed go first, the rest follow in later loops."""
 
 
 class Controller:
@@ -71,7 +87,7 @@ class Controller:
         self,
         config: ScalerConfig,
         snapshot_source: Callable[[float], ClusterSnapshot],
-        writer: KubeWriter,
+        writer: ClusterWriter,
         cloud: CloudProvider,
         metrics: Metrics,
         *,
@@ -105,6 +121,9 @@ class Controller:
         self._groups: dict[str, str] = {}  # node -> node group, as of the last snapshot
         self.metrics_unavailable_since: float | None = None
         """When the current metrics API outage began (Unix seconds), ``None`` when there is none."""
+        self._node_labels: dict[str, str] = {}  # node -> status label last written
+        self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
+        self._prices: PriceTable | None = None
         self.actuator = actuator_factory(
             config,
             writer,
@@ -179,7 +198,9 @@ class Controller:
             snapshot = self.snapshot_source(now)
         self._apply_outcomes(now)
         cfg = self.config
-        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time)
+        pools = {p: cfg.for_pool(p) for p in cfg.node_pools}
+        windows = {p: c.scale_down_unneeded_time for p, c in pools.items()}
+        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time, windows)
         in_flight = dict(self.actuator.in_flight)
         self.state = replace(
             self.state,
@@ -187,7 +208,8 @@ class Controller:
             in_flight=in_flight,
             in_flight_drains=frozenset(self.actuator.drains),
         )
-        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation))
+        methods = {p: Aggregation(c.usage_aggregation) for p, c in pools.items()}
+        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation), methods)
         evaluation = evaluate(aggregated, cfg, recently_unremovable=self.state.recently_unremovable(now))
         self.cloud.refresh()
         sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
@@ -195,7 +217,7 @@ class Controller:
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
         )
-        self.metrics.observe_plan(decision)
+        self.metrics.observe_plan(decision, [b.name for b in cfg.budgets])
         if acting and decision.to_delete:
             failures = self.actuator.start(decision)
             if failures:
@@ -205,7 +227,8 @@ class Controller:
         elif self.dry_run and self.leader.is_set():
             self._announce(decision)
         self._groups = {n.name: n.node_group for n in snapshot.nodes}
-        self._write_status(decision)
+        self._write_status(decision, snapshot)
+        self._write_node_statuses(decision, snapshot)
         return self._loop_done(decision, start)
 
     def _loop_done(self, decision: ScaleDownPlan, start: float) -> ScaleDownPlan:
@@ -238,7 +261,7 @@ class Controller:
             cooldown=detail,
         )  # fmt: skip
         self.metrics.observe_plan(decision)
-        self._write_status(decision, {"status": "Unavailable", "since": since, "message": why})
+        self._write_status(decision, None, {"status": "Unavailable", "since": since, "message": why})
         return self._loop_done(decision, start)
 
     def _metrics_back(self, now: float) -> None:
@@ -261,11 +284,33 @@ class Controller:
                                   f"[dry-run] would {what}")  # fmt: skip
         self._announced = set(chosen) | (self._announced & set(decision.unneeded))
 
-    def _write_status(self, decision: ScaleDownPlan, metrics_api: dict[str, str] | None = None) -> None:
+    @property
+    def prices(self) -> PriceTable:
+        """The price table (``--prices`` over the bundled one), read on first use.
+
+        Raises:
+            scaler.replay.prices.PriceError: the ``--prices`` file is bad (``scaler run``
+                checks it before starting).
+        """
+        if self._prices is None:
+            self._prices = load_price_table(self.config.prices or None)
+        return self._prices
+
+    def _write_status(
+        self,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot | None,
+        metrics_api: dict[str, str] | None = None,
+    ) -> None:
+        """The status ConfigMap (leader only), when its content changed. ``snapshot`` ``None``:
+        a loop without one (a metrics outage): the node groups of the last one, no costs."""
         if not self.leader.is_set():
             return
+        nodes = snapshot.nodes if snapshot is not None else ()
+        costs = {n.name: self.prices.node_price(n).monthly_usd for n in nodes if n.name in decision.unneeded}
         doc = status_document(
-            decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run,
+            decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
+            price_source=f"{self.prices.source}, {self.prices.date}",
             metrics_api=metrics_api or {"status": "Available"},
         )  # fmt: skip
         if doc == self._last_status:
@@ -280,6 +325,42 @@ class Controller:
         except Exception as e:  # status is best effort
             self.metrics.errors.labels("status").inc()
             log.warning("status ConfigMap not written: %s", e)
+
+    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """Leader only, with ``--write-node-status`` (also in dry-run): write each node's verdict
+        as its ``scaler.io/scale-down-status`` annotation and label when its status or reason
+        changed. What is on the node is known from the watch cache (its label) and from this
+        replica's own writes, so a steady cluster costs no request, and a restart rewrites
+        nothing that is still true. ``RecentlyUnremovable`` does not replace the reason the last
+        simulation wrote (``NoPlaceToMovePods``, ``BlockedByPod``): the node was not re-checked,
+        so that reason still holds, and the label does not flip every
+        ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
+        loop."""
+        if not self.leader.is_set() or not self.config.write_node_status:
+            return
+        present = {n.name: n for n in snapshot.nodes}
+        self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}
+        changed = []
+        for name, (status, reason, _) in decision.verdicts.items():
+            node = present.get(name)
+            if node is None:
+                continue
+            current = self._node_labels.get(name, node.labels.get(LABEL_STATUS))
+            if reason is UnremovableReason.RecentlyUnremovable and current in _SIMULATED:
+                continue  # not re-simulated yet: the reason the last simulation found still holds
+            if current != status_label(status, reason):
+                soon = name in decision.unneeded or status is not NodeStatus.UNREMOVABLE
+                changed.append((not soon, name))
+        since = format_time(decision.now)
+        for _, name in sorted(changed)[: self.node_status_writes_per_loop]:
+            label, annotation = node_status(*decision.verdicts[name], since)
+            try:
+                if self.writer.set_node_status(name, annotation, label):
+                    self._node_labels[name] = label
+            except WriteError as e:  # best effort, as the status ConfigMap; retried next loop
+                self.metrics.errors.labels("node_status").inc()
+                log.warning("node status not written: %s", e)
+                return
 
     def run(self, stop: threading.Event) -> None:
         """Loop every ``--scan-interval`` until ``stop`` is set; errors are logged and counted,

@@ -29,6 +29,7 @@ import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import jsonschema
 import kubernetes_validate
@@ -44,7 +45,7 @@ from scaler.cloud.gke import GKEProvider
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.kube.permissions import required_calls
-from scaler.kube.writer import ACTUATION_CALLS
+from scaler.kube.writer import ACTUATION_CALLS, ANNOTATION_STATUS, LABEL_STATUS
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -434,18 +435,26 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
 
 
 def test_dry_run_makes_only_requests_the_read_only_rbac_and_iam_role_allow(tmp_path: Path) -> None:
-    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) within
-    its narrowed ClusterRole and the read-only IAM role, and changes nothing."""
+    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) and
+    writes the nodes' status annotation within its narrowed ClusterRole and the read-only IAM
+    role, and changes nothing else."""
     iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())["includedPermissions"])
 
-    def announced(c: Any) -> bool:
+    def announced(c: Any) -> bool:  # a ScaleDownDryRun event, and the nodes' status written
+        requests = list(c.kube.requests)
         return any(r.method == "POST" and r.path.endswith("/events") and b"ScaleDownDryRun" in r.body
-                   for r in list(c.kube.requests))  # fmt: skip
+                   for r in requests) and any(r.method == "PATCH" for r in requests)  # fmt: skip
 
     kube_requests, _, used, seen = run_scaler(tmp_path, "overlays/dry-run", announced)
     assert ("", "events", "create") in seen and ("", "configmaps", "create") in seen
     assert not seen & {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
-    assert not [r for r in kube_requests if r.method in ("PATCH", "DELETE")]
+    assert not [r for r in kube_requests if r.method == "DELETE"]
+    # Its only patches: the nodes' status annotation and label, nothing else of a node.
+    patches = [r for r in kube_requests if r.method == "PATCH"]
+    assert patches and all(r.path.startswith("/api/v1/nodes/") for r in patches)
+    for r in patches:
+        body = r.json()
+        assert body == {"metadata": {"annotations": {ANNOTATION_STATUS: ANY}, "labels": {LABEL_STATUS: ANY}}}
     assert used and used <= iam, f"IAM permissions missing from the dry-run role: {sorted(used - iam)}"
 
 

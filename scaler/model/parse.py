@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Hashable, Mapping
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
 from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
@@ -41,12 +40,11 @@ from scaler.model.records import (
     TopologySpreadConstraint,
     Volume,
 )
+from scaler.model.times import parse_duration_seconds, rfc3339_seconds
 
 __all__ = [
     "ObjectError",
-    "format_time",
     "parse_controller",
-    "parse_duration_seconds",
     "parse_label_selector",
     "parse_node",
     "parse_node_metrics",
@@ -127,66 +125,9 @@ def parse_time(value: Any, field: str = "timestamp", where: Obj | None = None) -
     if not isinstance(value, str):
         raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}")
     try:
-        return _rfc3339_seconds(value)
+        return rfc3339_seconds(value)
     except ValueError:
         raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}") from None
-
-
-@lru_cache(maxsize=4096)
-def _rfc3339_seconds(value: str) -> float:
-    """Unix seconds of an RFC 3339 string (memoized: a metrics list repeats one timestamp).
-
-    Raises:
-        ValueError: not a timestamp.
-    """
-    text = value.replace("Z", "+00:00").replace("z", "+00:00")
-    t = dt.datetime.fromisoformat(text)
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
-
-
-def format_time(ts: float) -> str:
-    """Unix seconds as an RFC 3339 UTC timestamp to the second (``2026-11-22T08:30:00Z``, the
-    layout Kubernetes writes; fractions are dropped). The inverse of :func:`parse_time` for
-    whole seconds."""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@lru_cache(maxsize=1024)
-def parse_duration_seconds(value: str) -> float:
-    """Parse a Go-style duration (``30s``, ``2m``, ``1h30m``, ``500ms``) or a bare number of
-    seconds into seconds.
-
-    Raises:
-        ValueError: the value is not a duration (message names it).
-    """
-    import math
-    import re
-
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise ValueError(f"invalid duration {value!r}")
-        return seconds
-    units = {
-        "ns": 1e-9,
-        "us": 1e-6,
-        "\u00b5s": 1e-6,
-        "\u03bcs": 1e-6,
-        "ms": 1e-3,
-        "s": 1.0,
-        "m": 60.0,
-        "h": 3600.0,
-    }
-    parts = re.findall(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)", text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"invalid duration {value!r}")
-    return sum(float(n) * units[u] for n, u in parts)
 
 
 def parse_resources(raw: Mapping[str, Any], where: Obj, field: str) -> Resources:
@@ -583,7 +524,7 @@ def _labels(v: Any) -> dict[str, str]:
 def _stamp(v: Any) -> float:
     if type(v) is not str:
         raise _Bail
-    return _rfc3339_seconds(v)  # ValueError: the caller bails
+    return rfc3339_seconds(v)  # ValueError: the caller bails
 
 
 def _parse_pod_fast(obj: Obj) -> Pod:

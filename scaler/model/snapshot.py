@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import (
@@ -24,6 +24,7 @@ from scaler.model.parse import (
     parse_pv,
     parse_pvc,
 )
+from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
     Controller,
     Node,
@@ -34,9 +35,6 @@ from scaler.model.records import (
     PodDisruptionBudget,
     PodMetrics,
 )
-
-if TYPE_CHECKING:
-    from scaler.history.profiles import WorkloadProfile
 
 __all__ = ["CONTROLLER_KINDS", "IGNORED_KINDS", "ClusterSnapshot", "SnapshotError", "build_snapshot"]
 
