@@ -32,7 +32,8 @@ unit: $(STAMP) test-deps
 
 ## System packages some tests run for real, from Debian, installed when missing (as root):
 ## prometheus and promtool (the Prometheus history tests), chromium (the replay HTML report
-## test). Where they cannot be installed (not root, no apt-get) those tests skip and say why.
+## test), etcd-server (the real-apiserver suite, with ../shared/k8s). Where they cannot be
+## installed (not root, no apt-get) those tests skip and say why.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 test-deps:
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
@@ -44,6 +45,11 @@ test-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    $(APT_INSTALL) chromium >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) chromium; }; \
 	  else echo "test-deps: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; \
+	fi
+	@if ! command -v etcd >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    $(APT_INSTALL) etcd-server >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) etcd-server; }; \
+	  else echo "test-deps: etcd is missing and cannot be installed here (needs root and apt-get)"; fi; \
 	fi
 
 ## Benchmarks (minutes): full evaluation, parse and peak RSS at 1k, 5k and 15k nodes; writes

@@ -335,16 +335,9 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-    import socket
-
-    from scaler.cloud.base import CloudError, CloudProvider
-    from scaler.eligibility import node_group_limits
-    from scaler.model.parse import ObjectError, parse_node
-    from scaler.model.records import Node
     from scaler.observability import configure_logging
-    from scaler.runner import Runner, run_forever
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
+    from scaler.runner import StartupError, build_runner, run_forever
+    from scaler.sources.kube import ClusterUnreachable, make_api_client
 
     config = _config(args)
     _prices(config)  # a bad --prices file is an error now, not in the first loop
@@ -353,43 +346,14 @@ def _run(args: argparse.Namespace) -> int:
         api = make_api_client(args.kubeconfig, args.context)
     except ClusterUnreachable as e:
         raise UsageError(f"cluster unreachable: {e}") from None
-    identity = os.environ.get("POD_NAME") or socket.gethostname()
-    runner: Runner | None = None
-
-    def runner_nodes() -> tuple[Node, ...]:
-        return runner.last_nodes if runner is not None else ()
-
-    cloud: CloudProvider
     try:
-        from scaler.sources.kube import fetch_objects
-
-        nodes = [parse_node(o) for o in fetch_objects(api) if o.get("kind") == "Node"]
-        limits = node_group_limits(config, nodes)
-        if config.cloud_provider == "gke":
-            from scaler.cloud.gke import GKEProvider, make_clients
-
-            # SCALER_GCE_API_ENDPOINT points the Google clients at an emulator (tests); unset in
-            # production: Google's endpoints with Workload Identity credentials.
-            container, compute = make_clients(os.environ.get("SCALER_GCE_API_ENDPOINT") or None)
-            cloud = GKEProvider.from_environment(
-                config.gke_project or None,
-                config.gke_location or None,
-                config.gke_cluster or None,
-                limits=limits,
-                container_client=container,
-                compute_clients=compute,
-            )
-        else:
-            from scaler.cloud.kubernetes import KubernetesProvider
-
-            # Node counts come from the nodes the loop already read (no extra LIST per loop).
-            cloud = KubernetesProvider(api, limits, node_source=lambda: runner_nodes())
-    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
+        runner = build_runner(config, api, dry_run=args.dry_run)
+    except StartupError as e:
         raise UsageError(str(e)) from None
-    except Exception as e:  # metadata server unreachable and no --gke-* flags
-        raise UsageError(f"cloud provider {config.cloud_provider}: {e}") from None
-    runner = Runner(config, api, cloud, identity=identity, dry_run=args.dry_run)
-    return run_forever(runner)
+    code = run_forever(runner)
+    if runner.fatal:
+        raise UsageError(runner.fatal)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -67,7 +67,8 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "scale_down_unready_enabled": "Consider NotReady nodes for scale-down.",
         "scale_down_unneeded_time": "How long a Ready node must stay unneeded before it is deleted (live mode).",
         "scale_down_unready_time": "How long a NotReady node must stay unneeded before it is deleted (live mode).",
-        "unremovable_node_recheck_timeout": "A node found unremovable is not re-checked for this long (live mode).",
+        "unremovable_node_recheck_timeout": "A node found unremovable, or whose removal failed, is not re-checked "
+        "for this long (live mode).",
         "nodes": "MIN:MAX:POOL size limits of a node group (repeatable). Without it a group's min is 0.",
     },
     "Drain rules": {
@@ -140,7 +141,7 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "node: max (any spike counts), p95 (isolated spikes ignored; default), ewma (smoothed).",
         "scale_down_delay_after_add": "No deletion for this long after a node was added (a scale-up).",
         "scale_down_delay_after_delete": "No deletion for this long after a loop that started deletions.",
-        "scale_down_delay_after_failure": "No deletion for this long after a failed scale-down.",
+        "scale_down_delay_after_failure": "No deletion for this long after a failed scale-down (any step).",
     },
     "Actuation (scaler run)": {
         "max_graceful_termination_sec": "Cap on a pod's terminationGracePeriodSeconds during drain (seconds).",

@@ -224,7 +224,12 @@ class ReplayController(Controller):
     """The live :class:`Controller`, unchanged but for the status ConfigMap and the nodes'
     status annotations, which a replay does not write."""
 
-    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+    def _write_status(
+        self,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot | None,
+        metrics_api: dict[str, str] | None = None,
+    ) -> None:
         """No status ConfigMap in a replay."""
 
     def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "ApiCall",
     "ClusterUnreachable",
     "LiveSourceError",
+    "MetricsUnavailable",
     "NoClusterConfig",
     "fetch_objects",
     "load_live_snapshot",
@@ -71,6 +72,13 @@ class LiveSourceError(ValueError):
     """The API server answered, but badly: an HTTP error status (other than on an optional
     kind), a body that is not a JSON List, or the metrics API missing (404/503 on
     ``metrics.k8s.io``). The one-line message names the resource, the path and the status."""
+
+
+class MetricsUnavailable(LiveSourceError):
+    """``metrics.k8s.io`` did not answer a metrics LIST with a List: an HTTP error (404: the
+    APIService is missing; 503: metrics-server is down), a malformed body. The API server itself
+    answered. ``scaler dry-run`` exits 2 on it; ``scaler run`` treats it as an outage (a state
+    it reports and waits out, acting on nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
