@@ -3,7 +3,9 @@
 Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
 pod-metrics LIST), record usage (nodes, and the pods of the nodes that may become candidates),
 evaluate with usage aggregated over the unneeded window, plan,
-and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics report
+and — when leader, not stopping and not in ``--dry-run`` — start the removals. While the metrics
+API does not answer, a loop only reports the outage (status, ``scaler_metrics_api_available``,
+health) and starts nothing. Metrics report
 every loop; the status ConfigMap is rewritten when its content changes (its ``time`` says when);
 in dry-run, "would remove" events are emitted once per node.
 
@@ -17,33 +19,52 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
 from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, ObjectRef
+from scaler.kube.writer import (
+    ANNOTATION_OWNER,
+    ANNOTATION_STATE,
+    LABEL_STATUS,
+    STATE_DRAINED,
+    ObjectRef,
+    WriteError,
+)
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.observability import Metrics, status_document, status_yaml
+from scaler.model.times import format_time
+from scaler.observability import Metrics, node_status, status_document, status_label, status_yaml
 from scaler.planner import (
+    SIMULATED_UNREMOVABLE,
     Aggregation,
     GroupSize,
     PlannerState,
     ScaleDownPlan,
     plan,
+    record_failures,
     record_pod_usage,
     record_usage,
     with_aggregated_usage,
 )
-from scaler.reasons import UnremovableReason
+from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.replay.prices import PriceTable, load_price_table
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.state import FilterPlugin, ScorePlugin
+from scaler.sources.kube import MetricsUnavailable
 
 __all__ = ["Controller"]
 
 log = logging.getLogger(__name__)
+
+_SIMULATED = frozenset(r.value for r in SIMULATED_UNREMOVABLE)
+
+NODE_STATUS_WRITES_PER_LOOP = 50
+"""At most this many nodes' status annotations are written per loop (5 per second at the default
+10 s scan interval: cluster-autoscaler's default ``--kube-client-qps``); nodes that are or may
+soon be removed go first, the rest follow in later loops."""
 
 
 class Controller:
@@ -61,6 +82,9 @@ class Controller:
         actuator_factory: builds the :class:`Actuator` (tests tune its timings).
         source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
             watches that keep failing; while it says anything, nothing is started.
+        node_groups: node name → node group of the cluster's nodes now, without metrics (the
+            watch cache); during a metrics outage every one of them is reported
+            ``MetricsUnavailable`` (default: the nodes of the last successful loop).
         filters, scorers: the simulation's plugins, resolved once for the life of the
             controller and shared by the evaluation and the actuator's re-check (``None``:
             loaded from ``config`` here).
@@ -82,6 +106,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
         actuator_factory: Callable[..., Actuator] = Actuator,
         source_problem: Callable[[], str] | None = None,
+        node_groups: Callable[[], Mapping[str, str]] | None = None,
         filters: Sequence[FilterPlugin] | None = None,
         scorers: Sequence[ScorePlugin] | None = None,
     ) -> None:
@@ -96,6 +121,7 @@ class Controller:
         self.identity = identity
         self.clock = clock
         self.source_problem = source_problem
+        self.node_groups = node_groups
         self.state = PlannerState()
         self.leader = threading.Event()
         self.stopping = threading.Event()
@@ -107,6 +133,12 @@ class Controller:
         self._recovered = False
         self._last_status: dict[str, object] | None = None
         self._sampled_nodes: set[str] | None = None  # None: every pod (before the first evaluation)
+        self._groups: dict[str, str] = {}  # node -> node group, as of the last snapshot
+        self.metrics_unavailable_since: float | None = None
+        """When the current metrics API outage began (Unix seconds), ``None`` when there is none."""
+        self._node_labels: dict[str, str] = {}  # node -> status label last written
+        self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
+        self._prices: PriceTable | None = None
         self.actuator = actuator_factory(
             config,
             writer,
@@ -124,15 +156,22 @@ class Controller:
         with self._outcome_lock:
             self._outcomes.append(outcome)
 
-    def _apply_outcomes(self, now: float) -> None:
-        with self._outcome_lock:
-            outcomes, self._outcomes = self._outcomes, []
+    def _apply_outcomes(self, now: float, outcomes: list[NodeOutcome] | None = None) -> None:
+        """Fold finished removals into the planner state: a removed node's timer goes; a failed
+        one starts the failure cooldown and keeps its node out for the recheck timeout."""
+        if outcomes is None:
+            with self._outcome_lock:
+                outcomes, self._outcomes = self._outcomes, []
         if not outcomes:
             return
         since = dict(self.state.unneeded_since)
         for o in outcomes:
-            since.pop(o.node, None)  # success: gone; failure: back to the pool with a fresh timer
-        self.state = replace(self.state, unneeded_since=since)
+            since.pop(o.node, None)
+        self.state = record_failures(
+            replace(self.state, unneeded_since=since),
+            [(o.node, o.time or now, f"{o.step or 'error'}: {o.message}") for o in outcomes if not o.ok],
+            self.config.unremovable_node_recheck_timeout,
+        )
 
     # ---- health -----------------------------------------------------------------------------------
     def healthy(self) -> bool:
@@ -159,7 +198,11 @@ class Controller:
         """One loop: read, evaluate, plan, act (leader only), report. Returns the plan."""
         start = time.monotonic()
         now = self.clock()
-        snapshot = self.snapshot_source(now)
+        try:
+            snapshot = self.snapshot_source(now)
+        except MetricsUnavailable as e:
+            return self._metrics_outage(now, str(e), start)
+        self._metrics_back(now)
         stale = self.source_problem() if self.source_problem is not None else ""
         if stale:
             # When in doubt, don't act: a stale view could hide new pods on a node.
@@ -172,9 +215,11 @@ class Controller:
             snapshot = self.snapshot_source(now)
         self._apply_outcomes(now)
         cfg = self.config
-        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time)
+        pools = {p: cfg.for_pool(p) for p in cfg.node_pools}
+        windows = {p: c.scale_down_unneeded_time for p, c in pools.items()}
+        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time, windows)
         pod_history = record_pod_usage(
-            self.state.pod_usage_history, snapshot, cfg.scale_down_unneeded_time, self._sampled_nodes
+            self.state.pod_usage_history, snapshot, cfg.scale_down_unneeded_time, self._sampled_nodes, windows
         )
         in_flight = dict(self.actuator.in_flight)
         self.state = replace(
@@ -184,7 +229,10 @@ class Controller:
             in_flight=in_flight,
             in_flight_drains=frozenset(self.actuator.drains),
         )
-        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation), pod_history)
+        methods = {p: Aggregation(c.usage_aggregation) for p, c in pools.items()}
+        aggregated = with_aggregated_usage(
+            snapshot, history, Aggregation(cfg.usage_aggregation), methods, pod_history=pod_history
+        )
         evaluation = evaluate(
             aggregated,
             cfg,
@@ -210,21 +258,61 @@ class Controller:
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
         )
-        self.metrics.observe_plan(decision)
+        self.metrics.observe_plan(decision, [b.name for b in cfg.budgets])
         if acting and decision.to_delete:
             failures = self.actuator.start(decision)
             if failures:
-                self.state = replace(self.state, last_failure=now)
+                self._apply_outcomes(now, failures)
             else:
                 self.state = replace(self.state, last_delete=now)
         elif self.dry_run and self.leader.is_set():
             self._announce(decision)
+        self._groups = {n.name: n.node_group for n in snapshot.nodes}
         self._write_status(decision, snapshot)
+        self._write_node_statuses(decision, snapshot)
+        return self._loop_done(decision, start)
+
+    def _loop_done(self, decision: ScaleDownPlan, start: float) -> ScaleDownPlan:
         self.last_plan = decision
         self.last_loop_end = self.clock()
         self.metrics.duration.labels("main").observe(time.monotonic() - start)
         self.metrics.last_activity.labels("main").set(self.last_loop_end)
         return decision
+
+    # ---- metrics outages ----------------------------------------------------------------------------
+    def _metrics_outage(self, now: float, why: str, start: float) -> ScaleDownPlan:
+        """A loop while ``metrics.k8s.io`` does not answer: nothing is evaluated or started, the
+        unneeded timers restart (usage was not observed meanwhile), every node known from the
+        last loop is ``MetricsUnavailable``; status, metrics and health stay current. One
+        warning when the outage starts (and one when it ends: :meth:`_metrics_back`)."""
+        if self.metrics_unavailable_since is None:
+            self.metrics_unavailable_since = now
+            log.warning("metrics API unavailable, no scale-down until it answers again: %s", why)
+        since = format_time(self.metrics_unavailable_since)
+        self.metrics.metrics_api_available.set(0)
+        self.metrics.errors.labels("metrics_unavailable").inc()
+        if self.node_groups is not None:
+            self._groups = dict(self.node_groups())
+        self._apply_outcomes(now)
+        self.state = replace(self.state, unneeded_since={}, in_flight=dict(self.actuator.in_flight))
+        detail = f"metrics.k8s.io unavailable since {since}"
+        decision = ScaleDownPlan(
+            now, (), (), {},
+            {n: (NodeStatus.UNREMOVABLE, UnremovableReason.MetricsUnavailable, detail) for n in self._groups},
+            cooldown=detail,
+        )  # fmt: skip
+        self.metrics.observe_plan(decision)
+        self._write_status(decision, None, {"status": "Unavailable", "since": since, "message": why})
+        return self._loop_done(decision, start)
+
+    def _metrics_back(self, now: float) -> None:
+        self.metrics.metrics_api_available.set(1)
+        if self.metrics_unavailable_since is not None:
+            log.warning(
+                "metrics API available again after %.0fs unavailable; unneeded timers restart now",
+                now - self.metrics_unavailable_since,
+            )
+            self.metrics_unavailable_since = None
 
     def _announce(self, decision: ScaleDownPlan) -> None:
         """Dry-run: one event per node each time it becomes deletable."""
@@ -237,13 +325,35 @@ class Controller:
                                   f"[dry-run] would {what}")  # fmt: skip
         self._announced = set(chosen) | (self._announced & set(decision.unneeded))
 
-    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+    @property
+    def prices(self) -> PriceTable:
+        """The price table (``--prices`` over the bundled one), read on first use.
+
+        Raises:
+            scaler.replay.prices.PriceError: the ``--prices`` file is bad (``scaler run``
+                checks it before starting).
+        """
+        if self._prices is None:
+            self._prices = load_price_table(self.config.prices or None)
+        return self._prices
+
+    def _write_status(
+        self,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot | None,
+        metrics_api: dict[str, str] | None = None,
+    ) -> None:
+        """The status ConfigMap (leader only), when its content changed. ``snapshot`` ``None``:
+        a loop without one (a metrics outage): the node groups of the last one, no costs."""
         if not self.leader.is_set():
             return
-        groups = {n.name: n.node_group for n in snapshot.nodes}
+        nodes = snapshot.nodes if snapshot is not None else ()
+        costs = {n.name: self.prices.node_price(n).monthly_usd for n in nodes if n.name in decision.unneeded}
         doc = status_document(
-            decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run
-        )
+            decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
+            price_source=f"{self.prices.source}, {self.prices.date}",
+            metrics_api=metrics_api or {"status": "Available"},
+        )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)
         text = status_yaml(doc, decision.now)
@@ -256,6 +366,42 @@ class Controller:
         except Exception as e:  # status is best effort
             self.metrics.errors.labels("status").inc()
             log.warning("status ConfigMap not written: %s", e)
+
+    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """Leader only, with ``--write-node-status`` (also in dry-run): write each node's verdict
+        as its ``scaler.io/scale-down-status`` annotation and label when its status or reason
+        changed. What is on the node is known from the watch cache (its label) and from this
+        replica's own writes, so a steady cluster costs no request, and a restart rewrites
+        nothing that is still true. ``RecentlyUnremovable`` does not replace the reason the last
+        simulation wrote (``NoPlaceToMovePods``, ``BlockedByPod``): the node was not re-checked,
+        so that reason still holds, and the label does not flip every
+        ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
+        loop."""
+        if not self.leader.is_set() or not self.config.write_node_status:
+            return
+        present = {n.name: n for n in snapshot.nodes}
+        self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}
+        changed = []
+        for name, (status, reason, _) in decision.verdicts.items():
+            node = present.get(name)
+            if node is None:
+                continue
+            current = self._node_labels.get(name, node.labels.get(LABEL_STATUS))
+            if reason is UnremovableReason.RecentlyUnremovable and current in _SIMULATED:
+                continue  # not re-simulated yet: the reason the last simulation found still holds
+            if current != status_label(status, reason):
+                soon = name in decision.unneeded or status is not NodeStatus.UNREMOVABLE
+                changed.append((not soon, name))
+        since = format_time(decision.now)
+        for _, name in sorted(changed)[: self.node_status_writes_per_loop]:
+            label, annotation = node_status(*decision.verdicts[name], since)
+            try:
+                if self.writer.set_node_status(name, annotation, label):
+                    self._node_labels[name] = label
+            except WriteError as e:  # best effort, as the status ConfigMap; retried next loop
+                self.metrics.errors.labels("node_status").inc()
+                log.warning("node status not written: %s", e)
+                return
 
     def run(self, stop: threading.Event) -> None:
         """Loop every ``--scan-interval`` until ``stop`` is set; errors are logged and counted,

@@ -30,6 +30,9 @@ __all__ = [
 # CA actuation/delete_in_batch.go MaxCloudProviderNodeDeletionTime: a younger ToBeDeleted taint
 # means the node is being deleted.
 CURRENTLY_BEING_DELETED_SECONDS = 300.0
+# A node-pools entry with min-size but no max-size: GKE's largest node pool (1000 nodes per zone
+# is its per-pool limit); the max never matters to a scale-down.
+_MAX_POOL_SIZE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,9 @@ def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> GroupLimit
     ``gke-<cluster>-<pool>-<hash>-grp``). A MIG is resolved as CA's GCE provider does: its
     instances are named after its base name (the name without ``-grp``), so the pool and zone of
     the nodes whose names start with ``<base>-`` are the ones it limits. An entry that matches no
-    node limits nothing here (a provider that sees the MIG still applies it).
+    node limits nothing here (a provider that sees the MIG still applies it). A pool with
+    ``min-size`` or ``max-size`` in ``node-pools`` and no ``--nodes`` entry gets those, per zone
+    as well.
     """
     node_list = list(nodes)
     zones: dict[tuple[str, str], NodeGroupSpec] = {}
@@ -85,7 +90,13 @@ def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> GroupLimit
         for node in node_list:
             if node.name.startswith(base) and node.node_group:
                 zones.setdefault((node.node_group, node.zone), spec)
-    return GroupLimits({spec.name: spec for spec in config.nodes}, zones, migs)
+    pools = {spec.name: spec for spec in config.nodes}
+    for pool, settings in config.node_pools.items():  # node-pools min-size/max-size; --nodes wins
+        if pool not in pools and (settings.min_size is not None or settings.max_size is not None):
+            lo = settings.min_size or 0
+            hi = settings.max_size if settings.max_size is not None else max(lo, _MAX_POOL_SIZE)
+            pools[pool] = NodeGroupSpec(min_size=lo, max_size=hi, name=pool)
+    return GroupLimits(pools, zones, migs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +169,10 @@ def check_eligibility(
         return Ineligible(
             UnremovableReason.MetricsUnavailable, f"{age}; a non-empty node is never treated as idle"
         )
-    if util.value > config.scale_down_utilization_threshold:
+    threshold = config.for_pool(group).scale_down_utilization_threshold
+    if util.value > threshold:
         return Ineligible(
             UnremovableReason.NotUnderutilized,
-            f"{util.resource} {util.source} {util.value:.1%} > threshold {config.scale_down_utilization_threshold:.0%}",
+            f"{util.resource} {util.source} {util.value:.1%} > threshold {threshold:.0%}",
         )
     return None

@@ -17,23 +17,36 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   ``--scale-down-unready-time`` (NotReady) of continuous unneededness.
 * Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
   node's creation (a scale-up), ``-after-delete`` of the last started deletion, or
-  ``-after-failure`` of the last failure. Timers still run during a cooldown.
+  ``-after-failure`` of the last failed removal, whatever step failed (:func:`record_failures`;
+  CA only counts a failed taint). Timers still run during a cooldown.
+* A node whose removal failed is ``RecentlyUnremovable`` for ``--unremovable-node-recheck-timeout``
+  (its verdict says which step failed and when it may be tried again).
 * Min size: a group never goes below its minimum, nor below its minimum in any zone (a GKE node
   pool's limits are per zone: one MIG per zone, each a node group of CA's GCE provider), counting
   in-flight deletions and nodes already chosen in this plan (``targetSize -
   deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
   ``--max-drain-parallelism`` drains; empty nodes take the budget first.
+* Disruption budgets (``budgets``, :mod:`scaler.budgets`, Karpenter's semantics plus time zones
+  and pool scope), checked last: a node whose removal would take its pool past the most
+  restrictive active budget for its reason (empty, underutilized, unready) is held as
+  ``ScaleDownBudgetExhausted``, the detail naming the budget.
+* Per-pool settings: the unneeded and unready times are the node's pool's
+  (:meth:`~scaler.config.ScalerConfig.for_pool`).
+
+Checks in order: unneeded time, node group known, min size, cooldown, parallelism, disruption
+budgets; the first that holds a node gives its reason.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
@@ -48,7 +61,9 @@ __all__ = [
     "ScaleDownPlan",
     "UsageSample",
     "aggregate_usage",
+    "hold_by_budgets",
     "plan",
+    "record_failures",
     "record_pod_usage",
     "record_usage",
     "with_aggregated_usage",
@@ -103,6 +118,8 @@ class PlannerState:
         in_flight_drains: nodes among ``in_flight`` that are being drained (not empty).
         last_delete: Unix time of the last loop that started deletions.
         last_failure: Unix time of the last failed scale-down.
+        failed_removals: node → why its last removal failed and until when it is not retried
+            (the detail of its ``RecentlyUnremovable`` verdict), while that lasts.
     """
 
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
@@ -113,6 +130,7 @@ class PlannerState:
     in_flight_drains: frozenset[str] = frozenset()
     last_delete: float | None = None
     last_failure: float | None = None
+    failed_removals: Mapping[str, str] = field(default_factory=dict)
 
     def recently_unremovable(self, now: float) -> frozenset[str]:
         """Nodes whose unremovable TTL has not expired at ``now``."""
@@ -130,6 +148,7 @@ class ScaleDownPlan:
         unneeded: every unneeded node with the time it became unneeded.
         verdicts: final status and reason of every node after timers, min sizes and budgets.
         cooldown: why deletions are paused this loop (``""`` when they are not).
+        active_budgets: names of the disruption budgets active at ``now``.
     """
 
     now: float
@@ -138,6 +157,7 @@ class ScaleDownPlan:
     unneeded: Mapping[str, float]
     verdicts: Mapping[str, tuple[NodeStatus, UnremovableReason, str]]
     cooldown: str = ""
+    active_budgets: tuple[str, ...] = ()
 
     @property
     def to_delete(self) -> tuple[NodeResult, ...]:
@@ -146,16 +166,21 @@ class ScaleDownPlan:
 
 
 def record_usage(
-    history: Mapping[str, tuple[UsageSample, ...]], snapshot: ClusterSnapshot, window_seconds: float
+    history: Mapping[str, tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    pool_windows: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[UsageSample, ...]]:
-    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window.
+    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window
+    (``window_seconds``, or ``pool_windows[node pool]`` for a pool listed there).
 
     A sample with the same timestamp as the node's last one is not added twice (metrics-server
     refreshes every 15–60 s; loops run every 10 s). Nodes that left the cluster are forgotten.
     """
     out: dict[str, tuple[UsageSample, ...]] = {}
-    horizon = snapshot.now - window_seconds
+    windows = pool_windows or {}
     for node in snapshot.nodes:
+        horizon = snapshot.now - windows.get(node.node_group, window_seconds)
         past = [s for s in history.get(node.name, ()) if s.timestamp >= horizon]
         m = snapshot.node_metrics.get(node.name)
         if m is not None and (not past or past[-1].timestamp < m.timestamp):
@@ -170,9 +195,11 @@ def record_pod_usage(
     snapshot: ClusterSnapshot,
     window_seconds: float,
     nodes: Collection[str] | None = None,
+    pool_windows: Mapping[str, float] | None = None,
 ) -> dict[tuple[str, str], tuple[UsageSample, ...]]:
     """Append the snapshot's PodMetrics of the pods on ``nodes`` to ``history`` and drop samples
-    older than the window, as :func:`record_usage` does for nodes.
+    older than the window (their node's pool's in ``pool_windows``, else ``window_seconds``), as
+    :func:`record_usage` does for nodes.
 
     ``nodes`` ``None`` records every bound pod. The controller passes the nodes its last
     evaluation did not find ``NotUnderutilized``: only their pods can be moved soon, and keeping
@@ -180,12 +207,14 @@ def record_pod_usage(
     judged by its newest reading alone). Pods elsewhere, or gone, are forgotten.
     """
     out: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
-    horizon = snapshot.now - window_seconds
     wanted = None if nodes is None else set(nodes)
+    windows = pool_windows or {}
     metrics = snapshot.pod_metrics
     for node_name, pods in snapshot.pods_by_node.items():
         if wanted is not None and node_name not in wanted:
             continue
+        node = snapshot.node_by_name.get(node_name)
+        horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
         for p in pods:
             key = (p.namespace, p.name)
             past = history.get(key, ())
@@ -240,11 +269,13 @@ def with_aggregated_usage(
     snapshot: ClusterSnapshot,
     history: Mapping[str, tuple[UsageSample, ...]],
     method: Aggregation,
+    pool_methods: Mapping[str, Aggregation] | None = None,
     pod_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] | None = None,
 ) -> ClusterSnapshot:
     """The snapshot with each NodeMetrics (and each PodMetrics in ``pod_history``) replaced by
-    the aggregate of its history, the newest readings kept in ``newest_node_metrics`` /
-    ``newest_pod_metrics``.
+    the aggregate of its history, by ``method`` (or ``pool_methods[node pool]`` for a pool
+    listed there; a pod's pool is its node's), the newest readings kept in
+    ``newest_node_metrics`` / ``newest_pod_metrics``.
 
     A candidate is judged by its aggregate; a destination, and a pod moved there, by the larger
     of the aggregate and the newest reading (:mod:`scaler.utilization`), so that smoothing never
@@ -252,18 +283,26 @@ def with_aggregated_usage(
     is kept, so stale or missing metrics still make a non-empty node ``MetricsUnavailable``.
     """
     metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
+    pool_of = {n.name: n.node_group for n in snapshot.nodes} if pool_methods else {}
     for name, m in snapshot.node_metrics.items():
         samples = history.get(name)
         if samples:
-            cpu, mem = aggregate_usage(samples, method)
+            how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
+            cpu, mem = aggregate_usage(samples, how)
             metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
     pod_metrics = snapshot.pod_metrics
     if pod_history:
         aggregated = dict(pod_metrics)
+        pod_pool = (
+            {(p.namespace, p.name): pool_of.get(p.node_name, "") for p in snapshot.pods}
+            if pool_methods
+            else {}
+        )
         for key, samples in pod_history.items():
             pm = pod_metrics.get(key)
             if pm is not None and samples:
-                cpu, mem = aggregate_usage(samples, method)
+                how = pool_methods.get(pod_pool.get(key, ""), method) if pool_methods else method
+                cpu, mem = aggregate_usage(samples, how)
                 aggregated[key] = replace(pm, cpu_millicores=cpu, memory_bytes=mem)
         pod_metrics = aggregated
     return replace(
@@ -272,6 +311,34 @@ def with_aggregated_usage(
         pod_metrics=pod_metrics,
         newest_node_metrics=snapshot.node_metrics,
         newest_pod_metrics=snapshot.pod_metrics,
+    )
+
+
+def record_failures(
+    state: PlannerState, failures: Iterable[tuple[str, float, str]], recheck_timeout: float
+) -> PlannerState:
+    """The state after failed node removals ``(node, Unix time of the failure, what failed)``:
+    ``last_failure`` moves to the newest failure (``--scale-down-delay-after-failure`` starts
+    from it), each node is kept out of the candidates until ``time + recheck_timeout`` (seconds,
+    ``--unremovable-node-recheck-timeout``) and its unneeded timer is dropped.
+
+    CA sets its failure cooldown only when tainting fails and lets a node whose drain or
+    deletion failed come back with a fresh timer; with a short ``--scale-down-unneeded-time``
+    that taints, drains and rolls back the same node every loop. Here a failure
+    anywhere cools down."""
+    since = dict(state.unneeded_since)
+    until = dict(state.unremovable_until)
+    failed = dict(state.failed_removals)
+    last = state.last_failure
+    for node, at, what in failures:
+        since.pop(node, None)
+        until[node] = max(until.get(node, 0.0), at + recheck_timeout)
+        failed[node] = (
+            f"scale-down failed at {format_time(at)} ({what}); not retried before {format_time(until[node])}"
+        )
+        last = at if last is None else max(last, at)
+    return replace(
+        state, unneeded_since=since, unremovable_until=until, failed_removals=failed, last_failure=last
     )
 
 
@@ -288,6 +355,42 @@ def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float 
     if state.last_failure is not None and now < state.last_failure + cfg.scale_down_delay_after_failure:
         return f"scale-down-delay-after-failure until {format_time(state.last_failure + cfg.scale_down_delay_after_failure)}"
     return ""
+
+
+def _crop_order(r: NodeResult) -> tuple[bool, int]:
+    # Empty nodes take the budgets first (CA budgets.CropNodes), each kind in removal order.
+    return (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0)
+
+
+def _ledger(evaluation: Evaluation, deleting: Collection[str]) -> BudgetLedger:
+    if not evaluation.config.budgets:
+        return BudgetLedger((), evaluation.now, {}, {})
+    nodes = [r.node for r in evaluation.nodes]
+    pool_nodes = Counter(n.node_group for n in nodes)
+    return BudgetLedger(
+        evaluation.config.budgets, evaluation.now, pool_nodes, unavailable_nodes(nodes, deleting)
+    )
+
+
+def hold_by_budgets(evaluation: Evaluation) -> Evaluation:
+    """The dry-run's disruption budgets: ``evaluation`` with the removable nodes that the
+    budgets active at ``evaluation.now`` would hold turned ``ScaleDownBudgetExhausted`` (as the
+    controller's next loop would, with no removal in flight; nodes in the order :func:`plan`
+    takes them). Timers and ``--max-scale-down-parallelism`` are not applied: they pace
+    removals over loops, while a budget in force holds a node now. Returns ``evaluation``
+    itself when no budget is configured."""
+    if not evaluation.config.budgets:
+        return evaluation
+    ledger = _ledger(evaluation, ())
+    held: dict[str, NodeResult] = {}
+    for r in sorted(evaluation.removable(), key=_crop_order):
+        hold = ledger.admit(r.node, disruption_reason(r.status is NodeStatus.REMOVABLE_EMPTY, r.node.ready))
+        if hold is not None:
+            held[r.node.name] = replace(
+                r, status=NodeStatus.UNREMOVABLE, reason=UnremovableReason.ScaleDownBudgetExhausted,
+                detail=hold.detail, moves=(), rank=None,
+            )  # fmt: skip
+    return replace(evaluation, nodes=tuple(held.get(r.node.name, r) for r in evaluation.nodes))
 
 
 def plan(
@@ -317,9 +420,11 @@ def plan(
     since: dict[str, float] = {}
     unremovable = {n: t for n, t in state.unremovable_until.items() if t > now}
     verdicts: dict[str, tuple[NodeStatus, UnremovableReason, str]] = {}
+    failed = {n: d for n, d in state.failed_removals.items() if n in unremovable}
     for r in evaluation.nodes:
         name = r.node.name
-        verdicts[name] = (r.status, r.reason, r.detail)
+        detail = failed.get(name, r.detail) if r.reason is UnremovableReason.RecentlyUnremovable else r.detail
+        verdicts[name] = (r.status, r.reason, detail)
         if r.removable and name not in deleting:
             since[name] = state.unneeded_since.get(name, now)
         elif r.reason in SIMULATED_UNREMOVABLE:
@@ -340,11 +445,12 @@ def plan(
         verdicts[r.node.name] = (NodeStatus.UNREMOVABLE, reason, detail)
 
     candidates = [r for r in evaluation.removable() if r.node.name in since]
-    # Empty nodes take the budget first (budgets.CropNodes), each list in removal order.
-    candidates.sort(key=lambda r: (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0))
+    candidates.sort(key=_crop_order)
+    ledger = _ledger(evaluation, {*state.in_flight, *deleting})
     for r in candidates:
         name, group = r.node.name, r.node.node_group
-        threshold = cfg.scale_down_unneeded_time if r.node.ready else cfg.scale_down_unready_time
+        pool_cfg = cfg.for_pool(group)
+        threshold = pool_cfg.scale_down_unneeded_time if r.node.ready else pool_cfg.scale_down_unready_time
         waited = now - since[name]
         if waited < threshold:
             reason = (
@@ -388,6 +494,10 @@ def plan(
             what = "--max-drain-parallelism" if is_drain and budget > 0 else "--max-scale-down-parallelism"
             hold(r, UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop")
             continue
+        held = ledger.admit(r.node, disruption_reason(not is_drain, r.node.ready))
+        if held is not None:
+            hold(r, UnremovableReason.ScaleDownBudgetExhausted, held.detail)
+            continue
         budget -= 1
         planned[group] += 1
         planned_zone[key] += 1
@@ -397,6 +507,8 @@ def plan(
         else:
             empty.append(r)
 
-    next_state = replace(state, unneeded_since=since, unremovable_until=unremovable)
-    scale_down_plan = ScaleDownPlan(now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown)
+    next_state = replace(state, unneeded_since=since, unremovable_until=unremovable, failed_removals=failed)
+    scale_down_plan = ScaleDownPlan(
+        now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, ledger.active_names
+    )
     return scale_down_plan, next_state

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from types import FrameType
 
@@ -22,18 +22,156 @@ from kubernetes.client import ApiClient
 from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
+from scaler.eligibility import GroupLimits
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
-from scaler.model.records import Node
+from scaler.model.records import LABEL_NODEPOOL, Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
 from scaler.simulator.state import FilterPlugin, ScorePlugin
 from scaler.sources.watch import WatchCache, snapshot_from_cache
 
-__all__ = ["Runner", "run_forever"]
+__all__ = ["Runner", "StartupError", "build_runner", "default_identity", "run_forever"]
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """``scaler run`` cannot start: a permission is missing, the cluster or the cloud cannot be
+    read, the caches did not sync. The message is one line naming what; exit status 2."""
+
+
+def default_identity() -> str:
+    """The leader-election identity: ``POD_NAME`` (else the hostname) plus ``_`` and a random
+    UUID, as client-go's callers do (CA: ``os.Hostname() + "_" + uuid.NewUUID()``), so two
+    processes on one host, or a restarted container of one pod, never share an identity."""
+    import os
+    import socket
+    import uuid
+
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
+
+
+def build_runner(
+    config: ScalerConfig,
+    api: ApiClient,
+    *,
+    dry_run: bool,
+    identity: str | None = None,
+    sync_timeout: float = 60.0,
+    filters: Sequence[FilterPlugin] | None = None,
+    scorers: Sequence[ScorePlugin] | None = None,
+) -> Runner:
+    """Everything ``scaler run`` does before its loop, in order (``filters``/``scorers``: the
+    plugins the caller resolved at start; ``None`` loads them from ``config``):
+
+    1. check with SelfSubjectAccessReviews that every Kubernetes call the controller and its
+       cloud provider will make is allowed (with ``dry_run``: the dry-run's calls only; a kind
+       the source may skip, PVs and PVCs, only warns);
+    2. start the watch caches (one LIST per kind, then WATCH) and wait until they are synced;
+    3. build the cloud provider, its ``--nodes`` limits resolved against the cached nodes (the
+       same LIST: nothing is listed twice);
+    4. check the cloud permissions where the provider can (GKE: ``projects.testIamPermissions``).
+
+    The returned runner repeats 1 and 4 on becoming leader.
+
+    Raises:
+        StartupError: a permission is missing (naming the verb and resource, or the IAM
+            permission), the cluster or the cloud could not be read, the caches did not sync.
+    """
+    from scaler.cloud.base import CloudError
+    from scaler.cloud.kubernetes import KubernetesProvider
+    from scaler.eligibility import node_group_limits
+    from scaler.kube.permissions import missing_permissions, required_permissions
+    from scaler.model.parse import ObjectError, parse_node
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
+
+    provider_calls = KubernetesProvider.kube_calls
+    if config.cloud_provider == "gke":
+        from scaler.cloud.gke import GKEProvider
+
+        provider_calls = GKEProvider.kube_calls
+    permissions = required_permissions(config, provider_calls, dry_run)
+
+    def kube_problem() -> str:
+        missing = missing_permissions(api, permissions)
+        optional = [p.display for p in missing if p.call.optional]
+        if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
+            log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+        required = [p.display for p in missing if not p.call.optional]
+        if not required:
+            return ""
+        mode = " --dry-run" if dry_run else ""
+        return (
+            f"missing Kubernetes permission(s) for scaler run{mode}: {'; '.join(required)} "
+            "(SelfSubjectAccessReview; grant them as deploy/ does)"
+        )
+
+    try:
+        problem = kube_problem()
+    except (ClusterUnreachable, LiveSourceError) as e:
+        raise StartupError(str(e)) from None
+    if problem:
+        raise StartupError(problem)
+    cache = WatchCache(api)
+    cache.start()
+    runner: Runner | None = None
+    try:
+        if not cache.wait_synced(sync_timeout):
+            stale = ", ".join(sorted(k for k, st in cache.stats.items() if not st.lists and not st.skipped))
+            raise StartupError(f"watch caches not synced after {sync_timeout:.0f}s ({stale})")
+        nodes = [parse_node(o) for o in cache.objects(copy=False) if o.get("kind") == "Node"]
+        limits = node_group_limits(config, nodes)
+        cloud = _provider(config, api, limits, lambda: runner.last_nodes if runner is not None else ())
+        problem = cloud.missing_permissions(dry_run)
+        if problem:
+            raise StartupError(problem)
+    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
+        cache.stop()
+        raise StartupError(str(e)) from None
+    except StartupError:
+        cache.stop()
+        raise
+    except Exception as e:  # metadata server unreachable and no --gke-* flags
+        cache.stop()
+        raise StartupError(f"cloud provider {config.cloud_provider}: {e}") from None
+
+    def permission_check() -> str:
+        return kube_problem() or cloud.missing_permissions(dry_run)
+
+    runner = Runner(
+        config, api, cloud, identity=identity or default_identity(), dry_run=dry_run, cache=cache,
+        permission_check=permission_check, filters=filters, scorers=scorers,
+    )  # fmt: skip
+    return runner
+
+
+def _provider(
+    config: ScalerConfig,
+    api: ApiClient,
+    limits: GroupLimits,
+    nodes: Callable[[], Iterable[Node]],
+) -> CloudProvider:
+    """The cloud provider ``--cloud-provider`` names. ``nodes``: the nodes of the last loop (the
+    ``kubernetes`` provider counts group sizes from them instead of listing nodes)."""
+    import os
+
+    if config.cloud_provider == "gke":
+        from scaler.cloud.gke import GKEProvider, make_clients, make_projects_client
+
+        # SCALER_GCE_API_ENDPOINT points the Google clients at an emulator (tests); unset in
+        # production: Google's endpoints with Workload Identity credentials.
+        endpoint = os.environ.get("SCALER_GCE_API_ENDPOINT") or None
+        container, compute = make_clients(endpoint)
+        return GKEProvider.from_environment(
+            config.gke_project or None, config.gke_location or None, config.gke_cluster or None,
+            limits=limits, container_client=container, compute_clients=compute,
+            projects_client=make_projects_client(endpoint),
+        )  # fmt: skip
+    from scaler.cloud.kubernetes import KubernetesProvider
+
+    return KubernetesProvider(api, limits, node_source=nodes)
 
 
 class Runner:
@@ -49,6 +187,11 @@ class Runner:
         writer: the Kubernetes writer (default: one on ``api`` for ``--instance-name``).
         lease: leader-election timings ``(duration, renew deadline, retry period)`` in seconds.
         controller_factory: builds the :class:`Controller` (tests tune the actuator).
+        cache: the watch cache, possibly already started and synced (default: a new one on
+            ``api``, started by :meth:`start`).
+        permission_check: run on becoming leader (with leader election): ``""`` when every
+            permission the replica needs is granted, else what is missing; then the replica
+            does not act, stops, and :attr:`fatal` says why.
         filters, scorers: the simulation's plugins, resolved once (``None``: the controller
             loads them from ``config``).
     """
@@ -65,12 +208,17 @@ class Runner:
         writer: KubeWriter | None = None,
         lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
         controller_factory: Callable[..., Controller] = Controller,
+        cache: WatchCache | None = None,
+        permission_check: Callable[[], str] | None = None,
         filters: Sequence[FilterPlugin] | None = None,
         scorers: Sequence[ScorePlugin] | None = None,
     ) -> None:
         self.config = config
         self.api = api
-        self.cache = WatchCache(api)
+        self.cache = cache or WatchCache(api)
+        self.permission_check = permission_check
+        self.fatal = ""
+        """Why the replica stopped on its own (a permission missing on becoming leader), else ``""``."""
         self.last_nodes: tuple[Node, ...] = ()
         self.profiles = ProfileCache()
         self.metrics = Metrics()
@@ -86,6 +234,7 @@ class Runner:
             identity=identity,
             clock=clock,
             source_problem=self.stale_kinds,
+            node_groups=self.node_groups,
             filters=filters,
             scorers=scorers,
         )
@@ -108,11 +257,32 @@ class Runner:
             return snap
         return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))
 
+    def node_groups(self) -> dict[str, str]:
+        """Node name → node-pool label of every cached Node (no metrics needed)."""
+        out = {}
+        for obj in self.cache.objects(copy=False):
+            if obj.get("kind") == "Node":
+                meta = obj.get("metadata") or {}
+                out[str(meta.get("name"))] = str((meta.get("labels") or {}).get(LABEL_NODEPOOL) or "")
+        return out
+
     def stale_kinds(self) -> str:
         """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""
         return ", ".join(sorted(k for k, st in self.cache.stats.items() if st.consecutive_errors > 0))
 
     def _leading(self) -> None:
+        if self.elector is not None and self.permission_check is not None:
+            # Permissions may have changed while this replica followed: check before acting.
+            try:
+                problem = self.permission_check()
+            except Exception as e:  # the check could not be made: the start-up one passed
+                log.warning("permission check on becoming leader failed (%s); going on", e)
+                problem = ""
+            if problem:
+                log.error("%s; not acting, stopping", problem)
+                self.fatal = problem
+                self.stop_event.set()
+                return
         self.controller.leader.set()
         self.metrics.is_leader.set(1)
 
@@ -130,7 +300,8 @@ class Runner:
         """
         from scaler.sources.watch import CacheNotSynced
 
-        self.cache.start()
+        if not self.cache.running:
+            self.cache.start()
         if not self.cache.wait_synced(sync_timeout):
             self.cache.stop()
             raise CacheNotSynced(f"watch caches not synced after {sync_timeout:.0f}s")
@@ -166,7 +337,8 @@ class Runner:
 
 
 def run_forever(runner: Runner) -> int:
-    """Run until SIGTERM/SIGINT (or lost leadership), then shut down gracefully. Returns 0."""
+    """Run until SIGTERM/SIGINT (or lost leadership, or a permission missing on becoming
+    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)
@@ -179,4 +351,4 @@ def run_forever(runner: Runner) -> int:
     while not runner.stop_event.wait(1.0):
         pass
     runner.stop()
-    return 0
+    return 2 if runner.fatal else 0

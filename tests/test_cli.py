@@ -14,9 +14,11 @@ import yaml
 from scaler.cli import main
 from scaler.config import (
     DRY_RUN_GROUPS,
+    DRY_RUN_KEYS,
     FLAG_GROUPS,
     FLAG_HELP,
     ScalerConfig,
+    flag_name,
     load_config_file,
     render_default_config,
 )
@@ -152,7 +154,11 @@ def test_every_engine_key_is_a_dry_run_flag(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     for group in DRY_RUN_GROUPS:
         for key in FLAG_GROUPS[group]:
-            assert "--" + key.replace("_", "-") in out
+            flag = flag_name(key)
+            if flag is None:
+                assert key == "node_pools"
+            else:
+                assert (flag + " " in out) == (key in DRY_RUN_KEYS), flag
 
 
 def test_bool_flags_take_go_forms(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,8 +4,9 @@ custom IAM role, and the least-privilege claims they make.
 * every overlay renders with ``kubectl kustomize`` (the kubectl wheel of the ``dev`` extra, else
   one on PATH) and validates, strictly, against the Kubernetes 1.28 and newest OpenAPI schemas
   (``kubernetes-validate``); the PodMonitoring CRD against a loose schema of its own;
-* the ClusterRole + Role grant exactly the (apiGroup, resource, verb) set derived from
-  ``READ_CALLS`` / ``WATCHED_CALLS`` / ``WRITE_CALLS``, and a real ``scaler run`` against the
+* the ClusterRole + Role grant exactly the (apiGroup, resource, verb) set ``scaler run`` checks
+  at start (``scaler.kube.permissions.required_calls``: ``READ_CALLS``, ``WATCH_CALLS``,
+  ``WRITE_CALLS`` and the provider's ``kube_calls``), and a real ``scaler run`` against the
   loopback fakes makes no request the rendered RBAC or the IAM role would refuse;
 * the IAM role holds exactly ``IAM_PERMISSIONS``; the Deployment's flags exist in
   ``scaler run --help``; the base's config copy equals config/default.yaml; no Secret or key;
@@ -28,6 +29,7 @@ import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import jsonschema
 import kubernetes_validate
@@ -39,10 +41,11 @@ from packaging.utils import canonicalize_name
 
 from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS
 from scaler.cloud.base import READ_CALLS as CLOUD_READ_CALLS
+from scaler.cloud.gke import GKEProvider
+from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
-from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, WRITE_CALLS
-from scaler.sources.kube import READ_CALLS
-from scaler.sources.watch import WATCHED_CALLS
+from scaler.kube.permissions import required_calls
+from scaler.kube.writer import ACTUATION_CALLS, ANNOTATION_STATUS, LABEL_STATUS
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -191,18 +194,16 @@ def test_schema_validation_is_not_vacuous() -> None:
 # -- RBAC ------------------------------------------------------------------------------------------
 
 
-NODE_DELETE: Rule = ("", "nodes", "delete")
 
 
 def required_rules(overlay: str = "overlays/gke") -> set[Rule]:
-    """What the code calls: every READ_CALL and WRITE_CALL (a dry-run: DRY_RUN_WRITE_CALLS),
-    plus a WATCH per watched kind."""
-    writes = DRY_RUN_WRITE_CALLS if overlay == "overlays/dry-run" else WRITE_CALLS
-    rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *writes)}
-    if overlay != "base":  # the gke provider never deletes Node objects (only the kubernetes one)
-        rules.discard(NODE_DELETE)
-    rules |= {(c.group, c.resource, "watch") for c in WATCHED_CALLS}
-    return rules
+    """What the code calls (:func:`scaler.kube.permissions.required_calls`, which ``scaler run``
+    also checks at start): every READ_CALL and its WATCH, the writes (a dry-run:
+    DRY_RUN_WRITE_CALLS), and the cloud provider's own Kubernetes calls: the base is for
+    ``--cloud-provider=kubernetes`` (it deletes Node objects), the overlays for gke."""
+    provider = KubernetesProvider if overlay == "base" else GKEProvider
+    calls = required_calls(provider.kube_calls, dry_run=overlay == "overlays/dry-run")
+    return {(c.group, c.resource, c.verb) for c in calls}
 
 
 def expand(rules: list[dict[str, Any]]) -> set[Rule]:
@@ -339,6 +340,7 @@ _GCE_PERMISSION = (
     (r"/instanceGroupManagers/[^/]+/listManagedInstances$", "POST", "compute.instanceGroupManagers.get"),
     (r"/instanceGroupManagers/[^/]+/deleteInstances$", "POST", "compute.instanceGroupManagers.update"),
     (r"/zones/[^/]+/operations/[^/]+(/wait)?$", "GET|POST", "compute.zoneOperations.get"),
+    (r"^/v3/projects/[^/]+:testIamPermissions$", "POST", ""),  # needs no permission
 )
 
 
@@ -360,7 +362,16 @@ def run_scaler(
 
     docs = rendered(overlay)
     cluster_roles, roles = bound_roles(docs)
+
+    def authorize(a: Any) -> bool:  # the start-up SelfSubjectAccessReviews, against the same RBAC
+        resource = a["resource"] + (f"/{a['subresource']}" if a.get("subresource") else "")
+        rule = (a.get("group", ""), resource, a["verb"])
+        return allowed(cluster_roles[0]["rules"], rule, a.get("name")) or (
+            a.get("namespace") == NAMESPACE and allowed(roles[0]["rules"], rule, a.get("name"))
+        )
+
     with E2ECluster(tmp_path, clock=Clock(time.time())) as c:
+        c.kube.authorizer = authorize
         env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
         kubeconfig = c.kube.write_kubeconfig(tmp_path / "kubeconfig")
         args = [
@@ -391,7 +402,11 @@ def run_scaler(
         gce_requests = [r for r in c.gce.requests if not r.path.startswith("/computeMetadata/")]
     refused = []
     seen: set[Rule] = set()
+    reviews = [r for r in kube_requests if r.path.endswith("/selfsubjectaccessreviews")]
+    assert reviews, "scaler run checks its permissions at start"
     for r in kube_requests:
+        if r in reviews:
+            continue
         rule, namespace, name = kube_request_rule(r.method, r.path, dict(r.query))
         seen.add(rule)
         ok = allowed(cluster_roles[0]["rules"], rule, name) or (
@@ -400,7 +415,8 @@ def run_scaler(
         if not ok:
             refused.append(f"{r.method} {r.path} -> {rule} in {namespace}")
     assert refused == [], "requests the rendered RBAC would refuse:\n" + "\n".join(refused)
-    used = {gce_permission(r.method, r.path) for r in gce_requests}
+    used = {gce_permission(r.method, r.path) for r in gce_requests} - {""}
+    assert any(r.path.endswith(":testIamPermissions") for r in gce_requests), "IAM permissions checked at start"
     return kube_requests, gce_requests, used, seen
 
 
@@ -419,18 +435,26 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
 
 
 def test_dry_run_makes_only_requests_the_read_only_rbac_and_iam_role_allow(tmp_path: Path) -> None:
-    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) within
-    its narrowed ClusterRole and the read-only IAM role, and changes nothing."""
+    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) and
+    writes the nodes' status annotation within its narrowed ClusterRole and the read-only IAM
+    role, and changes nothing else."""
     iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())["includedPermissions"])
 
-    def announced(c: Any) -> bool:
+    def announced(c: Any) -> bool:  # a ScaleDownDryRun event, and the nodes' status written
+        requests = list(c.kube.requests)
         return any(r.method == "POST" and r.path.endswith("/events") and b"ScaleDownDryRun" in r.body
-                   for r in list(c.kube.requests))  # fmt: skip
+                   for r in requests) and any(r.method == "PATCH" for r in requests)  # fmt: skip
 
     kube_requests, _, used, seen = run_scaler(tmp_path, "overlays/dry-run", announced)
     assert ("", "events", "create") in seen and ("", "configmaps", "create") in seen
     assert not seen & {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
-    assert not [r for r in kube_requests if r.method in ("PATCH", "DELETE")]
+    assert not [r for r in kube_requests if r.method == "DELETE"]
+    # Its only patches: the nodes' status annotation and label, nothing else of a node.
+    patches = [r for r in kube_requests if r.method == "PATCH"]
+    assert patches and all(r.path.startswith("/api/v1/nodes/") for r in patches)
+    for r in patches:
+        body = r.json()
+        assert body == {"metadata": {"annotations": {ANNOTATION_STATUS: ANY}, "labels": {LABEL_STATUS: ANY}}}
     assert used and used <= iam, f"IAM permissions missing from the dry-run role: {sorted(used - iam)}"
 
 
@@ -479,7 +503,7 @@ def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> No
     # The ClusterRole loses exactly the actuation calls; everything else is the gke overlay.
     gke_rules = expand(one(gke, "ClusterRole", "scaler")["rules"])
     dry_rules = expand(one(dry, "ClusterRole", "scaler")["rules"])
-    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS} - {NODE_DELETE}
+    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
     assert dry_rules < gke_rules
     one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
     assert dry == gke

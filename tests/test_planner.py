@@ -218,7 +218,7 @@ def test_aggregated_snapshot_keeps_the_newest_readings_beside_the_aggregates() -
     snap = replace(snap, pod_metrics={("default", "pa"): PodMetrics("default", "pa", T0 - 10, 30, 80, GI)})
     hist = {"a": tuple(samples([500, 400, 300, 100]))}
     pod_hist = {("default", "pa"): tuple(samples([600, 50]))}
-    agg = with_aggregated_usage(snap, hist, Aggregation.MAX, pod_hist)
+    agg = with_aggregated_usage(snap, hist, Aggregation.MAX, pod_history=pod_hist)
     assert agg.node_metrics["a"].cpu_millicores == 500
     assert agg.newest_node_metric("a") == snap.node_metrics["a"]
     assert agg.pod_metrics[("default", "pa")].cpu_millicores == 600

@@ -16,14 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "API_VERSION",
     "BlockingPodModel",
+    "ComparisonModel",
+    "CostModel",
     "DryRunReport",
     "MoveModel",
     "NodeReport",
+    "RemovalOutcomeModel",
+    "RequestsBoundModel",
     "ResourceFigures",
+    "SavingsModel",
     "SummaryModel",
     "TaintModel",
     "TolerationModel",
     "UtilizationModel",
+    "WorkloadRequestsModel",
 ]
 
 API_VERSION = "scaler.io/v1alpha1"
@@ -108,6 +114,33 @@ class PodCounts(_Model):
     to_move: int = Field(alias="toMove")
 
 
+class CostModel(_Model):
+    """What the node costs, from the price table (``--prices``; bundled: us-central1 on-demand).
+    Prices are ``null`` when the table has none for the node's machine type, region and kind:
+    unknown, never 0."""
+
+    machine_type: str = Field(alias="machineType", description="node.kubernetes.io/instance-type")
+    region: str
+    pricing: str = Field(description="on-demand or spot (cloud.google.com/gke-spot or gke-preemptible)")
+    hourly_usd: float | None = Field(alias="hourlyUsd")
+    monthly_usd: float | None = Field(alias="monthlyUsd", description="hourly x 730 hours")
+
+
+class SavingsModel(_Model):
+    """Monthly cost of the removable nodes (what removing them saves), with the price table's
+    source and date."""
+
+    monthly_usd: float | None = Field(
+        alias="monthlyUsd",
+        description="sum over the removable nodes with a known price; null when some are removable and "
+        "none has one",
+    )
+    priced_nodes: int = Field(alias="pricedNodes")
+    unpriced_nodes: int = Field(alias="unpricedNodes", description="removable nodes of unknown price")
+    price_source: str = Field(alias="priceSource")
+    price_date: str = Field(alias="priceDate")
+
+
 class NodeReport(_Model):
     """The verdict on one node and the facts behind it."""
 
@@ -135,6 +168,7 @@ class NodeReport(_Model):
     pods: PodCounts
     blocking_pod: BlockingPodModel | None = Field(None, alias="blockingPod")
     moves: list[MoveModel] = Field(default_factory=list)
+    cost: CostModel
 
 
 class SummaryModel(_Model):
@@ -149,6 +183,69 @@ class SummaryModel(_Model):
     freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
     freed_memory_bytes: int = Field(alias="freedMemoryBytes")
     unremovable_by_reason: dict[str, int] = Field(alias="unremovableByReason")
+    savings: SavingsModel
+
+
+class RemovalOutcomeModel(_Model):
+    """What one scale-down rule removes from the same snapshot. Freed figures are the removable
+    nodes' allocatable."""
+
+    rule: str = Field(description="cluster-autoscaler or scaler")
+    settings: list[str] = Field(description="flags that turn this report's evaluation into this rule")
+    removable: int
+    removable_empty: int = Field(alias="removableEmpty")
+    removable_drain: int = Field(alias="removableDrain")
+    pods_to_move: int = Field(alias="podsToMove")
+    freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
+    freed_memory_bytes: int = Field(alias="freedMemoryBytes")
+    nodes: list[str] = Field(description="removable nodes in removal order")
+
+
+class ComparisonModel(_Model):
+    """cluster-autoscaler's requests rule beside scaler, both evaluated on this snapshot."""
+
+    cluster_autoscaler: RemovalOutcomeModel = Field(alias="clusterAutoscaler")
+    scaler: RemovalOutcomeModel
+    additional_nodes: int = Field(alias="additionalNodes", description="scaler's removable minus CA's")
+
+
+class WorkloadRequestsModel(_Model):
+    """One workload's requests against its real usage (sums over its pods), and the per-pod
+    p95 usage its requests are set to in the re-evaluation."""
+
+    namespace: str
+    kind: str = Field(description="Deployment, StatefulSet, DaemonSet, Job, …; Pod for a bare pod")
+    name: str
+    pods: int
+    requested: ResourceFigures
+    used: ResourceFigures = Field(description="PodMetrics usage summed over the pods")
+    p95_per_pod: ResourceFigures = Field(
+        alias="p95PerPod", description="95th percentile (nearest rank) of the pods' usage"
+    )
+
+
+class RequestsBoundModel(_Model):
+    """What keeps nodes that real usage would let go (a cluster bound by requests)."""
+
+    threshold: float = Field(description="--scale-down-utilization-threshold, fraction 0-1")
+    underused_nodes: int = Field(
+        alias="underusedNodes", description="unremovable nodes whose real usage is at or below the threshold"
+    )
+    underused_by_reason: dict[str, int] = Field(alias="underusedByReason")
+    kept_by_requests: int = Field(
+        alias="keptByRequests",
+        description="underused nodes that become removable when every workload requests its p95 usage",
+    )
+    workloads: list[WorkloadRequestsModel] = Field(
+        description="workloads whose requests exceed their usage the most (share of cluster allocatable)"
+    )
+    removable_if_rightsized: int = Field(
+        alias="removableIfRightsized",
+        description="removable nodes when every workload requests its p95 usage",
+    )
+    nodes_if_rightsized: list[str] = Field(
+        alias="nodesIfRightsized", description="nodes removable only when requests match p95 usage"
+    )
 
 
 class DryRunReport(_Model):
@@ -160,4 +257,13 @@ class DryRunReport(_Model):
     source: str = Field(description="where the cluster state came from")
     nodes: list[NodeReport]
     summary: SummaryModel
-    flags: dict[str, Any] = Field(description="effective configuration, flag names as keys")
+    comparison: ComparisonModel | None = Field(
+        None, description="cluster-autoscaler's requests rule beside scaler on the same snapshot"
+    )
+    requests_bound: RequestsBoundModel | None = Field(
+        None, alias="requestsBound", description="what keeps nodes that real usage would let go"
+    )
+    flags: dict[str, Any] = Field(
+        description="effective configuration, flag names as keys; node-pools: the effective per-pool "
+        "values of every node pool"
+    )

@@ -36,6 +36,8 @@ __all__ = [
     "ApiCall",
     "ClusterUnreachable",
     "LiveSourceError",
+    "MetricsUnavailable",
+    "NoClusterConfig",
     "fetch_objects",
     "load_live_snapshot",
     "make_api_client",
@@ -57,10 +59,26 @@ class ClusterUnreachable(Exception):
     """
 
 
+class NoClusterConfig(ClusterUnreachable):
+    """No cluster was named anywhere: no kubeconfig argument, no kubeconfig file in
+    ``$KUBECONFIG`` or at ``~/.kube/config``, no context, and no in-cluster service account.
+
+    The only case in which a command may fall back to the bundled example snapshot; a cluster
+    that was named but cannot be reached is a plain :class:`ClusterUnreachable`.
+    """
+
+
 class LiveSourceError(ValueError):
     """The API server answered, but badly: an HTTP error status (other than on an optional
     kind), a body that is not a JSON List, or the metrics API missing (404/503 on
     ``metrics.k8s.io``). The one-line message names the resource, the path and the status."""
+
+
+class MetricsUnavailable(LiveSourceError):
+    """``metrics.k8s.io`` did not answer a metrics LIST with a List: an HTTP error (404: the
+    APIService is missing; 503: metrics-server is down), a malformed body. The API server itself
+    answered. ``scaler dry-run`` exits 2 on it; ``scaler run`` treats it as an outage (a state
+    it reports and waits out, acting on nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +186,9 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         context: kubeconfig context to use (default: its ``current-context``).
 
     Raises:
-        ClusterUnreachable: no config found, or the one found is unusable (unknown context,
-            malformed file, failing credential plugin); the message says which.
+        NoClusterConfig: no kubeconfig file, no context named, and no in-cluster config.
+        ClusterUnreachable: the config found (or named) is unusable (missing named file, unknown
+            context, malformed file, failing credential plugin); the message says which.
     """
     cfg = k8s_client.Configuration()
     if kubeconfig is not None:
@@ -196,7 +215,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     try:
         k8s_config.load_incluster_config(client_configuration=cfg)
     except Exception as e:
-        raise ClusterUnreachable(
+        raise NoClusterConfig(
             f"no kubeconfig found ({searched}) and no in-cluster config: {_one_line(str(e))}"
         ) from e
     return ApiClient(configuration=cfg)

@@ -49,6 +49,7 @@ from scaler.sources.kube import (
     ApiCall,
     ClusterUnreachable,
     LiveSourceError,
+    MetricsUnavailable,
     _HttpStatusError,
     _list_method,
     _one_line,
@@ -499,18 +500,22 @@ def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[dict[str,
 
     Raises:
         ClusterUnreachable: connection refused, DNS or TLS failure, timeout.
-        LiveSourceError: an HTTP error (404/503: metrics-server missing) or a body that is not a
-            JSON List.
+        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down) or a body
+            that is not a JSON List.
     """
     objects: list[dict[str, Any]] = []
     for call in METRICS_CALLS:
         try:
             doc = _request(api, call, timeout_seconds)
         except _HttpStatusError as e:
-            raise LiveSourceError(e.describe(call)) from None
+            raise MetricsUnavailable(e.describe(call)) from None
+        except MetricsUnavailable:
+            raise
+        except LiveSourceError as e:
+            raise MetricsUnavailable(str(e)) from None
         for item in doc.get("items") or []:
             if not isinstance(item, dict):
-                raise LiveSourceError(f"{call.display} ({call.path}): a list item is not an object")
+                raise MetricsUnavailable(f"{call.display} ({call.path}): a list item is not an object")
             objects.append(_typed(call, item))
     return objects
 
@@ -533,7 +538,7 @@ def snapshot_from_cache(
 
     Raises:
         CacheNotSynced: some kind has not been listed yet.
-        ClusterUnreachable, LiveSourceError: as :func:`fetch_metrics`.
+        ClusterUnreachable, MetricsUnavailable: as :func:`fetch_metrics`.
         SnapshotError: a cached or fetched object is malformed.
     """
     if not cache.synced:
