@@ -337,12 +337,12 @@ def _snapshot(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from scaler.observability import configure_logging
     from scaler.runner import StartupError, build_runner, run_forever
-    from scaler.simulator.registry import load_filters, load_scorers
+    from scaler.simulator.registry import resolve_plugins
     from scaler.sources.kube import ClusterUnreachable, make_api_client
 
     config = _config(args)
     # Plugin names are resolved once, here, before anything else: a typo exits 2 at start.
-    filters, scorers = load_filters(config), load_scorers(config)
+    plugins = resolve_plugins(config)
     _prices(config)  # a bad --prices file is an error now, not in the first loop
     configure_logging(config.log_format)
     try:
@@ -350,7 +350,7 @@ def _run(args: argparse.Namespace) -> int:
     except ClusterUnreachable as e:
         raise UsageError(f"cluster unreachable: {e}") from None
     try:
-        runner = build_runner(config, api, dry_run=args.dry_run, filters=filters, scorers=scorers)
+        runner = build_runner(config, api, dry_run=args.dry_run, plugins=plugins)
     except StartupError as e:
         raise UsageError(str(e)) from None
     code = run_forever(runner)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
@@ -51,8 +51,7 @@ from scaler.planner import (
 )
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.replay.prices import PriceTable, load_price_table
-from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.state import FilterPlugin, ScorePlugin
+from scaler.simulator.registry import Plugins, resolve_plugins
 from scaler.sources.kube import MetricsUnavailable
 
 __all__ = ["Controller"]
@@ -85,9 +84,9 @@ class Controller:
         node_groups: node name → node group of the cluster's nodes now, without metrics (the
             watch cache); during a metrics outage every one of them is reported
             ``MetricsUnavailable`` (default: the nodes of the last successful loop).
-        filters, scorers: the simulation's plugins, resolved once for the life of the
-            controller and shared by the evaluation and the actuator's re-check (``None``:
-            loaded from ``config`` here).
+        plugins: the simulation's plugins, resolved from their names once for the life of the
+            controller and shared by the evaluation and the actuator's re-check, fresh instances
+            each evaluation (``None``: resolved from ``config`` here).
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -107,12 +106,10 @@ class Controller:
         actuator_factory: Callable[..., Actuator] = Actuator,
         source_problem: Callable[[], str] | None = None,
         node_groups: Callable[[], Mapping[str, str]] | None = None,
-        filters: Sequence[FilterPlugin] | None = None,
-        scorers: Sequence[ScorePlugin] | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         self.config = config
-        self.filters = list(load_filters(config) if filters is None else filters)
-        self.scorers = list(load_scorers(config) if scorers is None else scorers)
+        self.plugins = resolve_plugins(config) if plugins is None else plugins
         self.snapshot_source = snapshot_source
         self.writer = writer
         self.cloud = cloud
@@ -147,8 +144,7 @@ class Controller:
             metrics,
             self._record_outcome,
             clock=clock,
-            filters=self.filters,
-            scorers=self.scorers,
+            plugins=self.plugins,
         )
 
     # ---- outcomes from actuator threads -------------------------------------------------------------
@@ -233,11 +229,12 @@ class Controller:
         aggregated = with_aggregated_usage(
             snapshot, history, Aggregation(cfg.usage_aggregation), methods, pod_history=pod_history
         )
+        filters, scorers = self.plugins.build()
         evaluation = evaluate(
             aggregated,
             cfg,
-            filters=self.filters,
-            scorers=self.scorers,
+            filters=filters,
+            scorers=scorers,
             recently_unremovable=self.state.recently_unremovable(now),
         )
         # Pods whose usage history the next loops keep: those of the nodes that may be candidates.

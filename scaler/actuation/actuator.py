@@ -46,8 +46,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
-from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.state import FilterPlugin, ScorePlugin
+from scaler.simulator.registry import Plugins, resolve_plugins
 
 __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "NodeOutcome"]
 
@@ -105,8 +104,8 @@ class Actuator:
         clock, sleep: time functions; ``sleep`` may return early when stopping.
         eviction_parallelism: evictions in flight per node.
         pod_poll_seconds: how often pod disappearance is checked (CA: 5 s).
-        filters, scorers: the plugins of the re-check, the evaluation's own (``None``: loaded
-            from ``config`` once, here).
+        plugins: the plugins of the re-check, the evaluation's own, fresh instances each
+            re-check (``None``: resolved from ``config`` once, here).
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -125,8 +124,7 @@ class Actuator:
         clock: Callable[[], float] = time.time,
         eviction_parallelism: int = 10,
         pod_poll_seconds: float = 5.0,
-        filters: Sequence[FilterPlugin] | None = None,
-        scorers: Sequence[ScorePlugin] | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -138,8 +136,7 @@ class Actuator:
         self.clock = clock
         self.eviction_parallelism = eviction_parallelism
         self.pod_poll_seconds = pod_poll_seconds
-        self.filters = list(load_filters(config) if filters is None else filters)
-        self.scorers = list(load_scorers(config) if scorers is None else scorers)
+        self.plugins = resolve_plugins(config) if plugins is None else plugins
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
@@ -227,14 +224,15 @@ class Actuator:
                 raise _Abort("stopping: scaler is shutting down")
             with self._lock:
                 others = {n for n in self.in_flight if n != node.name}
+            filters, scorers = self.plugins.build()
             check = recheck(
                 self.fresh_snapshot(),
                 self.config,
                 node.name,
                 expect_empty=not is_drain,
                 excluded=others,
-                filters=self.filters,
-                scorers=self.scorers,
+                filters=filters,
+                scorers=scorers,
             )
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")

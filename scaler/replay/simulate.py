@@ -67,7 +67,7 @@ from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan, UsageSample
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
-from scaler.simulator.state import FilterPlugin, ScorePlugin
+from scaler.simulator.registry import Plugins
 
 T = TypeVar("T")
 
@@ -193,8 +193,7 @@ class ReplayActuator(Actuator):
         *,
         world: World,
         clock: Callable[[], float] = time.time,
-        filters: Sequence[FilterPlugin] | None = None,
-        scorers: Sequence[ScorePlugin] | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         self.outcomes: list[NodeOutcome] = []
 
@@ -212,8 +211,7 @@ class ReplayActuator(Actuator):
             clock=clock,
             eviction_parallelism=1,
             pod_poll_seconds=0.0,
-            filters=filters,
-            scorers=scorers,
+            plugins=plugins,
         )
         self.world = world
 
