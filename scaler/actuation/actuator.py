@@ -188,9 +188,9 @@ class Actuator:
         actuator runs it in place, on replay time)."""
         worker = threading.Thread(target=self._remove, args=(node, is_drain, reason), name=f"remove-{node.name}",
                                   daemon=True)  # fmt: skip
-        with self._lock:
+        with self._lock:  # registered and started together: stop() never joins an unstarted thread
             self._threads[node.name] = worker
-        worker.start()
+            worker.start()
 
     def complete_deletion(self, node: Node) -> NodeOutcome:
         """Finish removing a node whose drain had completed before a restart: verify it holds
