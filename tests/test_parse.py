@@ -287,6 +287,52 @@ def test_extended_resources_are_summed_maxed_and_zero_dropped() -> None:
     assert requests_of(p) == Resources(0, 0, 0, 1, {"nvidia.com/gpu": 4, "hugepages-2Mi": 4 * Mi})
 
 
+# --- pod limits (resourcehelper.PodLimits, the kubelet's "every container declares one") --------
+
+
+def limits_of(obj: dict[str, Any]) -> tuple[int | None, int | None]:
+    p = parse_pod(obj)
+    return p.cpu_limit_millicores, p.memory_limit_bytes
+
+
+def test_limits_are_summed_over_containers() -> None:
+    p = pod(
+        [
+            ctr("a", limits={"cpu": "500m", "memory": "1Gi"}),
+            ctr("b", limits={"cpu": "250m", "memory": "512Mi"}),
+        ]
+    )
+    assert limits_of(p) == (750, 1536 * Mi)
+
+
+def test_a_container_without_a_limit_means_no_limit_for_the_pod() -> None:
+    p = pod([ctr("a", limits={"cpu": "500m", "memory": "1Gi"}), ctr("b", limits={"memory": "512Mi"})])
+    assert limits_of(p) == (None, 1536 * Mi)
+    assert limits_of(pod([ctr("a", {"cpu": "1", "memory": "1Gi"})])) == (None, None)
+    assert limits_of(pod([ctr("a", limits={"cpu": "0", "memory": "1Gi"})])) == (None, 1 * Gi)
+    assert limits_of(pod([])) == (None, None)
+
+
+def test_limits_take_the_max_with_init_containers_and_add_sidecars_and_overhead() -> None:
+    p = pod(
+        [ctr("app", limits={"cpu": "500m", "memory": "1Gi"})],
+        init=[
+            ctr("sidecar", limits={"cpu": "100m", "memory": "64Mi"}, restart_policy="Always"),
+            ctr("setup", limits={"cpu": "2", "memory": "128Mi"}),
+        ],
+        overhead={"cpu": "10m", "memory": "16Mi"},
+    )
+    # steady state 600m / 1088Mi; the setup container with the sidecar: 2100m / 192Mi
+    assert limits_of(p) == (2110, 1104 * Mi)
+    no_init_limit = pod([ctr("app", limits={"cpu": "1", "memory": "1Gi"})], init=[ctr("setup")])
+    assert limits_of(no_init_limit) == (None, None)
+
+
+def test_pod_level_limits_win() -> None:
+    p = pod([ctr("a", {"cpu": "100m"})], resources={"limits": {"cpu": "2", "memory": "2Gi"}})
+    assert limits_of(p) == (2000, 2 * Gi)
+
+
 def test_yaml_numbers_are_accepted_as_quantities() -> None:
     p = pod([ctr("a", {"cpu": 0.5, "memory": 1073741824}), ctr("b", {"cpu": 2})])
     assert requests_of(p) == Resources(2500, 1 * Gi, 0, 1, {})
@@ -989,5 +1035,3 @@ def test_parse_time_rejects(value: Any) -> None:
     with pytest.raises(ObjectError) as e:
         parse_time(value, "ts", {"kind": "Pod", "metadata": {"name": "p"}})
     assert assert_one_line(e) == f"Pod p: field 'ts' is not a timestamp: {value!r}"
-
-

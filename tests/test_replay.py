@@ -516,6 +516,42 @@ def test_overload_minutes_count_nodes_above_cpu_or_memory() -> None:
     assert none.overloaded == [0, 0, 0, 0, 1, 1, 1, 0, 2, 2, 0, 0]
 
 
+def test_cpu_is_capped_at_the_pod_limit_and_memory_above_the_limit_is_an_oom_kill() -> None:
+    """A pod's usage is its demand capped at its limits: CPU above the limit is throttled (a
+    risk figure, not node load), memory above it OOM-kills the pod once per step, and the pod
+    goes on following its series."""
+    steps = 4
+    base = small_cluster()
+    pods = [
+        dataclasses.replace(p, cpu_limit_millicores=1000, memory_limit_bytes=2 * GI)
+        if p.name.startswith("web")
+        else p
+        for p in base.pods
+    ]
+    fresh = ClusterSnapshot.create(base.now, base.nodes, pods)
+    snap = dataclasses.replace(base, pods=fresh.pods, pods_by_node=fresh.pods_by_node)
+    # web demands 3.9 cores per pod (limit 1) for two steps; 3 GiB (limit 2) in the last step.
+    web = [(3900.0, GI), (3900.0, GI), (500.0, GI), (500.0, 3 * GI)]
+    inp = replay_input(
+        snap, constant_trace({"default/web": web, "default/batch": [(50.0, MI)] * steps}, steps), steps
+    )
+    w = World(
+        inp.snapshot, inp.usage, inp.pod_series, parse_policies(["none"])[0].config, with_pod_metrics=True
+    )
+    names, cpu, mem = w.node_usage()
+    assert cpu[names.index("n1")] == 270 + 10 + 2 * 1000, "two web pods capped at 1 core each"
+    assert w.limit_effects() == (4 * 2900.0, 0), "four web pods, 2.9 cores each above the limit"
+    assert w.snapshot().pod_metrics[("default", "web-abc-0")].cpu_millicores == 1000
+    w.advance(3)
+    names, cpu, mem = w.node_usage()
+    assert mem[names.index("n1")] == 1 * GI - 3 * 50 * MI + 50 * MI + 2 * 2 * GI, "memory held at the limit"
+    assert w.limit_effects() == (0.0, 4), "each of the four web pods is OOM-killed"
+    none = run_policy(inp, parse_policies(["none"])[0])
+    assert none.throttled_cpu_core_minutes == 2 * 4 * 2.9 * STEP / 60
+    assert none.oom_kills == 4
+    assert none.overload_cpu_node_minutes == 0, "3.9 cores of demand per pod, but 1 core of use"
+
+
 def test_seed_window_is_the_newest_sample_and_scaler_aggregates() -> None:
     # The web nodes (n1, n2) spike every 4th step (2 x 1.8 cores: 97% of a node). Between spikes
     # seed, which judges the newest sample alone, finds n1's web pods a place on n2 and n3 under

@@ -6,7 +6,9 @@ Every function takes one API object as a ``dict`` and returns a record, or raise
 max with each init container (plus the sidecars started before it), restartable init containers
 (sidecars) added, pod overhead added; a pod-level ``spec.resources.requests`` wins for CPU and
 memory. A container with a limit but no request for a resource requests its limit, as the API
-server's defaulting does.
+server's defaulting does. Pod CPU and memory limits follow ``resourcehelper.PodLimits`` the same
+way, and the kubelet's rule that a pod whose containers do not all declare a limit has none
+(:func:`compute_pod_limits`).
 """
 
 from __future__ import annotations
@@ -352,27 +354,89 @@ def _fast_requests_key(spec: Mapping[str, Any]) -> Hashable | None:
         return None
 
 
-_REQUESTS_MEMO: dict[Hashable, tuple[Resources, QoSClass]] = {}
+PodResources = tuple[Resources, QoSClass, int | None, int | None]
+"""``(requests, QoS class, CPU limit in millicores, memory limit in bytes)`` of a pod; a limit is
+``None`` when the pod has none (:func:`compute_pod_limits`)."""
+
+_REQUESTS_MEMO: dict[Hashable, PodResources] = {}
 _REQUESTS_MEMO_MAX = 4096
 
 
-def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
-    """:func:`compute_pod_requests`, memoized on the resource fields of ``spec`` (replicas of a
-    workload share them); malformed input is never memoized, so it always raises.
+def pod_requests(spec: Mapping[str, Any], where: Obj) -> PodResources:
+    """:func:`compute_pod_requests` and :func:`compute_pod_limits`, memoized on the resource
+    fields of ``spec`` (replicas of a workload share them); malformed input is never memoized,
+    so it always raises.
 
     Raises:
         ObjectError: a malformed quantity.
     """
     key = _requests_key(spec)
     if key is None:
-        return compute_pod_requests(spec, where)
+        return (*compute_pod_requests(spec, where), *compute_pod_limits(spec, where))
     hit = _REQUESTS_MEMO.get(key)
     if hit is None:
-        hit = compute_pod_requests(spec, where)
+        hit = (*compute_pod_requests(spec, where), *compute_pod_limits(spec, where))
         if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_MAX:
             _REQUESTS_MEMO.clear()
         _REQUESTS_MEMO[key] = hit
     return hit
+
+
+def compute_pod_limits(spec: Mapping[str, Any], where: Obj) -> tuple[int | None, int | None]:
+    """The pod's CPU limit (millicores) and memory limit (bytes), each ``None`` when the pod has
+    none: what its cgroup enforces (the CFS quota, the memory limit).
+
+    The amounts are ``resourcehelper.PodLimits`` (``k8s.io/component-helpers/resource``): the
+    containers' limits summed, restartable init containers (sidecars) added, the maximum taken
+    with each other init container plus the sidecars started before it, and the pod overhead
+    added. A pod has a limit for a resource only when every container (init containers
+    included) declares a non-zero one, as the kubelet decides before setting the pod cgroup's
+    quota (``pkg/kubelet/cm/helpers_linux.go ResourceConfigForPod``: ``cpuLimitsDeclared`` /
+    ``memoryLimitsDeclared``); a pod-level ``spec.resources.limits`` wins for CPU and memory.
+
+    Raises:
+        ObjectError: a malformed quantity.
+    """
+    declared = {"cpu": True, "memory": True}
+    total = Resources()
+    sidecars = Resources()
+    init_max = Resources()
+    containers = _list(spec, "containers", where)
+    if not containers:
+        return None, None
+
+    def limits(c: Mapping[str, Any]) -> Resources:
+        lims = _map(_map(c, "resources", where), "limits", where)
+        field = f"container {c.get('name')!r} resources.limits"
+        for name in _POD_LEVEL_RESOURCES:
+            if _positive(lims, name, where, field) is None:
+                declared[name] = False
+        return parse_resources({k: v for k, v in lims.items() if k in _POD_LEVEL_RESOURCES}, where, field)
+
+    for c in containers:
+        total = total + limits(c)
+    for c in _list(spec, "initContainers", where):
+        r = limits(c)
+        if c.get("restartPolicy") == "Always":
+            total = total + r
+            sidecars = sidecars + r
+            init_max = init_max.max(sidecars)
+        else:
+            init_max = init_max.max(r + sidecars)
+    total = total.max(init_max)
+    pod_lims = _map(_map(spec, "resources", where), "limits", where)
+    cpu: int | None = total.cpu_millicores if declared["cpu"] else None
+    mem: int | None = total.memory_bytes if declared["memory"] else None
+    if _positive(pod_lims, "cpu", where, "spec.resources.limits") is not None:
+        cpu = parse_resources({"cpu": pod_lims["cpu"]}, where, "spec.resources.limits").cpu_millicores
+    if _positive(pod_lims, "memory", where, "spec.resources.limits") is not None:
+        mem = parse_resources({"memory": pod_lims["memory"]}, where, "spec.resources.limits").memory_bytes
+    overhead = _map(spec, "overhead", where)
+    if overhead:
+        extra = parse_resources(overhead, where, "spec.overhead")
+        cpu = None if cpu is None else cpu + extra.cpu_millicores
+        mem = None if mem is None else mem + extra.memory_bytes
+    return cpu, mem
 
 
 def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
@@ -549,7 +613,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
     if type(name) is not str or not name:
         raise _Bail
     namespace = meta.get("namespace") or "default"
-    requests, computed_qos = pod_requests(spec, obj)
+    requests, computed_qos, cpu_limit, memory_limit = pod_requests(spec, obj)
     qos_raw = status.get("qosClass")
     qos = _QOS[qos_raw] if qos_raw else computed_qos
     affinity = spec.get("affinity")
@@ -645,6 +709,8 @@ def _parse_pod_fast(obj: Obj) -> Pod:
         host_ports=tuple(ports),
         volumes=tuple(volumes),
         start_ts=_stamp(started) if (started := status.get("startTime")) else None,
+        cpu_limit_millicores=cpu_limit,
+        memory_limit_bytes=memory_limit,
     )
 
 
@@ -673,7 +739,7 @@ def _parse_pod_general(obj: Obj) -> Pod:
     status = _map(obj, "status", obj)
     name = _required(meta, "name", obj)
     namespace = meta.get("namespace") or "default"
-    requests, computed_qos = pod_requests(spec, obj)
+    requests, computed_qos, cpu_limit, memory_limit = pod_requests(spec, obj)
     qos_raw = status.get("qosClass")
     try:
         qos = QoSClass(qos_raw) if qos_raw else computed_qos
@@ -745,6 +811,8 @@ def _parse_pod_general(obj: Obj) -> Pod:
         start_ts=parse_time(started, "status.startTime", obj)
         if (started := status.get("startTime"))
         else None,
+        cpu_limit_millicores=cpu_limit,
+        memory_limit_bytes=memory_limit,
     )
 
 

@@ -313,7 +313,10 @@ class Pod:
     """A pod as the engine needs it.
 
     ``requests`` is the pod's effective request (containers summed, max with each init
-    container, sidecars added, overhead added), with ``pods=1``. Times are Unix seconds.
+    container, sidecars added, overhead added), with ``pods=1``. ``cpu_limit_millicores`` and
+    ``memory_limit_bytes`` are its limits computed the same way (``resourcehelper.PodLimits``),
+    ``None`` when the pod has no limit for the resource (a container without one: the kubelet
+    then sets no pod cgroup limit). Times are Unix seconds.
     """
 
     namespace: str
@@ -340,6 +343,8 @@ class Pod:
     host_ports: tuple[tuple[str, str, int], ...] = ()  # (protocol, hostIP, port)
     volumes: tuple[Volume, ...] = ()
     start_ts: float | None = None  # status.startTime: when the kubelet took the pod on
+    cpu_limit_millicores: int | None = None  # None: no CPU limit (no CFS quota)
+    memory_limit_bytes: int | None = None  # None: no memory limit
 
     @property
     def started(self) -> float | None:

@@ -7,7 +7,7 @@ replay's inputs (``snapshot``, ``trace``, ``from``, ``to``, ``stepSeconds``, ``s
 ``nodeHoursByPool``, ``costUsd`` (``null`` when a machine type has no price; then
 ``missingPrices`` names it), ``costByPoolUsd``, ``nodesRemoved``, ``nodesAdded``,
 ``podsEvicted``, ``podsDeleted``, ``overloadNodeMinutes`` (and ``…Cpu…``/``…Memory…``),
-``unplaceablePods``, ``unschedulablePods``, ``pendingPodMinutes``, ``failedRemovals``,
+``throttledCpuCoreMinutes`` (CPU demand above the pods' limits), ``oomKills``, ``unplaceablePods``, ``unschedulablePods``, ``pendingPodMinutes``, ``failedRemovals``,
 ``events``, ``elapsedSeconds`` and ``timeline`` (per step: ``nodes``, ``overloadedNodes``,
 ``costUsd``); the step times are in the top-level ``timeline.time`` (Unix seconds).
 Units are in the names; node-minutes are minutes × nodes.
@@ -63,6 +63,8 @@ def _summary(r: PolicyResult) -> dict[str, Any]:
         "overloadNodeMinutes": round(r.overload_node_minutes, 1),
         "overloadCpuNodeMinutes": round(r.overload_cpu_node_minutes, 1),
         "overloadMemoryNodeMinutes": round(r.overload_memory_node_minutes, 1),
+        "throttledCpuCoreMinutes": round(r.throttled_cpu_core_minutes, 1),
+        "oomKills": r.oom_kills,
         "unplaceablePods": r.unplaceable_pods,
         "unschedulablePods": r.unschedulable_pods,
         "pendingPodMinutes": round(r.pending_pod_minutes, 1),
@@ -122,11 +124,12 @@ def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
     """The side-by-side table of a :func:`report_dict` report, one policy per row and ``none``
     (no scale-down) last, as ``kubectl get`` prints (:mod:`scaler.report.columns`): the default
     view fits 80 columns with the built-in policy names; ``wide`` adds node-hours, nodes added,
-    the absolute overload, pods that fit no pool and the policy's description."""
+    the absolute overload, the CPU throttled above the pods' limits, OOM kills, pods that fit
+    no pool and the policy's description."""
     base = report["baseline"]
     headers = ["POLICY"] + (["NODE-HOURS"] if wide else []) + ["SAVED", "COST-USD", "REMOVED"]
     headers += (["ADDED"] if wide else []) + ["EVICTED", "OVERLOAD"]
-    headers += (["OVERLOAD-NODE-MIN"] if wide else []) + ["UNPLACEABLE"]
+    headers += (["OVERLOAD-NODE-MIN", "THROTTLED-CORE-MIN", "OOM-KILLS"] if wide else []) + ["UNPLACEABLE"]
     headers += ["FIT-NO-POOL", "DESCRIPTION"] if wide else []
     rows = []
     for p, is_base in [*((p, False) for p in report["policies"]), (base, True)]:
@@ -139,7 +142,13 @@ def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
         ]
         row += ([str(p["nodesAdded"])] if wide else []) + [str(p["podsEvicted"])]
         row.append("-" if is_base else _delta(p["overloadNodeMinutes"], base["overloadNodeMinutes"]))
-        row += ([f"{p['overloadNodeMinutes']:,.0f}"] if wide else []) + [str(p["unplaceablePods"])]
+        if wide:
+            row += [
+                f"{p['overloadNodeMinutes']:,.0f}",
+                f"{p['throttledCpuCoreMinutes']:,.0f}",
+                f"{p['oomKills']:,}",
+            ]
+        row.append(str(p["unplaceablePods"]))
         row += [str(p["unschedulablePods"]), p["description"]] if wide else []
         rows.append(row)
     return render_columns(headers, rows)
@@ -166,6 +175,9 @@ def print_table(report: dict[str, Any], stream: TextIO, wide: bool = False) -> N
         "SAVED: node-hours saved against none (no scale-down). OVERLOAD: node-minutes with real usage "
         "above 100% of allocatable cpu or 95% of memory, added to none's "
         f"{report['baseline']['overloadNodeMinutes']:,.0f}. UNPLACEABLE: evicted pods that found no node. "
+        f"Pods' limits: none has {report['baseline']['throttledCpuCoreMinutes']:,.0f} core-minutes of CPU "
+        f"demand above them (throttled) and {report['baseline']['oomKills']:,} OOM kills; each policy's "
+        "figures with -o wide. "
         f"Replayed in {report['elapsedSeconds']:.0f} s on {report['processes']} process(es)."
     )
     for text in notes:

@@ -31,7 +31,9 @@ handlers.
 Per step, after the loop and the scheduler: every node present or being provisioned is counted
 for node-hours (and its pool's price for cost), and a node whose real usage is above 100% of its
 allocatable CPU or 95% of its allocatable memory counts one step of overload. Pods still pending
-after the scheduler count as unplaceable.
+after the scheduler count as unplaceable. The running pods' CPU demand above their CPU limits
+counts as throttled CPU (core-minutes), and each pod whose memory demand is above its memory
+limit as one OOM kill (:meth:`~scaler.replay.world.World.limit_effects`).
 """
 
 from __future__ import annotations
@@ -133,6 +135,10 @@ class PolicyResult:
         pods_deleted: evicted pods that were not replaced (no controller).
         overload_node_minutes: node-minutes with real usage above 100% CPU or 95% memory.
         overload_cpu_node_minutes, overload_memory_node_minutes: the same per resource.
+        throttled_cpu_core_minutes: Σ over steps and running pods of the CPU demand above the
+            pod's CPU limit (cores × minutes): what the CFS quota withheld.
+        oom_kills: pods OOM-killed, one per pod and step whose memory demand is above its
+            memory limit (the pod restarts and follows its series again).
         unplaceable_pods: pods that stayed pending after the scheduler ran, at least once.
         unschedulable_pods: pending pods that fit no node pool even on a new node.
         pending_pod_minutes: Σ pending pods × time.
@@ -160,6 +166,8 @@ class PolicyResult:
     overload_node_minutes: float = 0.0
     overload_cpu_node_minutes: float = 0.0
     overload_memory_node_minutes: float = 0.0
+    throttled_cpu_core_minutes: float = 0.0
+    oom_kills: int = 0
     unplaceable_pods: int = 0
     unschedulable_pods: int = 0
     pending_pod_minutes: float = 0.0
@@ -279,17 +287,19 @@ class _Profiles:
         self.keys: dict[str, str] = {}
         self._hours = np.asarray([hour_of_day(float(t)) for t in world.usage.times], dtype=np.int64)
         self._constant: tuple[tuple[tuple[str, float, float], ...], dict[str, WorkloadProfile]] | None = None
-        self._traced_sig: tuple[tuple[str, int, float, float], ...] | None = None
+        self._traced_sig: tuple[tuple[str, int, float, float, float, float], ...] | None = None
         self._window: tuple[int, int] | None = None
         self._by_hour: list[dict[str, _Values]] = [{} for _ in range(HOURS)]
 
     def _pods(
         self, snapshot: ClusterSnapshot
-    ) -> tuple[list[tuple[str, int, float, float]], list[tuple[str, float, float]]]:
-        """(key, series row, constant cpu, constant memory) of the pods of traced workloads, and
-        (key, cpu, memory) of the pods of constant ones, in a stable order."""
+    ) -> tuple[list[tuple[str, int, float, float, float, float]], list[tuple[str, float, float]]]:
+        """(key, series row, constant cpu, constant memory, cpu limit, memory limit) of the pods
+        of traced workloads, and (key, cpu, memory) of the pods of constant ones (capped at
+        their limits), in a stable order. Past usage is what the pods used: their demand capped
+        at their limits, as Prometheus would have recorded it."""
         w = self.world
-        by_key: dict[str, list[tuple[int, float, float]]] = {}
+        by_key: dict[str, list[tuple[int, float, float, float, float]]] = {}
         for p in w.pods.values():
             if p.is_terminal:
                 continue
@@ -298,15 +308,16 @@ class _Profiles:
                 key = self.keys[p.uid] = workload_key(p, snapshot)
             slot = w._slot_of[p.uid]
             c, m = w._slot_const[slot]
-            by_key.setdefault(key, []).append((w._slot_row[slot], c, m))
-        traced: list[tuple[str, int, float, float]] = []
+            lc, lm = w._slot_limit[slot]
+            by_key.setdefault(key, []).append((w._slot_row[slot], min(c, lc), min(m, lm), lc, lm))
+        traced: list[tuple[str, int, float, float, float, float]] = []
         constant: list[tuple[str, float, float]] = []
         for key in sorted(by_key):
             pods = by_key[key]
-            if any(row >= 0 for row, _, _ in pods):
-                traced.extend((key, row, c, m) for row, c, m in pods)
+            if any(row >= 0 for row, *_ in pods):
+                traced.extend((key, *pod) for pod in pods)
             else:
-                constant.extend((key, c, m) for _, c, m in pods)
+                constant.extend((key, c, m) for _, c, m, _, _ in pods)
         return traced, sorted(constant)
 
     def _constant_profiles(
@@ -324,7 +335,7 @@ class _Profiles:
 
     def _recompute(
         self,
-        traced: list[tuple[str, int, float, float]],
+        traced: list[tuple[str, int, float, float, float, float]],
         steps: npt.NDArray[np.int64],
         hours: set[int],
         now: float,
@@ -341,10 +352,11 @@ class _Profiles:
         keys: list[str] = []
         cpu_parts: list[FloatArray] = []
         mem_parts: list[FloatArray] = []
-        for key, row, c, m in traced:
+        for key, row, c, m, lc, lm in traced:
             keys.extend([key] * n)
             if row >= 0:
-                cpu_row, mem_row = w.usage.cpu[row, sel], w.usage.memory[row, sel]
+                cpu_row = np.minimum(w.usage.cpu[row, sel], lc)
+                mem_row = np.minimum(w.usage.memory[row, sel], lm)
                 first = w.usage.first_sample
                 if first is not None and t[0] < first[row]:
                     unseen = t < first[row]  # before the series starts: not history
@@ -564,6 +576,9 @@ def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> 
         result.overload_node_minutes += over * minutes
         result.overload_cpu_node_minutes += int(np.count_nonzero(over_cpu)) * minutes
         result.overload_memory_node_minutes += int(np.count_nonzero(over_mem)) * minutes
+        throttled, oom = world.limit_effects()
+        result.throttled_cpu_core_minutes += throttled / 1000.0 * minutes
+        result.oom_kills += oom
         result.times.append(world.now)
         result.nodes.append(sum(sizes.values()) + other)
         result.overloaded.append(over)

@@ -12,11 +12,16 @@ world instead of a real cluster. The world stands in for what the controller tal
 * kube-scheduler (:meth:`World.schedule_pending`) and a node-pool scale-up
   (:meth:`World.scale_up`).
 
-**Usage model.** A pod mapped to a trace series uses, at each step, the series' value (see
+**Usage model.** A pod mapped to a trace series demands, at each step, the series' value (see
 :func:`scaler.replay.traces.resample`); any other pod keeps the usage its PodMetrics had in the
-snapshot (0 without PodMetrics). A node uses the sum of its pods' usage plus its own overhead:
-the snapshot's NodeMetrics minus its pods' PodMetrics (at least 0), constant over the replay;
-a new node gets the overhead of its pool's template node. Pending pods use nothing.
+snapshot (0 without PodMetrics). A pod uses its demand capped at its limits
+(:attr:`~scaler.model.records.Pod.cpu_limit_millicores`, ``memory_limit_bytes``): CPU above the
+CPU limit is throttled by the CFS quota, and memory above the memory limit is an OOM kill, after
+which the pod restarts in place and goes on following its series (it never holds more than its
+limit). :meth:`World.limit_effects` counts both for the risk figures. PodMetrics and NodeMetrics
+show the capped usage, as metrics-server does. A node uses the sum of its pods' usage plus its
+own overhead: the snapshot's NodeMetrics minus its pods' PodMetrics (at least 0), constant over
+the replay; a new node gets the overhead of its pool's template node. Pending pods use nothing.
 
 **Scheduler model** (kube-scheduler, by requests). Evicted pods of a controller are replaced at
 once by a pod of the same name and usage series (created at the eviction time); bare pods and
@@ -59,6 +64,7 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -104,6 +110,7 @@ __all__ = [
     "StepStats",
     "UsageTable",
     "World",
+    "pod_limits",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -168,6 +175,12 @@ class StepStats:
     unschedulable_pods: set[str] = field(default_factory=set)
     pending_pod_seconds: float = 0.0
     failed_removals: int = 0
+
+
+def pod_limits(pod: Pod) -> tuple[float, float]:
+    """``pod``'s CPU limit (millicores) and memory limit (bytes), ``inf`` where it has none."""
+    cpu, mem = pod.cpu_limit_millicores, pod.memory_limit_bytes
+    return (math.inf if cpu is None else float(cpu), math.inf if mem is None else float(mem))
 
 
 def _short_hash(*parts: object, n: int = 5) -> str:
@@ -303,12 +316,13 @@ class World:
         self._slot_of: dict[str, int] = {}
         self._slot_row: list[int] = []
         self._slot_const: list[tuple[float, float]] = []
+        self._slot_limit: list[tuple[float, float]] = []
         for p in start.pods:
             m = start.pod_metrics.get((p.namespace, p.name))
             const = (float(m.cpu_millicores), float(m.memory_bytes)) if m is not None else (0.0, 0.0)
             series = pod_series.get(p.key)
-            self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const)
-        self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray] | None = None
+            self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const, p)
+        self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray] | None = None
         # Node overheads: NodeMetrics minus the node's pods' PodMetrics.
         self._overhead: dict[str, tuple[float, float]] = {}
         for n in start.nodes:
@@ -331,10 +345,11 @@ class World:
         self._place_scorers: list[ScorePlugin] = load_scorers(config) if scheduler_plugins else []
 
     # ---- set-up -------------------------------------------------------------------------------------
-    def _add_slot(self, uid: str, row: int, const: tuple[float, float]) -> None:
+    def _add_slot(self, uid: str, row: int, const: tuple[float, float], pod: Pod) -> None:
         self._slot_of[uid] = len(self._slot_row)
         self._slot_row.append(row)
         self._slot_const.append(const)
+        self._slot_limit.append(pod_limits(pod))
         self._slot_arrays = None
 
     def _templates(self, start: ClusterSnapshot) -> dict[str, PoolTemplate]:
@@ -392,20 +407,50 @@ class World:
         self._version += 1
 
     # ---- reading ------------------------------------------------------------------------------------
-    def _usage_now(self) -> tuple[FloatArray, FloatArray]:
-        """CPU millicores and memory bytes of every usage slot at the current step."""
+    def _slots(self) -> tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+        """(slot count, series rows, constant cpu, constant memory, cpu limits, memory limits)
+        of every usage slot as arrays (cached until a slot is added)."""
         n = len(self._slot_row)
         if self._slot_arrays is None or self._slot_arrays[0] != n:
             rows = np.asarray(self._slot_row, dtype=np.int64)
             const = np.asarray(self._slot_const, dtype=np.float64).reshape(n, 2)
-            self._slot_arrays = (n, rows, const[:, 0].copy(), const[:, 1].copy())
-        _, rows, cpu_c, mem_c = self._slot_arrays
+            limit = np.asarray(self._slot_limit, dtype=np.float64).reshape(n, 2)
+            self._slot_arrays = (
+                n, rows, const[:, 0].copy(), const[:, 1].copy(), limit[:, 0].copy(), limit[:, 1].copy()
+            )  # fmt: skip
+        return self._slot_arrays
+
+    def _demand_now(self) -> tuple[FloatArray, FloatArray]:
+        """What every usage slot would use at the current step without limits: CPU millicores
+        and memory bytes from its series (or its constant)."""
+        _, rows, cpu_c, mem_c, _, _ = self._slots()
         cpu, mem = cpu_c.copy(), mem_c.copy()
         mapped = rows >= 0
         if mapped.any():
             cpu[mapped] = self.usage.cpu[rows[mapped], self.step]
             mem[mapped] = self.usage.memory[rows[mapped], self.step]
         return cpu, mem
+
+    def _usage_now(self) -> tuple[FloatArray, FloatArray]:
+        """CPU millicores and memory bytes every usage slot uses at the current step: its demand
+        capped at the pod's limits (the CFS quota; a container above its memory limit is
+        OOM-killed and restarts, so it never holds more than the limit)."""
+        _, _, _, _, cpu_limit, mem_limit = self._slots()
+        cpu, mem = self._demand_now()
+        return np.minimum(cpu, cpu_limit), np.minimum(mem, mem_limit)
+
+    def limit_effects(self) -> tuple[float, int]:
+        """What the pods' limits did at the current step, over the pods bound to a node:
+        ``(throttled, oom_killed)``: the CPU demand above their CPU limits (millicores, summed)
+        and how many pods' memory demand is above their memory limit (each one OOM kill; the
+        pod restarts and keeps following its usage series)."""
+        slots, _, _ = self._placement()
+        if len(slots) == 0:
+            return 0.0, 0
+        _, _, _, _, cpu_limit, mem_limit = self._slots()
+        cpu, mem = self._demand_now()
+        throttled = np.maximum(cpu[slots] - cpu_limit[slots], 0.0)
+        return float(throttled.sum()), int(np.count_nonzero(mem[slots] > mem_limit[slots]))
 
     def _placement(self) -> tuple[IntArray, IntArray, list[str]]:
         """(slot of each bound pod, node index of each bound pod, node names) — cached."""
@@ -793,7 +838,7 @@ class World:
                 pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}"
             uid = f"replay-{_short_hash(pname, at, n=16)}"
             self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
-            self._add_slot(uid, -1, use)
+            self._add_slot(uid, -1, use, p)
         self.stats.nodes_added += 1
         self.touch()
 
