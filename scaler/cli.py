@@ -307,7 +307,14 @@ def _dry_run(args: argparse.Namespace) -> int:
         except HistoryError as e:
             raise UsageError(str(e)) from None
     evaluation = hold_by_budgets(evaluate(snapshot, config))
-    report = build_report(evaluation, snapshot, source, prices)
+    relief = None
+    if config.hot_node_relief:  # every hot node, as if hot for --hot-node-time; after the removals
+        from scaler.planner import relief_admission
+        from scaler.relief import plan_relief
+
+        admit = relief_admission(evaluation, {r.node.name for r in evaluation.removable()})
+        relief = plan_relief(evaluation, [n.name for n in snapshot.nodes], admit=admit)
+    report = build_report(evaluation, snapshot, source, prices, relief=relief)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     elif args.output == "yaml":

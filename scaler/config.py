@@ -130,6 +130,21 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "scale-down-unready-time, target-cpu-usage, target-memory-usage and usage-aggregation, and the pool's "
         "min-size and max-size (as --nodes: in each zone; a --nodes entry for the same pool wins). Config file only.",
     },
+    "Hot-node relief": {
+        "hot_node_relief": "Relieve hot nodes (off by default): a node whose usage, aggregated as scale-down "
+        "candidates are, stays above --hot-node-cpu-threshold or --hot-node-memory-threshold (for --hot-node-time) "
+        "gets the soft taint scaler.io/hot=<unix ts>:PreferNoSchedule and loses, through the Eviction API, the "
+        "fewest pods whose real usage brings it back under the waterline (crane's precise eviction), each only "
+        "if the simulation finds it a destination passing the scheduler filters and TargetUsage. Needs "
+        "TargetUsage in --filter-plugins.",
+        "hot_node_cpu_threshold": "Hot-node relief's cpu waterline: a node is hot while its cpu usage is above "
+        "this fraction of allocatable (koordinator LowNodeLoad's highThresholds).",
+        "hot_node_memory_threshold": "Hot-node relief's memory waterline: a node is hot while its memory usage "
+        "is above this fraction of allocatable.",
+        "hot_node_time": "How long a node must stay above a waterline before it is relieved, and stay under "
+        "both before its scaler.io/hot taint is removed (live mode).",
+        "max_relief_evictions_per_loop": "Maximum pods evicted by hot-node relief per loop, over all nodes.",
+    },
     "Savings": {
         "prices": "YAML price table merged over the bundled one (machine type, region, on-demand or Spot; USD per "
         "hour) for the monthly cost of removable nodes. Empty: the bundled table.",
@@ -177,10 +192,16 @@ DRY_RUN_GROUPS = (
     "Simulation",
     "History and portraits",
     "Disruption budgets and node pools",
+    "Hot-node relief",
     "Savings",
 )
 _LIVE_ONLY_KEYS = frozenset(
-    {"scale_down_unneeded_time", "scale_down_unready_time", "unremovable_node_recheck_timeout"}
+    {
+        "scale_down_unneeded_time",
+        "scale_down_unready_time",
+        "unremovable_node_recheck_timeout",
+        "hot_node_time",
+    }
 )
 DRY_RUN_KEYS: frozenset[str] = frozenset(
     k for title in DRY_RUN_GROUPS for k in FLAG_GROUPS[title] if k not in _LIVE_ONLY_KEYS
@@ -233,9 +254,11 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
     return NodeGroupSpec(min_size=lo, max_size=hi, name=name)
 
 
-DisruptionReasonName = Literal["empty", "underutilized", "unready"]
-"""Why a node is removed, as CA's ``scaled_down_nodes_total{reason}`` says it: an empty node, a
-drained underutilized Ready one, or a drained NotReady one (:func:`scaler.budgets.disruption_reason`)."""
+DisruptionReasonName = Literal["empty", "underutilized", "unready", "relief"]
+"""Why a node is disrupted: removed, as CA's ``scaled_down_nodes_total{reason}`` says it (an empty
+node, a drained underutilized Ready one, or a drained NotReady one:
+:func:`scaler.budgets.disruption_reason`), or relieved of some pods because it is hot
+(``relief``, hot-node relief)."""
 
 _CRON_MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -264,8 +287,8 @@ class ScaleDownBudget(BaseModel):
             at which a window starts; ``None``: always active.
         duration: window length in seconds (elapsed time), set exactly when ``schedule`` is.
         time_zone: IANA time zone of ``schedule`` (default ``UTC``).
-        reasons: disruption reasons it limits (``empty``, ``underutilized``, ``unready``);
-            empty: all.
+        reasons: disruption reasons it limits (``empty``, ``underutilized``, ``unready``,
+            ``relief``); empty: all.
         node_pools: node pools it limits; empty: all.
     """
 
@@ -472,6 +495,7 @@ DURATION_KEYS = (
     "max_pod_eviction_time",
     "node_delete_delay_after_taint",
     "max_inactivity",
+    "hot_node_time",
 )
 """Keys holding durations in seconds (the file and flags also take Go strings like ``10m``)."""
 
@@ -523,6 +547,12 @@ class ScalerConfig(BaseModel):
     # Disruption budgets, per-pool settings, savings
     budgets: tuple[ScaleDownBudget, ...] = ()
     node_pools: dict[str, NodePoolSettings] = Field(default_factory=dict)
+    # Hot-node relief (koordinator LowNodeLoad's high thresholds; crane's precise eviction)
+    hot_node_relief: bool = False
+    hot_node_cpu_threshold: float = Field(0.80, gt=0.0, le=1.0)
+    hot_node_memory_threshold: float = Field(0.90, gt=0.0, le=1.0)
+    hot_node_time: Duration = Field(300.0, ge=0)
+    max_relief_evictions_per_loop: int = Field(5, ge=1)
     prices: str = ""
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)
     max_scale_down_parallelism: int = Field(10, ge=1)
@@ -597,6 +627,15 @@ class ScalerConfig(BaseModel):
     def _names(cls, v: Any) -> Any:
         if isinstance(v, str):
             return tuple(x.strip() for x in v.split(",") if x.strip())
+        return v
+
+    @field_validator("hot_node_relief", mode="after")
+    @classmethod
+    def _relief_needs_target_usage(cls, v: bool, info: ValidationInfo) -> bool:
+        # Relief moves load off a hot node; without TargetUsage the destination check is requests
+        # only, and the pods could land on nodes as busy as the one they leave.
+        if v and "TargetUsage" not in info.data.get("filter_plugins", ("TargetUsage",)):
+            raise ValueError("needs TargetUsage in --filter-plugins (relieved pods go only where it allows)")
         return v
 
     def node_group_limits(self, name: str) -> NodeGroupSpec | None:

@@ -11,7 +11,14 @@ in dry-run, "would remove" events are emitted once per node.
 
 On becoming leader it first recovers from a previous crash: nodes carrying this instance's
 ownership annotation are rolled back, unless their drain had finished (state ``drained``) and
-no workload pod is left, in which case the deletion is completed.
+no workload pod is left, in which case the deletion is completed; hot-node relief's
+``scaler.io/hot`` taints this instance left are removed.
+
+With ``--hot-node-relief`` each loop also plans the relief of the nodes hot for
+``--hot-node-time`` (:func:`scaler.relief.plan_relief`, on the evaluation's own simulation state,
+after this loop's removals, within the disruption budgets), starts it (soft taint, then the
+evictions: :meth:`~scaler.actuation.actuator.Actuator.relieve`), and removes the taint of nodes
+that have stayed under both waterlines for ``--hot-node-time``.
 """
 
 from __future__ import annotations
@@ -25,12 +32,14 @@ from dataclasses import replace
 from scaler.actuation.actuator import Actuator, NodeOutcome
 from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
-from scaler.engine import evaluate
+from scaler.engine import Evaluation, evaluate
 from scaler.kube.writer import (
+    ANNOTATION_HOT_OWNER,
     ANNOTATION_OWNER,
     ANNOTATION_STATE,
     LABEL_STATUS,
     STATE_DRAINED,
+    TAINT_HOT,
     ObjectRef,
     WriteError,
 )
@@ -43,13 +52,19 @@ from scaler.planner import (
     GroupSize,
     PlannerState,
     ScaleDownPlan,
+    cooled,
     plan,
     record_failures,
     record_pod_usage,
+    record_reliefs,
     record_usage,
+    relief_admission,
+    relief_due,
+    track_hot,
     with_aggregated_usage,
 )
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.relief import ReliefPlan, hot_nodes, plan_relief
 from scaler.replay.prices import PriceTable, load_price_table
 from scaler.simulator.registry import Plugins, resolve_plugins
 from scaler.sources.kube import MetricsUnavailable
@@ -124,6 +139,9 @@ class Controller:
         self.stopping = threading.Event()
         self.last_loop_end = clock()
         self.last_plan: ScaleDownPlan | None = None
+        self.last_relief: ReliefPlan | None = None
+        """The relief planned by the last loop (``None`` without ``--hot-node-relief``)."""
+        self._hot: list[str] = []  # nodes above a hot-node waterline in the last loop
         self._announced: set[str] = set()
         self._outcomes: list[NodeOutcome] = []
         self._outcome_lock = threading.Lock()
@@ -176,8 +194,15 @@ class Controller:
 
     # ---- crash recovery ---------------------------------------------------------------------------
     def recover(self, snapshot: ClusterSnapshot) -> None:
-        """Roll back, or complete, removals a previous run of this instance left behind."""
+        """Roll back, or complete, removals a previous run of this instance left behind, and
+        remove the ``scaler.io/hot`` taints it left (whatever ``--hot-node-relief`` is now)."""
         for node in snapshot.nodes:
+            if node.annotations.get(ANNOTATION_HOT_OWNER) == self.config.instance_name:
+                log.info("removing the %s taint a previous run left on node %s", TAINT_HOT, node.name)
+                try:
+                    self.writer.clean_hot(node.name)
+                except WriteError as e:
+                    log.warning("%s taint of node %s not removed: %s", TAINT_HOT, node.name, e)
             if node.annotations.get(ANNOTATION_OWNER) != self.config.instance_name:
                 continue
             if node.annotations.get(ANNOTATION_STATE) == STATE_DRAINED:
@@ -237,10 +262,13 @@ class Controller:
             scorers=scorers,
             recently_unremovable=self.state.recently_unremovable(now),
         )
-        # Pods whose usage history the next loops keep: those of the nodes that may be candidates.
+        # Pods whose usage history the next loops keep: those of the nodes that may be candidates
+        # (and of the hot nodes, whose pods relief may evict by that usage).
         self._sampled_nodes = {
             r.node.name for r in evaluation.nodes if r.reason is not UnremovableReason.NotUnderutilized
         }
+        hot = hot_nodes(evaluation) if cfg.hot_node_relief else {}
+        self._sampled_nodes |= set(hot)
         self.cloud.refresh()
         sizes = {
             g.id: GroupSize(
@@ -264,10 +292,75 @@ class Controller:
                 self.state = replace(self.state, last_delete=now)
         elif self.dry_run and self.leader.is_set():
             self._announce(decision)
+        if cfg.hot_node_relief:
+            self._relieve(evaluation, decision, snapshot, in_flight, acting)
         self._groups = {n.name: n.node_group for n in snapshot.nodes}
         self._write_status(decision, snapshot)
         self._write_node_statuses(decision, snapshot)
         return self._loop_done(decision, start)
+
+    def _relieve(
+        self,
+        evaluation: Evaluation,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot,
+        deleting: Mapping[str, str],
+        acting: bool,
+    ) -> None:
+        """Hot-node relief for this loop: track the hot and cool timers, plan the relief of the
+        nodes hot for ``--hot-node-time`` (within the disruption budgets, after this loop's
+        removals), start it, and untaint the nodes that have cooled. Without ``acting`` it only
+        plans and reports."""
+        cfg, now = self.config, evaluation.now
+        hot = hot_nodes(evaluation)
+        self._hot = sorted(hot)
+        self.metrics.hot_nodes.set(len(hot))
+        known = {
+            r.node.name
+            for r in evaluation.nodes
+            if r.utilization.usage_cpu_millicores is not None and r.utilization.usage_memory_bytes is not None
+        }
+        tainted = {
+            n.name
+            for n in snapshot.nodes
+            if n.annotations.get(ANNOTATION_HOT_OWNER) == cfg.instance_name and any(t.key == TAINT_HOT for t in n.taints)
+        }  # fmt: skip
+        self.state = track_hot(self.state, hot, known, tainted, now)
+        relieving = set(self.actuator.relieving)
+        excluded = dict.fromkeys(relieving, "a relief of this node is under way")
+        excluded |= dict.fromkeys(deleting, "being removed")
+        excluded |= dict.fromkeys(
+            (r.node.name for r in decision.to_delete), "being removed: chosen in this loop"
+        )
+        admit = relief_admission(
+            evaluation, {*deleting, *relieving, *(r.node.name for r in decision.to_delete)}
+        )
+        relief = plan_relief(
+            evaluation, relief_due(self.state, now, cfg.hot_node_time), admit=admit, excluded=excluded
+        )
+        self.last_relief = relief
+        if not acting:
+            if self.dry_run and self.leader.is_set():
+                for r in relief.planned():
+                    log.info("[dry-run] would relieve hot node %s: %s", r.node.name, r.detail)
+            return
+        started = self.actuator.relieve(relief)
+        self.state = record_reliefs(self.state, started)
+        for name in cooled(self.state, now, cfg.hot_node_time):
+            if name in relieving or name in started:
+                continue
+            node = snapshot.node_by_name.get(name)
+            try:
+                self.writer.clean_hot(name)
+            except WriteError as e:
+                self.metrics.errors.labels("relief").inc()
+                log.warning("%s taint of node %s not removed: %s", TAINT_HOT, name, e)
+                continue
+            self.state = replace(
+                self.state, cool_since={n: t for n, t in self.state.cool_since.items() if n != name}
+            )
+            self.writer.event(ObjectRef("Node", name, uid=node.uid if node else ""), "Normal", "HotNodeRelief",
+                              f"under the hot-node waterlines for {cfg.hot_node_time:g}s: {TAINT_HOT} taint removed")  # fmt: skip
 
     def _loop_done(self, decision: ScaleDownPlan, start: float) -> ScaleDownPlan:
         self.last_plan = decision
@@ -334,6 +427,28 @@ class Controller:
             self._prices = load_price_table(self.config.prices or None)
         return self._prices
 
+    def _relief_status(self, snapshot: ClusterSnapshot | None) -> dict[str, object] | None:
+        """The status ConfigMap's ``hotNodeRelief`` (``None`` without ``--hot-node-relief``): the
+        nodes above a waterline in the last loop with since when, and the nodes carrying this
+        instance's ``scaler.io/hot`` taint (hot or cooling) and being relieved."""
+        if not self.config.hot_node_relief:
+            return None
+        nodes = snapshot.nodes if snapshot is not None else ()
+        tainted = sorted(
+            n.name
+            for n in nodes
+            if n.annotations.get(ANNOTATION_HOT_OWNER) == self.config.instance_name
+            and any(t.key == TAINT_HOT for t in n.taints)
+        )
+        since = self.state.hot_since
+        return {
+            "hotNodes": [
+                {"name": n, "hotSince": format_time(since[n]) if n in since else None} for n in self._hot
+            ],
+            "taintedNodes": tainted,
+            "reliefsInProgress": sorted(self.actuator.relieving),
+        }
+
     def _write_status(
         self,
         decision: ScaleDownPlan,
@@ -349,7 +464,7 @@ class Controller:
         doc = status_document(
             decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
             price_source=f"{self.prices.source}, {self.prices.date}",
-            metrics_api=metrics_api or {"status": "Available"},
+            metrics_api=metrics_api or {"status": "Available"}, relief=self._relief_status(snapshot),
         )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)

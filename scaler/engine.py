@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scaler.config import ScalerConfig
 from scaler.drain.rules import BlockingPod
@@ -81,11 +81,18 @@ class NodeResult:
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
-    """The result of :func:`evaluate`: node results in node-name order, the time, the config."""
+    """The result of :func:`evaluate`: node results in node-name order, the time, the config.
+
+    ``context`` is the evaluation's simulation state after every removal it found (moved pods
+    on their destinations, PDB budgets charged): hot-node relief
+    (:func:`scaler.relief.plan_relief`) places its pods in it, so that its destinations count
+    every move of the loop. It is not part of the result's value (not compared, not shown).
+    """
 
     now: float
     config: ScalerConfig
     nodes: tuple[NodeResult, ...]
+    context: RemovalContext | None = field(default=None, compare=False, repr=False)
 
     def removable(self) -> list[NodeResult]:
         """Removable nodes in removal order."""
@@ -196,4 +203,4 @@ def _evaluate(
             rank=rank,
         )
         rank += 1
-    return Evaluation(now, config, tuple(results[n.name] for n in snapshot.nodes))
+    return Evaluation(now, config, tuple(results[n.name] for n in snapshot.nodes), ctx)

@@ -44,8 +44,10 @@ class Metrics:
     ``scaled_down_nodes_total{reason=empty|underutilized|unready}``,
     ``evicted_pods_total{eviction_result=succeeded|failed}``, ``failed_scale_downs_total{reason}``,
     ``scale_down_in_cooldown``, ``function_duration_seconds{function}``,
-    ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader`` and
-    ``metrics_api_available`` (0 during a metrics.k8s.io outage).
+    ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader``,
+    ``metrics_api_available`` (0 during a metrics.k8s.io outage), and hot-node relief's
+    ``relief_evictions_total{eviction_result=succeeded|failed}`` and ``hot_nodes_count`` (nodes
+    above a hot-node waterline in the last loop).
     """
 
     def __init__(self) -> None:
@@ -80,6 +82,13 @@ class Metrics:
             "scaler_metrics_api_available",
             "1 while metrics.k8s.io answers the node and pod metrics LISTs, 0 during an outage.",
             registry=r,
+        )
+        self.relief_evictions = PromCounter(
+            "scaler_relief_evictions_total", "Pod evictions by hot-node relief, by result.", ["eviction_result"],
+            registry=r,
+        )  # fmt: skip
+        self.hot_nodes = Gauge(
+            "scaler_hot_nodes_count", "Nodes above a hot-node waterline (--hot-node-relief).", registry=r
         )
         self.budget_active = Gauge(
             "scaler_scale_down_budget_active",
@@ -215,6 +224,7 @@ def status_document(
     costs: Mapping[str, float | None] | None = None,
     price_source: str = "",
     metrics_api: Mapping[str, str] | None = None,
+    relief: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status ConfigMap's content without its timestamps: CA's layout
     (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
@@ -223,7 +233,11 @@ def status_document(
 
     With ``costs`` (node → USD per month, ``None`` when unknown) the unneeded nodes' entries get
     ``monthlyCostUsd`` and ``clusterWide.scaleDown.savings`` sums them (``monthlyUsd``, the
-    number of ``unpricedNodes``, whose cost says ``unknown``, and the ``priceSource``)."""
+    number of ``unpricedNodes``, whose cost says ``unknown``, and the ``priceSource``).
+
+    With ``relief`` (``--hot-node-relief``) the document has ``hotNodeRelief``: that mapping
+    (the controller's hot nodes, since when, which carry the ``scaler.io/hot`` taint and which
+    are being relieved)."""
     costs = costs or {}
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
@@ -246,7 +260,7 @@ def status_document(
         if name in plan.unneeded:
             entry["monthlyCostUsd"] = _usd(costs.get(name))
         nodes.append(entry)
-    return {
+    doc: dict[str, Any] = {
         "autoscalerStatus": "Running",
         "mode": "dry-run" if dry_run else "active",
         "leader": leader,
@@ -271,6 +285,9 @@ def status_document(
         "deletionsInProgress": sorted(in_flight),
         "nodes": nodes,
     }
+    if relief is not None:
+        doc["hotNodeRelief"] = dict(relief)
+    return doc
 
 
 def status_yaml(document: Mapping[str, Any], now: float) -> str:

@@ -33,6 +33,13 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   ``ScaleDownBudgetExhausted``, the detail naming the budget.
 * Per-pool settings: the unneeded and unready times are the node's pool's
   (:meth:`~scaler.config.ScalerConfig.for_pool`).
+* Hot-node relief (:mod:`scaler.relief`) has two timers of its own (:func:`track_hot`): a node is
+  relieved once it has stayed above a waterline for ``--hot-node-time`` (:func:`relief_due`),
+  and its ``scaler.io/hot`` taint goes once it has stayed under both for as long
+  (:func:`cooled`). A relief restarts the node's timer and its usage history
+  (:func:`record_reliefs`): the next one waits for usage measured without the evicted pods.
+  Reliefs are charged to the disruption budgets after the removals of the same loop
+  (:func:`relief_admission`, reason ``relief``).
 
 Checks in order: unneeded time, node group known, min size, cooldown, parallelism, disruption
 budgets; the first that holds a node gives its reason.
@@ -42,13 +49,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import NodeMetrics
+from scaler.model.records import Node, NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -61,11 +68,16 @@ __all__ = [
     "ScaleDownPlan",
     "UsageSample",
     "aggregate_usage",
+    "cooled",
     "hold_by_budgets",
     "plan",
     "record_failures",
     "record_pod_usage",
+    "record_reliefs",
     "record_usage",
+    "relief_admission",
+    "relief_due",
+    "track_hot",
     "with_aggregated_usage",
 ]
 
@@ -120,6 +132,9 @@ class PlannerState:
         last_failure: Unix time of the last failed scale-down.
         failed_removals: node → why its last removal failed and until when it is not retried
             (the detail of its ``RecentlyUnremovable`` verdict), while that lasts.
+        hot_since: node → Unix time since which it has been above a hot-node waterline.
+        cool_since: node carrying the ``scaler.io/hot`` taint → Unix time since which it has
+            been under both waterlines.
     """
 
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
@@ -131,6 +146,8 @@ class PlannerState:
     last_delete: float | None = None
     last_failure: float | None = None
     failed_removals: Mapping[str, str] = field(default_factory=dict)
+    hot_since: Mapping[str, float] = field(default_factory=dict)
+    cool_since: Mapping[str, float] = field(default_factory=dict)
 
     def recently_unremovable(self, now: float) -> frozenset[str]:
         """Nodes whose unremovable TTL has not expired at ``now``."""
@@ -512,3 +529,61 @@ def plan(
         now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, ledger.active_names
     )
     return scale_down_plan, next_state
+
+
+# ---- hot-node relief ---------------------------------------------------------------------------------
+
+
+def track_hot(
+    state: PlannerState, hot: Collection[str], known: Collection[str], tainted: Collection[str], now: float
+) -> PlannerState:
+    """The relief timers after one loop's evaluation.
+
+    ``hot_since`` keeps the time a node became hot while it stays in ``hot`` (above a waterline
+    now) and forgets it otherwise. ``cool_since`` does the same for the nodes of ``tainted``
+    (carrying this instance's ``scaler.io/hot`` taint) that are under both waterlines: in
+    ``known`` (usage known) but not in ``hot``. A node of unknown usage is neither: both timers
+    restart (when in doubt, neither relieve nor untaint)."""
+    hot_set = set(hot)
+    since = {n: state.hot_since.get(n, now) for n in hot_set}
+    cool = {n: state.cool_since.get(n, now) for n in tainted if n in known and n not in hot_set}
+    return replace(state, hot_since=since, cool_since=cool)
+
+
+def relief_due(state: PlannerState, now: float, hot_node_time: float) -> list[str]:
+    """Nodes hot for at least ``hot_node_time`` seconds at ``now`` (sorted)."""
+    return sorted(n for n, t in state.hot_since.items() if now - t >= hot_node_time)
+
+
+def cooled(state: PlannerState, now: float, hot_node_time: float) -> list[str]:
+    """Tainted nodes under both waterlines for at least ``hot_node_time`` seconds (sorted): their
+    ``scaler.io/hot`` taint can go."""
+    return sorted(n for n, t in state.cool_since.items() if now - t >= hot_node_time)
+
+
+def record_reliefs(state: PlannerState, nodes: Collection[str]) -> PlannerState:
+    """The state after reliefs started on ``nodes``: their hot timers restart and their usage
+    history is dropped, so that the next relief waits until the node has been hot for
+    ``--hot-node-time`` again, measured without the evicted pods (an aggregate over samples
+    taken before the evictions would still show them)."""
+    gone = set(nodes)
+    return replace(
+        state,
+        hot_since={n: t for n, t in state.hot_since.items() if n not in gone},
+        usage_history={n: h for n, h in state.usage_history.items() if n not in gone},
+    )
+
+
+def relief_admission(evaluation: Evaluation, disrupted: Collection[str]) -> Callable[[Node], str | None]:
+    """The disruption budgets for a loop's reliefs: a function that admits (and charges) the
+    relief of a node, or returns why a budget holds it (reason ``relief``). It counts as
+    disrupted what :func:`plan` counts (NotReady nodes, ``ToBeDeleted`` ones) plus
+    ``disrupted``: the controller passes the removals in flight and chosen in this loop and
+    the reliefs in flight, the dry-run the removable nodes."""
+    ledger = _ledger(evaluation, disrupted)
+
+    def admit(node: Node) -> str | None:
+        hold = ledger.admit(node, "relief")
+        return None if hold is None else hold.detail
+
+    return admit

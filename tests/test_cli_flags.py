@@ -125,12 +125,12 @@ def _keys_read(sources: list[str]) -> set[str]:
 
 def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest.CaptureFixture[str]) -> None:
     # Everything scaler dry-run runs: utilization, eligibility, drain rules, simulation, the
-    # plugins it loads, the history it may read, the budgets that hold nodes, and the command
-    # itself (the price table).
-    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py", "budgets.py")]
+    # plugins it loads, the history it may read, the budgets that hold nodes, hot-node relief,
+    # and the command itself (the price table).
+    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py", "budgets.py", "relief.py")]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
         files += sorted((ROOT / folder).rglob("*.py"))
-    functions = [planner.hold_by_budgets, planner._ledger, cli._dry_run, cli._prices]
+    functions = [planner.hold_by_budgets, planner._ledger, planner.relief_admission, cli._dry_run, cli._prices]
     sources = [f.read_text() for f in files] + [inspect.getsource(f) for f in functions]
     assert _keys_read(sources) == set(DRY_RUN_KEYS)
     dry_help = help_text(capsys, "dry-run")  # node-pools is a config-file key: no flag

@@ -23,6 +23,15 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
 
 On stop (SIGTERM) no new node is started; a node not yet drained is rolled back at once (an
 eviction being retried stops retrying), a drained one is deleted.
+
+**Hot-node relief** (:meth:`Actuator.relieve`): for each relief of a
+:class:`~scaler.relief.ReliefPlan`, put the soft taint ``scaler.io/hot=<unix ts>:PreferNoSchedule``
+on the node synchronously (the replacements of the evicted pods then score it low in
+kube-scheduler's ``TaintToleration``), emit ``HotNodeRelief`` on the node, then evict exactly the
+planned pods, in the plan's order, through the Eviction API in the node's own thread (each
+eviction retried as in a drain, a ``HotNodeRelief`` event on each pod). One relief per node at a
+time; a node whose taint fails is not relieved. The taint stays: the controller removes it once
+the node has cooled (a restart removes it too).
 """
 
 from __future__ import annotations
@@ -39,13 +48,14 @@ from scaler.config import ScalerConfig
 from scaler.eviction.executor import drain
 from scaler.eviction.metrics import MetricRegistry, default_registry
 from scaler.eviction.podinfo import pod_usages
-from scaler.kube.writer import STATE_DRAINED, ObjectRef, WriteError
+from scaler.kube.writer import STATE_DRAINED, TAINT_HOT, ObjectRef, WriteError
 from scaler.model.parse import ObjectError, parse_pod
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
+from scaler.relief import NodeRelief, ReliefPlan
 from scaler.simulator.registry import Plugins, resolve_plugins
 
 __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "NodeOutcome"]
@@ -140,11 +150,20 @@ class Actuator:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
+        self._relief_threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
         self._zones: dict[str, str] = {}  # node in flight -> its zone
         self.drains: set[str] = set()
+        self.relieving: dict[str, NodeRelief] = {}
+        """Nodes whose relief is under way (taint put, evictions running)."""
         self.evictor = writer.evictor(
             config.max_pod_eviction_time, config.max_graceful_termination_sec, stop=self._stopping
+        )
+        self.relief_evictor = writer.evictor(
+            config.max_pod_eviction_time,
+            config.max_graceful_termination_sec,
+            stop=self._stopping,
+            reason="HotNodeRelief",
         )
 
     # ---- public ---------------------------------------------------------------------------------
@@ -192,6 +211,67 @@ class Actuator:
             self._threads[node.name] = worker
             worker.start()
 
+    def relieve(self, plan: ReliefPlan) -> list[str]:
+        """Start the reliefs of ``plan`` that evict something: taint each node (synchronously),
+        then evict its planned pods in its own thread. A node already being relieved or removed
+        is skipped; a node whose taint fails is not relieved (Warning ``HotNodeRelief``).
+
+        Returns:
+            The nodes whose relief started.
+        """
+        started: list[str] = []
+        if self._stopping.is_set():
+            return started
+        for r in plan.planned():
+            name = r.node.name
+            with self._lock:
+                if name in self.relieving or name in self.in_flight:
+                    continue
+            ref = ObjectRef("Node", name, uid=r.node.uid)
+            try:
+                self.writer.mark_hot(name, self.clock())
+            except WriteError as e:
+                log.warning("relief of hot node %s not started: %s", name, e)
+                self.writer.event(ref, "Warning", "HotNodeRelief", f"failed to taint the hot node: {e}")
+                self.metrics.errors.labels("relief").inc()
+                continue
+            h = r.hot
+            self.writer.event(ref, "Normal", "HotNodeRelief",
+                              f"cpu {h.cpu:.0%}, memory {h.memory:.0%} of allocatable: tainted {TAINT_HOT}; {r.detail}")  # fmt: skip
+            log.info("relieving hot node %s: %s", name, r.detail)
+            with self._lock:
+                self.relieving[name] = r
+            self._dispatch_relief(r)
+            started.append(name)
+        return started
+
+    def _dispatch_relief(self, relief: NodeRelief) -> None:
+        """Run one relief's evictions: here in the node's own thread (the replay runs them in
+        place)."""
+        name = relief.node.name
+        worker = threading.Thread(target=self._relieve, args=(relief,), name=f"relieve-{name}", daemon=True)
+        with self._lock:  # registered and started together, as removals
+            self._relief_threads[name] = worker
+            worker.start()
+
+    def _relieve(self, relief: NodeRelief) -> None:
+        name = relief.node.name
+        try:
+            for pod, _ in relief.evictions:
+                if self._stopping.is_set():
+                    break
+                result = self.relief_evictor(pod)
+                self.metrics.relief_evictions.labels("succeeded" if result.ok else "failed").inc()
+                if not result.ok:
+                    log.warning("relief of hot node %s: %s", name, result.error)
+        except Exception:  # the loop must survive; the taint goes when the node cools
+            self.metrics.errors.labels("relief").inc()
+            log.exception("relief of hot node %s failed", name)
+        finally:
+            with self._lock:
+                self.relieving.pop(name, None)
+                self._relief_threads.pop(name, None)
+
     def complete_deletion(self, node: Node) -> NodeOutcome:
         """Finish removing a node whose drain had completed before a restart: verify it holds
         no workload pod, then delete it (rolled back otherwise). Runs synchronously."""
@@ -204,13 +284,13 @@ class Actuator:
         """Start no new removal; let running ones finish or roll back; wait up to ``timeout``."""
         self._stopping.set()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for t in list(self._threads.values()):
+        for t in [*self._threads.values(), *self._relief_threads.values()]:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def idle(self) -> bool:
-        """True when no removal is under way."""
+        """True when no removal and no relief is under way."""
         with self._lock:
-            return not self.in_flight
+            return not self.in_flight and not self.relieving
 
     # ---- one node -------------------------------------------------------------------------------
     def _sleep(self, seconds: float) -> None:

@@ -341,10 +341,31 @@ class ClusterWriter(Protocol):
         max_pod_eviction_time: float,
         max_graceful_termination_sec: int,
         stop: threading.Event | None = None,
+        *,
+        reason: str = "ScaleDown",
     ) -> Evictor:
         """An :data:`~scaler.eviction.executor.Evictor` that retries one pod's eviction for up to
         ``max_pod_eviction_time`` seconds, with grace periods capped at
-        ``max_graceful_termination_sec``."""
+        ``max_graceful_termination_sec``; ``reason`` (``ScaleDown`` or ``HotNodeRelief``) names
+        the events it records on the pods."""
+        ...
+
+    def mark_hot(self, name: str, now: float) -> None:
+        """Put hot-node relief's soft taint ``scaler.io/hot=<now>:PreferNoSchedule`` on node
+        ``name`` (kept with its first timestamp when already there), annotated as this
+        scaler's.
+
+        Raises:
+            scaler.kube.writer.WriteError: the node is gone or the write failed.
+        """
+        ...
+
+    def clean_hot(self, name: str) -> bool:
+        """Undo :meth:`mark_hot` on node ``name``; ``False`` when the node is gone.
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
         ...
 
     def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:

@@ -45,6 +45,7 @@ from scaler.sources.kube import ApiCall
 
 __all__ = [
     "ACTUATION_CALLS",
+    "ANNOTATION_HOT_OWNER",
     "ANNOTATION_OWNER",
     "ANNOTATION_STATE",
     "ANNOTATION_STATUS",
@@ -53,6 +54,7 @@ __all__ = [
     "LABEL_STATUS",
     "STATE_DRAINED",
     "STATE_TAINTED",
+    "TAINT_HOT",
     "WRITE_CALLS",
     "KubeWriter",
     "ObjectRef",
@@ -75,6 +77,26 @@ ANNOTATION_WAS_UNSCHEDULABLE = "scaler.io/was-unschedulable"
 """``true`` when the node was already cordoned before scaler touched it (rollback keeps it so)."""
 STATE_TAINTED = "tainted"
 STATE_DRAINED = "drained"
+TAINT_HOT = "scaler.io/hot"
+"""Hot-node relief's soft taint, ``scaler.io/hot=<unix ts>:PreferNoSchedule``: kube-scheduler's
+``TaintToleration`` score steers new pods, the relieved pods' replacements first, to other
+nodes while the node is hot."""
+ANNOTATION_HOT_OWNER = "scaler.io/hot-by"
+"""On a node carrying :data:`TAINT_HOT`: the ``--instance-name`` of the scaler that put it there
+(a restart of that instance removes the taints it finds with it)."""
+_EVICTION_EVENTS = {
+    "ScaleDown": (
+        "deleting pod for node scale down",
+        "ScaleDownFailed",
+        "failed to delete pod for ScaleDown",
+    ),
+    "HotNodeRelief": (
+        "evicting pod to relieve its hot node",
+        "HotNodeRelief",
+        "failed to evict pod for HotNodeRelief",
+    ),
+}
+"""Per eviction purpose: the event on an evicted pod, and the reason and message on failure."""
 
 ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
@@ -276,6 +298,52 @@ class KubeWriter:
 
         return self._patch_node(name, change)
 
+    def mark_hot(self, name: str, now: float) -> None:
+        """Put :data:`TAINT_HOT` (``scaler.io/hot=<unix ts>:PreferNoSchedule``) on node ``name``
+        and annotate it with this instance's name (:data:`ANNOTATION_HOT_OWNER`). A node that
+        already carries the taint keeps it, with its first timestamp.
+
+        Raises:
+            WriteError: the node is gone or the patch failed after retries.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            taints = list((node.get("spec") or {}).get("taints") or [])
+            annotations = node["metadata"].get("annotations") or {}
+            has_taint = any(t.get("key") == TAINT_HOT for t in taints)
+            if has_taint and annotations.get(ANNOTATION_HOT_OWNER) == self.instance:
+                return None
+            if not has_taint:
+                taints.append({"key": TAINT_HOT, "value": str(int(now)), "effect": "PreferNoSchedule"})
+            return {
+                "metadata": {"annotations": {ANNOTATION_HOT_OWNER: self.instance}},
+                "spec": {"taints": taints},
+            }
+
+        if not self._patch_node(name, change):
+            raise WriteError(f"taint node {name} {TAINT_HOT}: node not found")
+
+    def clean_hot(self, name: str) -> bool:
+        """Remove :data:`TAINT_HOT` and :data:`ANNOTATION_HOT_OWNER` from node ``name``;
+        ``False`` when the node no longer exists.
+
+        Raises:
+            WriteError: the patch failed after retries.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            taints = list((node.get("spec") or {}).get("taints") or [])
+            kept = [t for t in taints if t.get("key") != TAINT_HOT]
+            owned = ANNOTATION_HOT_OWNER in (node["metadata"].get("annotations") or {})
+            if len(kept) == len(taints) and not owned:
+                return None
+            patch: dict[str, Any] = {"spec": {"taints": kept or None}}
+            if owned:
+                patch["metadata"] = {"annotations": {ANNOTATION_HOT_OWNER: None}}
+            return patch
+
+        return self._patch_node(name, change)
+
     def set_node_status(self, name: str, annotation: str, label: str) -> bool:
         """Set :data:`ANNOTATION_STATUS` and :data:`LABEL_STATUS` on node ``name`` with one JSON
         merge patch of those two metadata keys: no read first and no resourceVersion (nothing
@@ -357,12 +425,16 @@ class KubeWriter:
         max_pod_eviction_time: float,
         max_graceful_termination_sec: int,
         stop: threading.Event | None = None,
+        *,
+        reason: str = "ScaleDown",
     ) -> Evictor:
         """An :class:`~scaler.eviction.executor.Evictor` that retries 429, 5xx and connection
         errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
-        (at least one attempt), emitting a ``ScaleDown`` event on success and ``ScaleDownFailed``
-        on final failure. Once ``stop`` is set (SIGTERM) it makes no further attempt and the wait
-        between attempts ends at once."""
+        (at least one attempt), emitting an event on the pod on success (``reason``:
+        ``ScaleDown`` for a drain, ``HotNodeRelief`` for a relief) and a Warning on final
+        failure (``ScaleDownFailed``, ``HotNodeRelief``). Once ``stop`` is set (SIGTERM) it
+        makes no further attempt and the wait between attempts ends at once."""
+        done_message, failed_reason, failed_message = _EVICTION_EVENTS[reason]
 
         def evict(pod: Pod) -> EvictResult:
             grace = min(pod.termination_grace_seconds, max_graceful_termination_sec)
@@ -396,10 +468,10 @@ class KubeWriter:
                 ok, status, message = attempts[-1]
             ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
             if ok:
-                self.event(ref, "Normal", "ScaleDown", "deleting pod for node scale down")
+                self.event(ref, "Normal", reason, done_message)
                 return EvictResult(True)
             why = f"HTTP {status}: {message}" if status is not None else message
-            self.event(ref, "Warning", "ScaleDownFailed", f"failed to delete pod for ScaleDown: {why}")
+            self.event(ref, "Warning", failed_reason, f"{failed_message}: {why}")
             return EvictResult(False, f"evict {pod.key} after {len(attempts)} attempt(s): {why}")
 
         return evict

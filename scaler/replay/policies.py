@@ -16,6 +16,10 @@ Built-ins (each on top of the defaults and the replay's ``--config`` file):
 ``scaler``
     scaler's defaults: real usage aggregated (p95) over ``--scale-down-unneeded-time``,
     TargetUsage 0.45/0.75.
+``scaler-relief``
+    ``scaler`` with hot-node relief (``--hot-node-relief``): nodes above the hot-node waterlines
+    for ``--hot-node-time`` are soft-tainted and lose the fewest pods that bring them back under
+    (:mod:`scaler.relief`).
 ``scaler-portrait``
     ``scaler`` with the resource-portrait plugins (seed 001): the Filter
     ``PodFitsResourceOnPortrait`` and the Score ``ResourceBalanceOnPortrait``, fed with hourly
@@ -64,6 +68,10 @@ BUILTIN_POLICIES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("--usage-window=0", "--target-cpu-usage=0.45", "--target-memory-usage=0.75"),
     ),
     "scaler": ("scaler defaults: real usage, p95 over the unneeded window, TargetUsage 0.45/0.75", ()),
+    "scaler-relief": (
+        "scaler with hot-node relief: hot nodes soft-tainted and relieved of the fewest pods",
+        ("--hot-node-relief",),
+    ),
     "scaler-portrait": (
         "scaler with resource portraits: hourly workload profiles (fit filter + balance score)",
         (

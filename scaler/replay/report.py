@@ -6,7 +6,7 @@ replay's inputs (``snapshot``, ``trace``, ``from``, ``to``, ``stepSeconds``, ``s
 ``policies``: per policy ``name``, ``description``, ``flags``, ``nodeHours``,
 ``nodeHoursByPool``, ``costUsd`` (``null`` when a machine type has no price; then
 ``missingPrices`` names it), ``costByPoolUsd``, ``nodesRemoved``, ``nodesAdded``,
-``podsEvicted``, ``podsDeleted``, ``overloadNodeMinutes`` (and ``…Cpu…``/``…Memory…``),
+``podsEvicted`` (drains and reliefs), ``reliefEvictions``, ``podsDeleted``, ``overloadNodeMinutes`` (and ``…Cpu…``/``…Memory…``),
 ``throttledCpuCoreMinutes`` (CPU demand above the pods' limits), ``oomKills``, ``unplaceablePods``, ``unschedulablePods``, ``pendingPodMinutes``, ``failedRemovals``,
 ``events``, ``elapsedSeconds`` and ``timeline`` (per step: ``nodes``, ``overloadedNodes``,
 ``costUsd``); the step times are in the top-level ``timeline.time`` (Unix seconds).
@@ -59,6 +59,7 @@ def _summary(r: PolicyResult) -> dict[str, Any]:
         "nodesRemoved": r.nodes_removed,
         "nodesAdded": r.nodes_added,
         "podsEvicted": r.pods_evicted,
+        "reliefEvictions": r.relief_evictions,
         "podsDeleted": r.pods_deleted,
         "overloadNodeMinutes": round(r.overload_node_minutes, 1),
         "overloadCpuNodeMinutes": round(r.overload_cpu_node_minutes, 1),
@@ -124,11 +125,11 @@ def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
     """The side-by-side table of a :func:`report_dict` report, one policy per row and ``none``
     (no scale-down) last, as ``kubectl get`` prints (:mod:`scaler.report.columns`): the default
     view fits 80 columns with the built-in policy names; ``wide`` adds node-hours, nodes added,
-    the absolute overload, the CPU throttled above the pods' limits, OOM kills, pods that fit
-    no pool and the policy's description."""
+    the pods evicted by hot-node relief, the absolute overload, the CPU throttled above the
+    pods' limits, OOM kills, pods that fit no pool and the policy's description."""
     base = report["baseline"]
     headers = ["POLICY"] + (["NODE-HOURS"] if wide else []) + ["SAVED", "COST-USD", "REMOVED"]
-    headers += (["ADDED"] if wide else []) + ["EVICTED", "OVERLOAD"]
+    headers += (["ADDED"] if wide else []) + ["EVICTED"] + (["RELIEF-EVICTED"] if wide else []) + ["OVERLOAD"]
     headers += (["OVERLOAD-NODE-MIN", "THROTTLED-CORE-MIN", "OOM-KILLS"] if wide else []) + ["UNPLACEABLE"]
     headers += ["FIT-NO-POOL", "DESCRIPTION"] if wide else []
     rows = []
@@ -141,6 +142,7 @@ def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
             str(p["nodesRemoved"]),
         ]
         row += ([str(p["nodesAdded"])] if wide else []) + [str(p["podsEvicted"])]
+        row += [str(p["reliefEvictions"])] if wide else []
         row.append("-" if is_base else _delta(p["overloadNodeMinutes"], base["overloadNodeMinutes"]))
         if wide:
             row += [

@@ -67,6 +67,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan, UsageSample
+from scaler.relief import NodeRelief
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
 from scaler.simulator.registry import Plugins
@@ -131,7 +132,8 @@ class PolicyResult:
         cost_by_pool: USD per pool (pools without a price are absent).
         missing_prices: machine types that had no price.
         nodes_removed, nodes_added: nodes deleted by scale-down; nodes added by scale-up.
-        pods_evicted: evictions by drains.
+        pods_evicted: evictions by drains and by hot-node relief.
+        relief_evictions: evictions by hot-node relief (``--hot-node-relief``).
         pods_deleted: evicted pods that were not replaced (no controller).
         overload_node_minutes: node-minutes with real usage above 100% CPU or 95% memory.
         overload_cpu_node_minutes, overload_memory_node_minutes: the same per resource.
@@ -162,6 +164,7 @@ class PolicyResult:
     nodes_removed: int = 0
     nodes_added: int = 0
     pods_evicted: int = 0
+    relief_evictions: int = 0
     pods_deleted: int = 0
     overload_node_minutes: float = 0.0
     overload_cpu_node_minutes: float = 0.0
@@ -204,6 +207,7 @@ class ReplayActuator(Actuator):
         plugins: Plugins | None = None,
     ) -> None:
         self.outcomes: list[NodeOutcome] = []
+        self.relief_evictions = 0
 
         def record(outcome: NodeOutcome) -> None:
             self.outcomes.append(outcome)
@@ -230,6 +234,13 @@ class ReplayActuator(Actuator):
         """Remove the tainted node at once, in plan order (no thread: replay time does not pass
         while a removal runs), then let the simulated scheduler place pending pods."""
         self._remove(node, is_drain, reason)
+        self.world.schedule_pending()
+
+    def _dispatch_relief(self, relief: NodeRelief) -> None:
+        """Evict a relieved node's pods at once (the node is already soft-tainted), then let the
+        simulated scheduler place their replacements."""
+        self._relieve(relief)
+        self.relief_evictions += len(relief.evictions)
         self.world.schedule_pending()
 
 
@@ -606,6 +617,7 @@ def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> 
     result.nodes_removed = st.nodes_removed
     result.nodes_added = st.nodes_added
     result.pods_evicted = st.pods_evicted
+    result.relief_evictions = actuator.relief_evictions
     result.pods_deleted = st.pods_deleted
     result.unplaceable_pods = len(st.unplaceable_pods)
     result.unschedulable_pods = len(st.unschedulable_pods)

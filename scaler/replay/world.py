@@ -29,8 +29,13 @@ DaemonSet or mirror pods are not replaced. Pending pods are placed highest prior
 largest request first, each on the node that passes scaler's built-in filters (NodeUnschedulable,
 NodeResourcesFit, TaintToleration, NodeAffinity, NodePorts, VolumeZone, InterPodAffinity,
 PodTopologySpread — TargetUsage and other plugins are *not* scheduler filters) with the highest
-kube-scheduler ``LeastAllocated`` score (mean over CPU and memory of free / allocatable after
-placing the pod; ties by node name). A pod that fits nowhere stays pending. A placed pod starts
+score of kube-scheduler's default profile's two scores that differ between such nodes here
+(:func:`kube_scheduler_choice`): ``TaintToleration`` (weight 3: the count of ``PreferNoSchedule``
+taints the pod does not tolerate, normalised over the feasible nodes and reversed, 0-100, so a
+soft-tainted node, e.g. a hot node under relief, scores lowest) plus ``NodeResourcesFit`` with
+``LeastAllocated`` (weight 1: mean over CPU and memory of free / allocatable after placing the
+pod, 0-100); ties by node name. The weights are kube-scheduler v1.28's
+(``pkg/scheduler/apis/config/v1/default_plugins.go``). A pod that fits nowhere stays pending. A placed pod starts
 (``status.startTime``) at the step it is placed: until the next step's metrics it is one of its
 node's pods not yet in the metrics, as a replacement is live.
 
@@ -79,10 +84,12 @@ from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.writer import (
+    ANNOTATION_HOT_OWNER,
     ANNOTATION_OWNER,
     ANNOTATION_STATE,
     ANNOTATION_WAS_UNSCHEDULABLE,
     STATE_TAINTED,
+    TAINT_HOT,
     ObjectRef,
     WriteError,
 )
@@ -99,7 +106,7 @@ from scaler.model.records import (
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
-from scaler.simulator.state import ClusterState, FilterPlugin, NodeTable, ScorePlugin
+from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 from scaler.sources.kube import ApiCall
 
 __all__ = [
@@ -110,6 +117,7 @@ __all__ = [
     "StepStats",
     "UsageTable",
     "World",
+    "kube_scheduler_choice",
     "pod_limits",
 ]
 
@@ -175,6 +183,53 @@ class StepStats:
     unschedulable_pods: set[str] = field(default_factory=set)
     pending_pod_seconds: float = 0.0
     failed_removals: int = 0
+
+
+TAINT_TOLERATION_WEIGHT = 3
+"""kube-scheduler v1.28's default weight of the ``TaintToleration`` score (``NodeResourcesFit``'s is 1)."""
+
+
+def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
+    """The table position, among ``feasible`` (positions of nodes that pass the filters, in name
+    order), of the node kube-scheduler's default profile would pick for ``pod``, by its two
+    scores that differ between nodes here:
+
+    * ``TaintToleration`` (``pkg/scheduler/framework/plugins/tainttoleration``): the number of
+      ``PreferNoSchedule`` taints of the node the pod does not tolerate, normalised with
+      ``DefaultNormalizeScore(100, reverse=true)`` (no such taint anywhere: 100 for every node;
+      else ``100 - 100 × count // max count``), weight 3;
+    * ``NodeResourcesFit`` with the ``LeastAllocated`` strategy: the mean over CPU and memory of
+      ``(allocatable - requested - pod request) / allocatable`` × 100, weight 1.
+
+    The first maximum wins (nodes are in name order). Raises ``ValueError`` on an empty
+    ``feasible``."""
+    t = state.table
+    r = pod.requests
+    cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
+        t.alloc_cpu[feasible], 1
+    )
+    mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
+        t.alloc_mem[feasible], 1
+    )
+    score = (cpu_free + mem_free) / 2 * 100
+    names = state.names
+    counts = np.fromiter(
+        (
+            sum(
+                1
+                for taint in state.nodes[names[int(i)]].node.taints
+                if taint.effect == "PreferNoSchedule"
+                and not any(tol.tolerates(taint) for tol in pod.tolerations)
+            )
+            for i in feasible
+        ),
+        dtype=np.int64,
+        count=len(feasible),
+    )
+    most = int(counts.max()) if len(counts) else 0
+    taint_score = np.full(len(feasible), 100, dtype=np.int64) if most == 0 else 100 - counts * 100 // most
+    score = score + TAINT_TOLERATION_WEIGHT * taint_score
+    return int(feasible[int(np.argmax(score))])
 
 
 def pod_limits(pod: Pod) -> tuple[float, float]:
@@ -565,6 +620,30 @@ class World:
         self.touch()
         return True
 
+    def mark_hot(self, name: str, now: float, instance: str) -> None:
+        """Put the ``scaler.io/hot`` soft taint on the node (kept with its first timestamp when
+        there), annotated as ``instance``'s, as :meth:`scaler.kube.writer.KubeWriter.mark_hot`."""
+        node = self.nodes.get(name)
+        if node is None:
+            raise WriteError(f"taint node {name} {TAINT_HOT}: node not found")
+        taints = node.taints
+        if not any(t.key == TAINT_HOT for t in taints):
+            taints = (*taints, Taint(TAINT_HOT, str(int(now)), "PreferNoSchedule"))
+        annotations = {**node.annotations, ANNOTATION_HOT_OWNER: instance}
+        self.nodes[name] = replace(node, taints=taints, annotations=annotations)
+        self.touch()
+
+    def clean_hot(self, name: str) -> bool:
+        """Remove the ``scaler.io/hot`` taint and its annotation; ``False`` when the node is gone."""
+        node = self.nodes.get(name)
+        if node is None:
+            return False
+        annotations = {k: v for k, v in node.annotations.items() if k != ANNOTATION_HOT_OWNER}
+        taints = tuple(t for t in node.taints if t.key != TAINT_HOT)
+        self.nodes[name] = replace(node, taints=taints, annotations=annotations)
+        self.touch()
+        return True
+
     def _unbind(self, pod: Pod) -> None:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
         name and usage, created now; any other pod is gone."""
@@ -672,7 +751,6 @@ class World:
         state = ClusterState(
             self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
         )
-        t = state.table
         positions = np.arange(len(state.names), dtype=np.intp)
         placed = False
         for pod in sorted((self.pods[u] for u in self.pending), key=placement_order):
@@ -682,7 +760,7 @@ class World:
             if self._place_scorers:
                 best = self._best_by_plugins(pod, state, feasible)
             else:
-                best = self._least_allocated(pod, t, feasible)
+                best = kube_scheduler_choice(pod, state, feasible)
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
@@ -691,20 +769,6 @@ class World:
             placed = True
         if placed:
             self.touch()
-
-    @staticmethod
-    def _least_allocated(pod: Pod, t: NodeTable, feasible: npt.NDArray[np.intp]) -> int:
-        """kube-scheduler's LeastAllocated choice among ``feasible`` (first maximum: nodes are
-        sorted by name)."""
-        r = pod.requests
-        cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
-            t.alloc_cpu[feasible], 1
-        )
-        mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
-            t.alloc_mem[feasible], 1
-        )
-        score = (cpu_free + mem_free) / 2
-        return int(feasible[int(np.argmax(score))])
 
     def _best_by_plugins(self, pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
         """The feasible node with the highest sum of the policy's Score plugins (first maximum)."""
@@ -884,9 +948,20 @@ class SimWriter:
         max_pod_eviction_time: float,
         max_graceful_termination_sec: int,
         stop: threading.Event | None = None,
+        *,
+        reason: str = "ScaleDown",
     ) -> Evictor:
-        """An evictor that evicts in the world at once."""
+        """An evictor that evicts in the world at once (pod events are not counted: the node's
+        events are)."""
         return self.world.evict
+
+    def mark_hot(self, name: str, now: float) -> None:
+        """See :meth:`World.mark_hot`."""
+        self.world.mark_hot(name, now, self.instance)
+
+    def clean_hot(self, name: str) -> bool:
+        """See :meth:`World.clean_hot`."""
+        return self.world.clean_hot(name)
 
     def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
         """Count the event by reason."""

@@ -15,14 +15,19 @@ from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.relief import ReliefPlan
 from scaler.replay.prices import PriceTable, load_price_table
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
     DryRunReport,
+    HotNodeModel,
     MoveModel,
     NodeReport,
     PodCounts,
+    ReliefEvictionModel,
+    ReliefKeptModel,
+    ReliefModel,
     RequestUtilizationModel,
     ResourceFigures,
     SavingsModel,
@@ -35,6 +40,7 @@ from scaler.report.models import (
 __all__ = [
     "build_report",
     "effective_flags",
+    "relief_model",
     "report_json",
     "report_yaml",
     "savings",
@@ -117,6 +123,60 @@ def _node_report(
     )
 
 
+def relief_model(plan: ReliefPlan, config: ScalerConfig, snapshot: ClusterSnapshot) -> ReliefModel:
+    """The report's hot-node relief section for ``plan``."""
+    metrics = snapshot.pod_metrics
+
+    def used(pod_ns: str, pod_name: str) -> tuple[int | None, int | None]:
+        m = metrics.get((pod_ns, pod_name))
+        return (m.cpu_millicores, m.memory_bytes) if m is not None else (None, None)
+
+    hot = []
+    for r in plan.reliefs:
+        h = r.hot
+        hot.append(
+            HotNodeModel(
+                name=h.name,
+                utilization=UtilizationModel(
+                    cpu=h.cpu,
+                    memory=h.memory,
+                    value=max(h.cpu, h.memory),
+                    resource="cpu" if h.cpu > h.memory else "memory",
+                    source="usage",
+                ),
+                usage=ResourceFigures(cpu_millicores=h.cpu_millicores, memory_bytes=h.memory_bytes),
+                waterline=ResourceFigures(
+                    cpu_millicores=int(h.cpu_waterline_millicores), memory_bytes=int(h.memory_waterline_bytes)
+                ),
+                evictions=[
+                    ReliefEvictionModel(
+                        pod=p.key,
+                        destination=dest,
+                        cpu_millicores=used(p.namespace, p.name)[0],
+                        memory_bytes=used(p.namespace, p.name)[1],
+                    )
+                    for p, dest in r.evictions
+                ],
+                kept=[ReliefKeptModel(pod=p.key, reason=why) for p, why in r.kept],
+                remaining_gap=ResourceFigures(
+                    cpu_millicores=int(r.remaining_cpu_gap_millicores),
+                    memory_bytes=int(r.remaining_memory_gap_bytes),
+                ),
+                gap_closed=r.gap_closed,
+                capped=r.capped,
+                held=r.held,
+                detail=r.detail,
+            )
+        )
+    return ReliefModel(
+        cpu_threshold=config.hot_node_cpu_threshold,
+        memory_threshold=config.hot_node_memory_threshold,
+        max_evictions_per_loop=config.max_relief_evictions_per_loop,
+        evictions=plan.evictions,
+        hot_nodes=hot,
+    )
+
+
 def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
     """The monthly cost of the removable ``nodes``: the sum of the known prices, ``None`` when
     some are removable and none has a price (unknown, never 0)."""
@@ -156,12 +216,14 @@ def build_report(
     prices: PriceTable | None = None,
     *,
     compare: bool = True,
+    relief: ReliefPlan | None = None,
 ) -> DryRunReport:
     """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
     with node costs from ``prices`` (default: the bundled table).
 
     With ``compare`` (default) the report also carries cluster-autoscaler's rule side by side and
-    what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations).
+    what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations); with
+    ``relief`` (``--hot-node-relief``), the hot nodes and their relief.
 
     Raises:
         scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
@@ -193,6 +255,7 @@ def build_report(
         summary=summary,
         comparison=compare_with_requests_rule(snapshot, evaluation.config, evaluation) if compare else None,
         requests_bound=requests_bound(snapshot, evaluation.config, evaluation) if compare else None,
+        relief=relief_model(relief, evaluation.config, snapshot) if relief is not None else None,
         flags=flags,
     )
 

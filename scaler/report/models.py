@@ -19,8 +19,12 @@ __all__ = [
     "ComparisonModel",
     "CostModel",
     "DryRunReport",
+    "HotNodeModel",
     "MoveModel",
     "NodeReport",
+    "ReliefEvictionModel",
+    "ReliefKeptModel",
+    "ReliefModel",
     "RemovalOutcomeModel",
     "RequestsBoundModel",
     "ResourceFigures",
@@ -248,6 +252,54 @@ class RequestsBoundModel(_Model):
     )
 
 
+class ReliefEvictionModel(_Model):
+    """A pod hot-node relief would evict, where the simulation put it, and the usage it takes off
+    the node (its PodMetrics)."""
+
+    pod: str = Field(description="namespace/name")
+    destination: str
+    cpu_millicores: int | None = Field(alias="cpuMillicores")
+    memory_bytes: int | None = Field(alias="memoryBytes")
+
+
+class ReliefKeptModel(_Model):
+    """A pod relief tried and left on its node, and why."""
+
+    pod: str = Field(description="namespace/name")
+    reason: str
+
+
+class HotNodeModel(_Model):
+    """A node above a hot-node waterline and its relief."""
+
+    name: str
+    utilization: UtilizationModel = Field(description="usage / allocatable, fractions 0-1")
+    usage: ResourceFigures = Field(description="the usage it is judged by, as scale-down candidates are")
+    waterline: ResourceFigures = Field(description="the thresholds times allocatable")
+    evictions: list[ReliefEvictionModel] = Field(description="pods to evict, in eviction order")
+    kept: list[ReliefKeptModel] = Field(description="pods tried that stay, in the order tried")
+    remaining_gap: ResourceFigures = Field(
+        alias="remainingGap", description="usage above the waterlines once the pods are gone (<= 0: none)"
+    )
+    gap_closed: bool = Field(alias="gapClosed")
+    capped: bool = Field(description="--max-relief-evictions-per-loop stopped the choice")
+    held: str = Field(description="why nothing of this node is relieved; empty when it is")
+    detail: str
+
+
+class ReliefModel(_Model):
+    """Hot-node relief (``--hot-node-relief``) on this snapshot, as if every hot node had been hot
+    for ``--hot-node-time``."""
+
+    cpu_threshold: float = Field(alias="cpuThreshold", description="--hot-node-cpu-threshold, fraction 0-1")
+    memory_threshold: float = Field(
+        alias="memoryThreshold", description="--hot-node-memory-threshold, fraction 0-1"
+    )
+    max_evictions_per_loop: int = Field(alias="maxEvictionsPerLoop")
+    evictions: int = Field(description="pods to evict, over all nodes")
+    hot_nodes: list[HotNodeModel] = Field(alias="hotNodes", description="hottest first")
+
+
 class DryRunReport(_Model):
     """Top-level document printed by ``scaler dry-run --output json``."""
 
@@ -262,6 +314,9 @@ class DryRunReport(_Model):
     )
     requests_bound: RequestsBoundModel | None = Field(
         None, alias="requestsBound", description="what keeps nodes that real usage would let go"
+    )
+    relief: ReliefModel | None = Field(
+        None, description="hot-node relief (with --hot-node-relief): hot nodes and the pods that relieve them"
     )
     flags: dict[str, Any] = Field(
         description="effective configuration, flag names as keys; node-pools: the effective per-pool "

@@ -11,7 +11,8 @@ full reason: CA's ``UnremovableReason`` with its detail. Node names are never cu
 After the table: the summary with the removable nodes' monthly cost, cluster-autoscaler's rule
 side by side, the unremovable nodes per
 reason, and, when requests keep nodes that real usage would let go, what blocks
-(:mod:`scaler.report.compare`). Prose wraps at the terminal width (``$COLUMNS`` first); piped
+(:mod:`scaler.report.compare`); with ``--hot-node-relief``, the hot nodes and their relief
+(:func:`relief_section`). Prose wraps at the terminal width (``$COLUMNS`` first); piped
 output without ``$COLUMNS`` is not wrapped.
 """
 
@@ -25,7 +26,9 @@ from scaler.report.columns import output_width, render_columns, wrap_text
 from scaler.report.models import (
     ComparisonModel,
     DryRunReport,
+    HotNodeModel,
     NodeReport,
+    ReliefModel,
     RemovalOutcomeModel,
     RequestsBoundModel,
     ResourceFigures,
@@ -44,6 +47,7 @@ __all__ = [
     "memory_quantity",
     "node_table",
     "print_table",
+    "relief_section",
     "short_reason",
     "summary_lines",
     "workload_table",
@@ -266,6 +270,43 @@ def blocks_section(b: RequestsBoundModel, removable: int, wide: bool = False) ->
     return out
 
 
+def _relief_outcome(n: HotNodeModel) -> str:
+    if n.held:
+        return "held"
+    if not n.evictions:
+        return "nothing"
+    return "closes gap" if n.gap_closed else "partial"
+
+
+def relief_section(relief: ReliefModel, wide: bool = False) -> list[Paragraph]:
+    """The hot-node relief paragraphs: one sentence, then one row per hot node, hottest first:
+    its usage, the pods to evict, and whether they close its gap (``closes gap``, ``partial``,
+    ``nothing`` to evict, or ``held``); ``wide`` adds each node's detail (the evictions and their
+    destinations, or why nothing is evicted)."""
+    out: list[Paragraph] = [
+        f"Hot-node relief: {len(relief.hot_nodes)} node(s) above the waterlines (cpu "
+        f"{relief.cpu_threshold:.0%}, memory {relief.memory_threshold:.0%} of allocatable), "
+        f"{relief.evictions} pod(s) to evict (at most {relief.max_evictions_per_loop} per loop), as if "
+        "each had been hot for --hot-node-time."
+    ]
+    if not relief.hot_nodes:
+        return out
+    headers = ["NODE", "CPU%", "MEM%", "EVICT", "RELIEF"] + (["DETAIL"] if wide else [])
+    rows = [
+        [
+            n.name,
+            _pct(n.utilization.cpu),
+            _pct(n.utilization.memory),
+            str(len(n.evictions)),
+            _relief_outcome(n),
+        ]
+        + ([n.detail] if wide else [])
+        for n in relief.hot_nodes
+    ]
+    out.append(render_columns(headers, rows))
+    return out
+
+
 def summary_lines(report: DryRunReport) -> list[str]:
     """The summary paragraphs after the table (unwrapped)."""
     s = report.summary
@@ -295,6 +336,8 @@ def print_table(report: DryRunReport, stream: TextIO, wide: bool = False) -> Non
     if report.requests_bound is not None:
         section = blocks_section(report.requests_bound, report.summary.removable, wide)
         paragraphs += ["", *section] if section else []
+    if report.relief is not None:
+        paragraphs += ["", *relief_section(report.relief, wide)]
     lines: list[str] = []
     for p in paragraphs:
         lines.extend(p if isinstance(p, list) else wrap_text(p, width, "  "))

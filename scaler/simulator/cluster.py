@@ -1,4 +1,5 @@
-"""One node's removal check, shared by the evaluation and the actuator's re-check.
+"""One node's removal check, shared by the evaluation and the actuator's re-check, and the move
+of a single pod, which hot-node relief checks with the same rules.
 
 :func:`simulate_node_removal` has the shape of cluster-autoscaler's ``SimulateNodeRemoval``
 (``simulator/cluster.go``): the pods to move come from the drain rules (``GetPodsToMove``, with
@@ -26,7 +27,14 @@ from scaler.simulator.removal import RemovalSimulator
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 from scaler.utilization import NodeUtilization, node_utilization, pod_load
 
-__all__ = ["NodeRemoval", "RemovalContext", "counted_pods", "simulate_node_removal"]
+__all__ = [
+    "NodeRemoval",
+    "PodMove",
+    "RemovalContext",
+    "counted_pods",
+    "simulate_node_removal",
+    "simulate_pod_move",
+]
 
 
 def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
@@ -174,3 +182,74 @@ def simulate_node_removal(
     else:
         tracker.revert(mark)
     return NodeRemoval(node_name, UnremovableReason.NoReason, "", None, pods, ds, sim.moves)
+
+
+@dataclass(frozen=True, slots=True)
+class PodMove:
+    """The answer of :func:`simulate_pod_move` for one pod.
+
+    Attributes:
+        pod: the pod.
+        destination: where it would go, ``""`` when it stays.
+        reason: why it stays (``""`` when it moves), worded as a node-removal check words the
+            same refusal: ``BlockedByPod: pod ns/x: NotEnoughPdb (...)``, ``MetricsUnavailable:
+            ...``, ``NoPlaceToMovePods: pod ns/x fits nowhere: ...``, or what the drain rules
+            leave in place (a DaemonSet, mirror or ``safe-to-evict: "on-completion"`` pod).
+    """
+
+    pod: Pod
+    destination: str = ""
+    reason: str = ""
+
+    @property
+    def moved(self) -> bool:
+        """True when the pod found a destination."""
+        return not self.reason
+
+
+def simulate_pod_move(ctx: RemovalContext, pod: Pod, tiers: Sequence[Sequence[str]]) -> PodMove:
+    """Can ``pod`` leave its node (which stays) for one of ``tiers``?
+
+    The checks of :func:`simulate_node_removal`, for one pod: the drain rules with the PDB
+    budgets left in ``ctx`` (a pod that blocks a drain, or that a drain would not move, stays);
+    a known load (unknown usage is never taken as zero); a destination found by the same
+    simulator, filters, scorers and TargetUsage accounting, after every move committed in
+    ``ctx`` before. On success the move and its PDB charge are committed, so later moves see
+    them; on failure nothing remains.
+
+    Args:
+        ctx: the shared context (the evaluation's, after its removals).
+        pod: a pod counted on its node (``pod.node_name``).
+        tiers: destination node names, most preferred first (the pod's node among them is
+            skipped by the caller's choice, never implied).
+
+    Returns:
+        A :class:`PodMove`.
+    """
+    tracker = ctx.tracker
+    mark = tracker.checkpoint()
+    drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
+    to_move = get_pods_to_move([pod], drain)
+    if to_move.blocking is not None:
+        b = to_move.blocking
+        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
+        return PodMove(pod, reason=f"{UnremovableReason.BlockedByPod.value}: {detail}")
+    if not to_move.pods:
+        what = (
+            "a DaemonSet pod" if to_move.daemonset_pods
+            else 'a safe-to-evict: "on-completion" pod' if to_move.on_completion_pods
+            else "a mirror or terminating pod"
+        )  # fmt: skip
+        tracker.revert(mark)
+        return PodMove(pod, reason=f"pod {pod.key} is {what}: a drain leaves it in place")
+    unknown = _unknown_load(ctx, to_move.pods)
+    if unknown:
+        tracker.revert(mark)
+        return PodMove(pod, reason=f"{UnremovableReason.MetricsUnavailable.value}: {unknown}")
+    sim = ctx.simulator.move(pod, pod.node_name, tiers)
+    if sim.failure is not None:
+        tracker.revert(mark)
+        detail = f"pod {pod.key} fits nowhere: {sim.failure.summary(limit=2)}"
+        return PodMove(pod, reason=f"{UnremovableReason.NoPlaceToMovePods.value}: {detail}")
+    tracker.commit()
+    return PodMove(pod, sim.moves[0][1])

@@ -293,6 +293,28 @@ class RemovalSimulator:
             state.revert(mark)
         return RemovalResult(node_name, tuple(moves))
 
+    def move(self, pod: Pod, node_name: str, tiers: Sequence[Sequence[str]]) -> RemovalResult:
+        """Simulate moving one ``pod`` off ``node_name`` (which stays, and is no destination
+        unless listed in ``tiers``) to the first fitting node of ``tiers``, as :meth:`simulate`
+        places each pod of a removed node. The move is kept (committed) on success; on failure
+        nothing of it remains.
+
+        Returns:
+            A :class:`RemovalResult` of ``node_name`` whose ``moves`` holds the one move, or
+            whose ``failure`` says why the pod fits nowhere.
+        """
+        state = self.state
+        mark = state.checkpoint()
+        state.unschedule(pod, node_name)
+        reasons: Counter[str] = Counter()
+        dest = self._find_destination(pod, tiers, reasons)
+        if dest is None:
+            state.revert(mark)
+            return RemovalResult(node_name, (), PlacementFailure(pod, reasons))
+        state.place(pod, dest)
+        state.commit()
+        return RemovalResult(node_name, ((pod, dest),))
+
 
 def score_totals(
     scorers: Sequence[ScorePlugin], pod: Pod, nodes: Sequence[NodeState], state: ClusterState
