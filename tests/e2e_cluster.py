@@ -144,6 +144,8 @@ class E2ECluster:
         self.gce = FakeGCE(project="acme", location="europe-west1", cluster="prod")
         self.min_per_zone = min_per_zone
         self.usage: dict[str, tuple[int, int]] = {}
+        self.pod_usage: dict[str, tuple[int, int]] = {}
+        """Pod name → (cpu millicores, memory bytes) in its PodMetrics (default 10m, 64Mi)."""
 
     def __enter__(self) -> E2ECluster:
         self.kube.start()
@@ -202,9 +204,10 @@ class E2ECluster:
                               "usage": {"cpu": f"{cpu}m", "memory": str(mem)}})  # fmt: skip
         for pod in self.kube.objects("Pod"):
             meta = pod["metadata"]
+            cpu, mem = self.pod_usage.get(meta["name"], (10, 64 * 2**20))
             items.append({"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
                           "metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "timestamp": now,
-                          "window": "30s", "containers": [{"name": "c", "usage": {"cpu": "10m", "memory": "64Mi"}}]})  # fmt: skip
+                          "window": "30s", "containers": [{"name": "c", "usage": {"cpu": f"{cpu}m", "memory": str(mem)}}]})  # fmt: skip
         for kind in ("NodeMetrics", "PodMetrics"):
             for old in self.kube.objects(kind):
                 self.kube.delete_object(kind, old["metadata"]["name"], old["metadata"].get("namespace"))
