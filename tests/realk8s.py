@@ -680,7 +680,9 @@ class MetricsServer:
         node_usage: node name → (CPU millicores, memory bytes); nodes not in it use
             :attr:`default_node_usage`.
         default_node_usage: (CPU millicores, memory bytes) of other nodes.
-        pod_usage: (CPU millicores, memory bytes) per container of every pod.
+        pod_usage: (CPU millicores, memory bytes) per container of every pod not in
+            :attr:`app_usage`.
+        app_usage: ``app`` label value → (CPU millicores, memory bytes) per container of its pods.
         fail_status: when set, every metrics request answers this HTTP status (an outage).
         requests: paths served, in order.
     """
@@ -690,6 +692,7 @@ class MetricsServer:
         self.node_usage: dict[str, tuple[int, int]] = {}
         self.default_node_usage = (200, 2 * GI)
         self.pod_usage = (10, 64 * MI)
+        self.app_usage: dict[str, tuple[int, int]] = {}
         self.fail_status: int | None = None
         self.requests: list[str] = []
         self._local = threading.local()
@@ -784,11 +787,11 @@ class MetricsServer:
             ns = path.split("/")[5] if "/namespaces/" in path else None
             url = f"/api/v1/namespaces/{ns}/pods" if ns else "/api/v1/pods"
             items = []
-            cpu, mem = self.pod_usage
             for pod in client.get(url).json().get("items") or []:
                 if (pod.get("status") or {}).get("phase") != "Running":
                     continue
                 meta = pod["metadata"]
+                cpu, mem = self.app_usage.get((meta.get("labels") or {}).get("app", ""), self.pod_usage)
                 containers = [{"name": c["name"], "usage": {"cpu": f"{cpu}m", "memory": str(mem)}}
                               for c in pod["spec"].get("containers") or []]  # fmt: skip
                 items.append({"metadata": {"name": meta["name"], "namespace": meta["namespace"], "creationTimestamp": now},

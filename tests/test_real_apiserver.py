@@ -90,6 +90,7 @@ class World:
     def reset(self) -> None:
         self.kubelet.release_holds()
         self.metrics.node_usage.clear()
+        self.metrics.app_usage.clear()
         self.metrics.fail_status = None
         for kind, version in (("Deployment", "apps/v1"), ("ReplicaSet", "apps/v1"),
                               ("PodDisruptionBudget", "policy/v1")):  # fmt: skip
@@ -421,3 +422,42 @@ def test_metrics_outage_is_a_state_reported_once_healthy_and_acting_on_nothing(w
     warnings = [line for line in out.splitlines() if " WARNING " in line and "metrics API" in line]
     assert len(warnings) == 2, warnings
     assert "unavailable" in warnings[0] and "503" in warnings[0] and "available again" in warnings[1]
+
+
+# -- hot-node relief: the real kube-scheduler honours the soft taint ---------------------------------
+
+
+def test_a_relieved_pods_replacement_avoids_the_soft_tainted_hot_node(w: World) -> None:
+    """``hot`` uses 90% of its cpu, mostly through ``hog``; by requests it is the emptiest node,
+    so the real kube-scheduler puts new pods there (a probe shows it). scaler taints it
+    ``scaler.io/hot:PreferNoSchedule`` and evicts ``hog``; the ReplicaSet's replacement, placed
+    by the real kube-scheduler (TaintToleration score, weight 3), lands on another node."""
+    hot = w.node("relief-hot", (3600, 4 * GI))
+    cool = [w.node(f"relief-cool-{i}", (200, 2 * GI)) for i in range(2)]
+    w.cp.place(lambda: w.cp.deployment("backend", APPS, 2, cpu_millicores=1500), APPS, "backend", 2, on=cool)
+    w.cp.place(lambda: w.cp.deployment("hog", APPS, 1, cpu_millicores=500), APPS, "hog", 1, on=[hot])
+    w.metrics.app_usage["hog"] = (1500, GI)
+    # Without the taint, the scheduler prefers the hot node (LeastAllocated: fewest requests).
+    w.cp.deployment("probe", APPS, 1, cpu_millicores=500)
+    probe = wait_for(lambda: w.cp.ready_pods(APPS, "probe"), 60, "the probe pod")
+    assert probe[0]["spec"]["nodeName"] == hot, "the probe should land on the emptiest node by requests"
+    w.cp.delete("Deployment", "probe", APPS, "apps/v1")
+    wait_for(lambda: not w.cp.pods(APPS, "probe"), 30, "the probe to go")
+    first_hog = w.cp.pods(APPS, "hog")[0]["metadata"]["name"]
+
+    def soft_taint() -> dict[str, Any] | None:
+        node = w.cp.get("Node", hot) or {}
+        return next((t for t in (node.get("spec") or {}).get("taints") or [] if t["key"] == "scaler.io/hot"), None)
+
+    def replacement() -> list[dict[str, Any]]:
+        return [p for p in w.cp.ready_pods(APPS, "hog") if p["metadata"]["name"] != first_hog]
+
+    with w.scaler("--hot-node-relief", "--hot-node-time=0s", "--scale-down-utilization-threshold=0") as proc:
+        taint = wait_for(soft_taint, 60, "the soft taint on the hot node")
+        assert taint["effect"] == "PreferNoSchedule"
+        wait_for(lambda: any(e.name == first_hog and e.code == 201 for e in evictions(w.audit())), 60, "hog evicted")
+        placed = wait_for(replacement, 60, "hog's replacement to run")
+        assert proc.terminate(30) == 0, proc.output
+    assert placed[0]["spec"]["nodeName"] in cool, "the replacement must avoid the soft-tainted hot node"
+    assert {e.name for e in evictions(w.audit()) if e.code == 201} == {first_hog}, "only hog was evicted"
+    assert w.events_for(hot, "HotNodeRelief"), "an event on the node"

@@ -4,6 +4,7 @@ controller in process, and `scaler run` as a process killed mid-relief."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +75,9 @@ class HotCluster(E2ECluster):
         LeastAllocated scores: the replay's model) puts ``pod`` in the cluster as it is now."""
         nodes = [parse_node(n) for n in self.kube.objects("Node")]
         if ignore_soft_taints:
-            nodes = [n.__class__(**{**{f: getattr(n, f) for f in n.__slots__},  # type: ignore[attr-defined]
-                                    "taints": tuple(t for t in n.taints if t.effect != "PreferNoSchedule")})
-                     for n in nodes]  # fmt: skip
+            nodes = [
+                replace(n, taints=tuple(t for t in n.taints if t.effect != "PreferNoSchedule")) for n in nodes
+            ]
         pods = [parse_pod(p) for p in self.kube.objects("Pod")]
         state = ClusterState(ClusterSnapshot.create(self.clock(), nodes, pods))
         new = parse_pod(pod)
