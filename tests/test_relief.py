@@ -336,3 +336,30 @@ def test_kube_scheduler_prefers_nodes_without_intolerable_prefer_no_schedule_tai
         ClusterSnapshot.create(NOW, [node("a", cpu_m=16000), other], [pod("x", "b", req=3000)])
     )
     assert plain.names[kube_scheduler_choice(pod("new", "", req=100), plain, both)] == "a", "LeastAllocated"
+
+
+# ---- scaler dry-run --hot-node-relief ---------------------------------------------------------------------
+
+
+def test_dry_run_reports_the_relief_section_and_its_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from scaler.cli import main
+
+    night = str(Path(__file__).resolve().parents[1] / "scaler" / "examples" / "bitbrains-gke-night-lowreq")
+    args = ["dry-run", "--snapshot", night, "--hot-node-relief", "--hot-node-cpu-threshold=0.3"]
+    assert main([*args, "-o", "json"]) == 0
+    relief = json.loads(capsys.readouterr().out)["relief"]
+    assert relief["cpuThreshold"] == 0.3 and relief["memoryThreshold"] == 0.9
+    hottest = relief["hotNodes"][0]
+    assert hottest["name"].endswith("4369") and len(hottest["evictions"]) == relief["evictions"] == 5
+    assert all(e["destination"] and e["cpuMillicores"] is not None for e in hottest["evictions"])
+    assert any("NotEnoughPdb" in k["reason"] for k in hottest["kept"]) and hottest["capped"]
+    assert [n["held"] for n in relief["hotNodes"][1:]] == [CAPPED, CAPPED]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Hot-node relief: 3 node(s) above the waterlines (cpu 30%, memory 90% of allocatable)" in out
+    assert "NODE" in out and "partial" in out and "held" in out
+    assert main(["dry-run", "--snapshot", night, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["relief"] is None, "off by default"
