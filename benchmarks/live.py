@@ -95,7 +95,7 @@ def measure_live(nodes: int = 1000, loops: int = 3, lease_seconds: float = 10.0)
             last: list[ClusterSnapshot] = []
 
             def source(now: float) -> ClusterSnapshot:
-                snap = snapshot_from_cache(cache, api, now)[0]
+                snap = snapshot_from_cache(cache, api, now)
                 last[:] = [snap]
                 return snap
 

@@ -146,14 +146,11 @@ def _parse_now(text: str) -> float:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
 
 
-def _live_snapshot(
-    args: argparse.Namespace, now: float | None
-) -> tuple[ClusterSnapshot, list[dict[str, Any]], str]:
+def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[ClusterSnapshot, str]:
     from scaler.sources.kube import load_live_snapshot, make_api_client
 
     api = make_api_client(args.kubeconfig, args.context)
-    snap, objects = load_live_snapshot(api, time.time() if now is None else now)
-    return snap, objects, "live cluster"
+    return load_live_snapshot(api, time.time() if now is None else now), "live cluster"
 
 
 def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot, str]:
@@ -164,8 +161,7 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
     if args.snapshot:
         return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
     try:
-        snap, _, source = _live_snapshot(args, now)
-        return snap, source
+        return _live_snapshot(args, now)
     except ClusterUnreachable as e:
         if args.kubeconfig or args.context:
             raise UsageError(f"cluster unreachable: {e}") from None

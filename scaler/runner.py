@@ -95,7 +95,7 @@ class Runner:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
         profiles attached when ``--history`` is set (refreshed at most hourly)."""
-        snap = snapshot_from_cache(self.cache, self.api, now)[0]
+        snap = snapshot_from_cache(self.cache, self.api, now)
         self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap

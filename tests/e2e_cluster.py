@@ -233,7 +233,7 @@ class E2ECluster:
             return Actuator(*args, pod_poll_seconds=0.05, **kw)
 
         ctl = Controller(
-            config, lambda now: snapshot_from_cache(cache, self.api, now)[0], writer, self.provider(), Metrics(),
+            config, lambda now: snapshot_from_cache(cache, self.api, now), writer, self.provider(), Metrics(),
             dry_run=dry_run, identity="test", clock=self.clock, actuator_factory=actuator, source_problem=source_problem,
         )  # fmt: skip
         if leader:
