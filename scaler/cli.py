@@ -9,6 +9,7 @@ bad value on stderr and exits with status 2, before anything is done.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -181,6 +182,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     config = _config(args)
     err = Console(stderr=True)
     snapshot, source = _load_state(args, err)
+    gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
     if config.history != "none":
         from dataclasses import replace
 

@@ -111,7 +111,7 @@ def _is_list(doc: Any) -> bool:
     return kind is None or str(kind).endswith("List")
 
 
-def decode_object(data: bytes | Raw, kind: str | None = None) -> Record:
+def decode_object(data: bytes | memoryview | Raw, kind: str | None = None) -> Record:
     """Decode one API object from JSON into its record.
 
     Args:
@@ -216,10 +216,10 @@ _LIST_OF: dict[str | None, msgspec.json.Decoder[Any]] = {
 _KIND_HINT = re.compile(rb'"kind"\s*:\s*"(\w+List)"')
 
 
-def _list_hint(data: bytes) -> str | None:
+def _list_hint(data: bytes | memoryview) -> str | None:
     """The item kind of a typed List (``PodMetricsList`` -> ``PodMetrics``) when the start and
     the end of the document agree on one, else ``None``: a guess of the decoder to try first."""
-    found = {m[1].decode() for m in _KIND_HINT.finditer(data[:512] + b" " + data[-512:])}
+    found = {m[1].decode() for m in _KIND_HINT.finditer(bytes(data[:512]) + b" " + bytes(data[-512:]))}
     kind = _list_kind(found.pop()) if len(found) == 1 else None
     return kind if kind in _TYPED else None
 
@@ -236,7 +236,7 @@ class Document:
     single: Record | None = None
 
 
-def decode_document(data: bytes) -> Document:
+def decode_document(data: bytes | memoryview) -> Document:
     """Decode one JSON document (a file's content): a List or ``*List`` in one msgspec pass into
     typed Structs when every item decodes, else into an outline (items left as raw slices, decoded
     one by one by :func:`document_records`); a single object straight into its record; a

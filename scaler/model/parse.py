@@ -18,10 +18,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -227,14 +227,24 @@ def _controller_ref(meta: wire.MetaW) -> OwnerRef | None:
     return None
 
 
+def _missing(w: wire.ObjectW, field: str) -> NoReturn:
+    raise ObjectError(f"{describe(w)}: missing required field {field!r}")
+
+
 def _required_name(meta: wire.MetaW, where: str) -> str:
     if not meta.name:
         raise ObjectError(f"{where}: missing required field 'metadata.name'")
     return meta.name
 
 
-def _time(value: str | None, field: str, where: str) -> float | None:
-    return parse_time(value, field, where) if value else None
+def _time(value: str | None, field: str, w: wire.ObjectW) -> float | None:
+    """Unix seconds of an optional timestamp of ``w`` (``None`` when absent)."""
+    if not value:
+        return None
+    try:
+        return _rfc3339_seconds(value)
+    except (ValueError, TypeError):
+        raise ObjectError(f"{describe(w)}: field {field!r} is not a timestamp: {value!r}") from None
 
 
 # -- pod requests ----------------------------------------------------------------------------------
@@ -373,32 +383,22 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
     return total, qos
 
 
-def _items(m: Mapping[str, wire.Quantity] | None) -> Hashable:
-    return None if m is None else tuple(m.items())
+_KEY_ENCODER = msgspec.msgpack.Encoder()
 
 
-def _requests_key(spec: wire.PodSpecW) -> Hashable:
-    """Everything :func:`compute_pod_requests` reads, as a hashable value (the replicas of a
-    workload share it)."""
-
-    def rr(r: wire.ResourceRequirementsW | None) -> Hashable:
-        return None if r is None else (_items(r.requests), _items(r.limits))
-
-    return (
-        tuple((rr(c.resources), None) for c in spec.containers or ()),
-        tuple((rr(c.resources), c.restart_policy) for c in spec.init_containers or ()),
-        rr(spec.resources),
-        _items(spec.overhead),
-    )
+def _requests_key(spec: wire.PodSpecW) -> bytes:
+    """Everything :func:`compute_pod_requests` reads (and the containers' names and ports), as
+    bytes: the replicas of a workload share it. Encoding the Structs is done in C."""
+    return _KEY_ENCODER.encode((spec.containers, spec.init_containers, spec.resources, spec.overhead))
 
 
-_REQUESTS_MEMO: dict[Hashable, tuple[Resources, QoSClass]] = {}
+_REQUESTS_MEMO: dict[bytes, tuple[Resources, QoSClass]] = {}
 _REQUESTS_MEMO_MAX = 4096
 
 
-def pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
-    """:func:`compute_pod_requests`, memoized on the resource fields of ``spec``; malformed input
-    is never memoized, so it always raises.
+def pod_requests(w: wire.PodW, spec: wire.PodSpecW) -> tuple[Resources, QoSClass]:
+    """:func:`compute_pod_requests` of pod ``w``'s ``spec``, memoized on its containers and
+    resource fields; malformed input is never memoized, so it always raises.
 
     Raises:
         ObjectError: a malformed quantity.
@@ -406,7 +406,7 @@ def pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
     key = _requests_key(spec)
     hit = _REQUESTS_MEMO.get(key)
     if hit is None:
-        hit = compute_pod_requests(spec, where)
+        hit = compute_pod_requests(spec, describe(w))
         if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_MAX:
             _REQUESTS_MEMO.clear()
         _REQUESTS_MEMO[key] = hit
@@ -419,17 +419,20 @@ def pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
 def _volume(v: wire.VolumeW) -> Volume:
     """A pod volume: its name, its source kind (``emptyDir`` when it names none, the API's
     default), the emptyDir medium and the PVC claim name."""
-    kind = next((api for attr, api in wire.VOLUME_SOURCES if getattr(v, attr) is not None), "emptyDir")
+    if v.projected is not None:  # the usual one (the service-account token)
+        kind = "projected"
+    else:
+        kind = next((api for attr, api in wire.VOLUME_SOURCES if getattr(v, attr) is not None), "emptyDir")
     medium = v.empty_dir.medium if kind == "emptyDir" and v.empty_dir is not None else ""
     claim = v.persistent_volume_claim.claim_name if v.persistent_volume_claim is not None else ""
     return Volume(v.name, kind, medium, claim)
 
 
-def _affinity_terms(terms: list[wire.PodAffinityTermW] | None, where: str) -> tuple[PodAffinityTerm, ...]:
+def _affinity_terms(terms: list[wire.PodAffinityTermW] | None, w: wire.PodW) -> tuple[PodAffinityTerm, ...]:
     out = []
     for t in terms or ():
         if not t.topology_key:
-            raise ObjectError(f"{where}: pod affinity term without topologyKey")
+            raise ObjectError(f"{describe(w)}: pod affinity term without topologyKey")
         out.append(
             PodAffinityTerm(
                 _label_selector(t.label_selector),
@@ -443,11 +446,11 @@ def _affinity_terms(terms: list[wire.PodAffinityTermW] | None, where: str) -> tu
     return tuple(out)
 
 
-def _spread(cs: list[wire.TopologySpreadConstraintW], where: str) -> tuple[TopologySpreadConstraint, ...]:
+def _spread(cs: list[wire.TopologySpreadConstraintW], w: wire.PodW) -> tuple[TopologySpreadConstraint, ...]:
     out = []
     for c in cs:
         if not c.topology_key:
-            raise ObjectError(f"{where}: missing required field 'topologyKey'")
+            raise ObjectError(f"{describe(w)}: missing required field 'topologyKey'")
         out.append(
             TopologySpreadConstraint(
                 max_skew=c.max_skew,
@@ -463,25 +466,74 @@ def _spread(cs: list[wire.TopologySpreadConstraintW], where: str) -> tuple[Topol
     return tuple(out)
 
 
-def _pod(w: wire.PodW) -> Pod:
-    """A v1 Pod's record (see :func:`to_record`)."""
-    meta, spec, status = w.metadata, w.spec, w.status
-    where = describe(w)
-    name = _required_name(meta, where)
-    if spec is None:
-        raise ObjectError(f"{where}: missing required field 'spec'")
-    namespace = meta.namespace or "default"
-    requests, qos = pod_requests(spec, where)
-    if status.qos_class:
-        qos = QoSClass(status.qos_class)
-    required_node_affinity = None
+_TOLERATIONS: dict[tuple[wire.TolerationW, ...], tuple[Toleration, ...]] = {}
+
+
+def _tolerations(ts: list[wire.TolerationW] | None) -> tuple[Toleration, ...]:
+    """A pod's tolerations, memoized (pods share a handful of toleration lists)."""
+    if not ts:
+        return ()
+    key = tuple(ts)
+    hit = _TOLERATIONS.get(key)
+    if hit is None:
+        if len(_TOLERATIONS) >= 1024:
+            _TOLERATIONS.clear()
+        hit = _TOLERATIONS[key] = tuple(
+            Toleration(t.key, t.operator or "Equal", t.value, t.effect) for t in ts
+        )
+    return hit
+
+
+Constraints = tuple[
+    tuple[NodeSelectorTerm, ...] | None,
+    tuple[PodAffinityTerm, ...],
+    tuple[PodAffinityTerm, ...],
+    tuple[TopologySpreadConstraint, ...],
+]
+_NO_CONSTRAINTS: Constraints = (None, (), (), ())
+_CONSTRAINTS: dict[bytes, Constraints] = {}
+
+
+def _constraints(w: wire.PodW, spec: wire.PodSpecW) -> Constraints:
+    """(required node affinity, required pod affinity, required anti-affinity, topology spread) of
+    a pod, memoized on their encoding (the replicas of a workload share them)."""
+    key = _KEY_ENCODER.encode((spec.affinity, spec.topology_spread_constraints))
+    hit = _CONSTRAINTS.get(key)
+    if hit is not None:
+        return hit
+    nodes: tuple[NodeSelectorTerm, ...] | None = None
     pod_aff = anti = None
     if spec.affinity is not None:
         na, pa, paa = spec.affinity.node_affinity, spec.affinity.pod_affinity, spec.affinity.pod_anti_affinity
         if na is not None:
-            required_node_affinity = _node_selector(na.required_during_scheduling_ignored_during_execution)
+            nodes = _node_selector(na.required_during_scheduling_ignored_during_execution)
         pod_aff = pa.required_during_scheduling_ignored_during_execution if pa is not None else None
         anti = paa.required_during_scheduling_ignored_during_execution if paa is not None else None
+    hit = (
+        nodes,
+        _affinity_terms(pod_aff, w),
+        _affinity_terms(anti, w),
+        _spread(spec.topology_spread_constraints or [], w),
+    )
+    if len(_CONSTRAINTS) >= 4096:
+        _CONSTRAINTS.clear()
+    _CONSTRAINTS[key] = hit
+    return hit
+
+
+def _pod(w: wire.PodW) -> Pod:
+    """A v1 Pod's record (see :func:`to_record`)."""
+    meta, spec, status = w.metadata, w.spec, w.status
+    name = meta.name or _missing(w, "metadata.name")
+    if spec is None:
+        _missing(w, "spec")
+    namespace = meta.namespace or "default"
+    requests, qos = pod_requests(w, spec)
+    if status.qos_class:
+        qos = QoSClass(status.qos_class)
+    constraints = _NO_CONSTRAINTS
+    if spec.affinity is not None or spec.topology_spread_constraints:
+        constraints = _constraints(w, spec)
     ports = []
     inits = spec.init_containers
     for c in (spec.containers or []) + inits if inits else spec.containers or ():
@@ -501,21 +553,17 @@ def _pod(w: wire.PodW) -> Pod:
         priority=spec.priority or 0,
         qos_class=qos,
         restart_policy=spec.restart_policy or "Always",
-        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", where),
-        deletion_ts=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", where),
+        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", w),
+        deletion_ts=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", w),
         termination_grace_seconds=30
         if spec.termination_grace_period_seconds is None
         else spec.termination_grace_period_seconds,
-        tolerations=tuple(
-            Toleration(t.key, t.operator or "Equal", t.value, t.effect) for t in spec.tolerations or ()
-        ),
+        tolerations=_tolerations(spec.tolerations),
         node_selector=spec.node_selector or {},
-        required_node_affinity=required_node_affinity,
-        required_affinity=_affinity_terms(pod_aff, where) if pod_aff else (),
-        required_anti_affinity=_affinity_terms(anti, where) if anti else (),
-        topology_spread=_spread(spec.topology_spread_constraints, where)
-        if spec.topology_spread_constraints
-        else (),
+        required_node_affinity=constraints[0],
+        required_affinity=constraints[1],
+        required_anti_affinity=constraints[2],
+        topology_spread=constraints[3],
         host_ports=tuple(ports),
         volumes=tuple(_volume(v) for v in spec.volumes) if spec.volumes else (),
     )
@@ -556,52 +604,50 @@ def _node(w: wire.NodeW) -> Node:
         unschedulable=bool(spec.unschedulable),
         ready=ready,
         ready_transition_ts=ready_ts,
-        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", where) or 0.0,
+        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", w) or 0.0,
         provider_id=spec.provider_id,
         uid=meta.uid,
         to_be_deleted_ts=tbd,
     )
 
 
-def _usage(usage: Mapping[str, wire.Quantity] | None, where: str) -> tuple[int, int]:
+def _usage(usage: Mapping[str, wire.Quantity] | None, w: wire.ObjectW) -> tuple[int, int]:
     if not usage or "cpu" not in usage or "memory" not in usage:
-        raise ObjectError(f"{where}: usage must have cpu and memory, got {dict(usage or {})!r}")
+        raise ObjectError(f"{describe(w)}: usage must have cpu and memory, got {dict(usage or {})!r}")
     try:
         return parse_millicores(usage["cpu"]), parse_bytes(usage["memory"])
     except QuantityError as e:
-        raise ObjectError(f"{where}: usage: {e}") from None
+        raise ObjectError(f"{describe(w)}: usage: {e}") from None
 
 
-def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW, where: str) -> tuple[float, float]:
+def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW) -> tuple[float, float]:
     """(timestamp, window) in seconds of a metrics item; the timestamp is required."""
-    if not w.timestamp:
-        raise ObjectError(f"{where}: missing required field 'timestamp'")
     window = 0.0
     if w.window is not None:
         try:
             window = parse_duration_seconds(w.window)
         except ValueError:
-            raise ObjectError(f"{where}: invalid window {w.window!r}") from None
-    return parse_time(w.timestamp, "timestamp", where), window
+            raise ObjectError(f"{describe(w)}: invalid window {w.window!r}") from None
+    if not w.timestamp:
+        _missing(w, "timestamp")
+    return _time(w.timestamp, "timestamp", w) or 0.0, window
 
 
 def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
-    where = describe(w)
-    name = _required_name(w.metadata, where)
-    cpu, mem = _usage(w.usage, where)
-    ts, window = _stamp(w, where)
+    name = w.metadata.name or _missing(w, "metadata.name")
+    cpu, mem = _usage(w.usage, w)
+    ts, window = _stamp(w)
     return NodeMetrics(name, ts, window, cpu, mem)
 
 
 def _pod_metrics(w: wire.PodMetricsW) -> PodMetrics:
-    where = describe(w)
-    name = _required_name(w.metadata, where)
+    name = w.metadata.name or _missing(w, "metadata.name")
     cpu = mem = 0
     for c in w.containers or ():
-        c_cpu, c_mem = _usage(c.usage, where)
+        c_cpu, c_mem = _usage(c.usage, w)
         cpu += c_cpu
         mem += c_mem
-    ts, window = _stamp(w, where)
+    ts, window = _stamp(w)
     return PodMetrics(w.metadata.namespace or "default", name, ts, window, cpu, mem)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from scaler.model.decode import Place, place_text
@@ -94,8 +95,8 @@ class ClusterSnapshot:
         Nodes are kept sorted by name and each node's pods by ``namespace/name``, so every
         evaluation sees the same order whatever order the input had.
         """
-        node_t = tuple(sorted(nodes, key=lambda n: n.name))
-        pod_t = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        node_t = tuple(sorted(nodes, key=attrgetter("name")))
+        pod_t = tuple(sorted(pods, key=attrgetter("namespace", "name")))
         by_node: dict[str, list[Pod]] = {n.name: [] for n in node_t}
         for p in pod_t:
             if p.node_name in by_node:

@@ -212,17 +212,17 @@ class ClaimSourceW(_W, frozen=True):
 
 
 class VolumeW(_W, frozen=True):
-    """``spec.volumes[]``: its name and which source it has (:data:`VOLUME_SOURCES` order)."""
+    """``spec.volumes[]``: its name and which source it has (:data:`VOLUME_SOURCES`)."""
 
     name: str = ""
+    projected: _Source | None = None
+    config_map: _Source | None = None
+    secret: _Source | None = None
     empty_dir: EmptyDirW | None = None
     host_path: _Source | None = None
     persistent_volume_claim: ClaimSourceW | None = None
-    ephemeral: _Source | None = None
-    config_map: _Source | None = None
-    secret: _Source | None = None
-    projected: _Source | None = None
     downward_api: _Source | None = field(default=None, name="downwardAPI")
+    ephemeral: _Source | None = None
     csi: _Source | None = None
     image: _Source | None = None
     nfs: _Source | None = None
@@ -250,8 +250,8 @@ class VolumeW(_W, frozen=True):
 VOLUME_SOURCES: tuple[tuple[str, str], ...] = tuple(
     (f.name, f.encode_name) for f in msgspec.structs.fields(VolumeW) if f.name != "name"
 )
-"""(attribute, API name) of every volume source :class:`VolumeW` knows, in the order a volume's
-kind is looked for (a valid volume has exactly one)."""
+"""(attribute, API name) of every volume source :class:`VolumeW` knows, the most common first: a
+volume's kind is the first one it has (a valid volume has exactly one)."""
 
 
 class PodSpecW(_W, frozen=True):

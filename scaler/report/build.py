@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 from rich.console import Console
@@ -38,9 +37,11 @@ def _figures(r: Resources) -> ResourceFigures:
 def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, list[Any]]) -> NodeReport:
     node, u = res.node, res.utilization
     pods = counted.get(node.name, [])
-    requested = Resources()
-    for p in pods:
-        requested = requested + p.requests
+    requested = ResourceFigures(
+        cpu_millicores=sum(p.requests.cpu_millicores for p in pods),
+        memory_bytes=sum(p.requests.memory_bytes for p in pods),
+        pods=sum(p.requests.pods for p in pods),
+    )
     bp = res.blocking_pod
     return NodeReport(
         name=node.name,
@@ -60,7 +61,7 @@ def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, 
         ),
         metrics=u.metrics.value,
         allocatable=_figures(node.allocatable),
-        requested=_figures(requested),
+        requested=requested,
         usage=ResourceFigures(cpu_millicores=u.usage_cpu_millicores, memory_bytes=u.usage_memory_bytes),
         labels=dict(node.labels),
         taints=[TaintModel(key=t.key, value=t.value, effect=t.effect) for t in node.taints],
@@ -125,7 +126,7 @@ def build_report(evaluation: Evaluation, snapshot: ClusterSnapshot, source: str)
 
 def report_json(report: DryRunReport) -> str:
     """The report as JSON text (camelCase keys, as in the schema)."""
-    return json.dumps(report.model_dump(mode="json", by_alias=True), indent=2)
+    return report.model_dump_json(by_alias=True, indent=2)
 
 
 def _pct(v: float | None) -> str:

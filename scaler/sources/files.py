@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -35,6 +37,7 @@ __all__ = ["iter_snapshot_files", "load_objects", "load_snapshot"]
 
 _SUFFIXES = (".json", ".yaml", ".yml")
 _BOM = b"\xef\xbb\xbf"
+_MAP_FROM = 1 << 24  # bytes: files from 16 MiB on are mapped, not read
 
 
 class _StringLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
@@ -66,16 +69,24 @@ def iter_snapshot_files(paths: Sequence[str | Path]) -> Iterator[Path]:
             raise SnapshotError(f"{p}: no such file or directory")
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path) -> bytes | memoryview:
+    """The file's bytes without a byte-order mark (PowerShell writes one). A large file is mapped
+    rather than copied into memory: its pages are the page cache's, read once by the decoder."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _MAP_FROM:
+                data: bytes | memoryview = f.read()
+            else:
+                flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+                data = memoryview(mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ))
     except OSError as e:
         raise SnapshotError(f"{path}: cannot read: {e}") from None
-    return data[3:] if data.startswith(_BOM) else data  # a byte-order mark (PowerShell)
+    return data[3:] if data[:3] == _BOM else data
 
 
-def _is_json(path: Path, data: bytes) -> bool:
-    return path.suffix.lower() == ".json" or data.lstrip()[:1] in (b"{", b"[")
+def _is_json(path: Path, data: bytes | memoryview) -> bool:
+    return path.suffix.lower() == ".json" or bytes(data[:64]).lstrip()[:1] in (b"{", b"[")
 
 
 def _json_error(path: Path, data: bytes) -> Any:
@@ -101,9 +112,10 @@ def _yaml_documents(path: Path, data: bytes) -> list[Any]:
         raise SnapshotError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
 
 
-def _plain_documents(path: Path, data: bytes) -> tuple[list[Any], bool]:
+def _plain_documents(path: Path, view: bytes | memoryview) -> tuple[list[Any], bool]:
     """The documents of a file that is not well-formed JSON for msgspec, as plain values, and
     whether they are JSON (strict types) rather than YAML (every scalar a string)."""
+    data = bytes(view)
     if path.suffix.lower() == ".json" or (_is_json(path, data) and not data.lstrip().startswith(b"{")):
         return [_json_error(path, data)], True
     if _is_json(path, data):  # YAML flow style ({kind: Node, ...}) starts like JSON
