@@ -146,7 +146,8 @@ def test_live_snapshot_equals_file_snapshot(
 ) -> None:
     now = file_snapshot.metrics_time()
     assert now is not None
-    live, objects = load_live_snapshot(api, now)
+    live = load_live_snapshot(api, now)
+    objects = fetch_objects(api)
     assert live.now == file_snapshot.now == now
     assert live.nodes == file_snapshot.nodes
     assert live.pods == file_snapshot.pods
@@ -220,7 +221,8 @@ def test_volumes_are_fetched_and_written(example_objects: list[dict[str, Any]], 
         fake.load_objects([*example_objects, pv, pvc])
         client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kc")))
         try:
-            snap, objects = load_live_snapshot(client, 1_800_000_000.0)
+            snap = load_live_snapshot(client, 1_800_000_000.0)
+            objects = fetch_objects(client)
         finally:
             client.close()
     assert snap.has_pvs and set(snap.pvs) == {"pv-1"} and set(snap.pvcs) == {("catalog", "data-0")}

@@ -272,17 +272,16 @@ class WatchCache:
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def malformed(self) -> list[str]:
+        """Why each object the cache could not read is not in it (one message per object, naming
+        it), until the object is fixed or deleted."""
+        with self._lock:
+            return [message for bad in self._bad.values() for message in bad.values()]
+
     def records(self) -> RecordSet:
         """The cached records by kind (a consistent view: each kind's dict is copied under the
-        lock, the records themselves are immutable and shared).
-
-        Raises:
-            SnapshotError: an object the cache could not read is still there (names it).
-        """
+        lock, the records themselves are immutable and shared)."""
         with self._lock:
-            for bad in self._bad.values():
-                for message in bad.values():
-                    raise SnapshotError(message)
             records = RecordSet()
             records.by_kind = {c.kind: dict(self._store[c.kind]) for c in self.calls}
         return records
@@ -523,6 +522,11 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     if not cache.synced:
         missing = sorted(k for k, e in cache._synced.items() if not e.is_set())
         raise CacheNotSynced(f"the watch cache has not listed {', '.join(missing)} yet")
+    malformed = cache.malformed()
+    if malformed:
+        raise SnapshotError(
+            malformed[0] + (f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else "")
+        )
     records = cache.records()
     for rec in fetch_metrics(api):
         records.add(rec)
