@@ -177,11 +177,9 @@ def _work_floor(path: str) -> dict[str, Any]:
     from scaler.model import wire
     from scaler.sources.files import _read
 
-    class PodListW(msgspec.Struct, gc=False):
-        items: list[wire.PodW]
-
+    pod_list = msgspec.defstruct("PodListW", [("items", list[wire.PodW])], gc=False)
     t = time.perf_counter()
-    doc = msgspec.json.Decoder(PodListW).decode(_read(Path(path)))
+    doc: Any = msgspec.json.Decoder(pod_list).decode(_read(Path(path)))
     seconds = time.perf_counter() - t
     return {"seconds": seconds, "pods": len(doc.items), "peak_rss_bytes": _peak_rss_bytes()}
 

@@ -156,11 +156,12 @@ def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[Cluster
 
 def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot, str]:
     from scaler.sources.files import load_snapshot
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
         return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError  # the client: only when live
+
     try:
         return _live_snapshot(args, now)
     except ClusterUnreachable as e:

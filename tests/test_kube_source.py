@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fakes.kube_api import FakeKubeAPI
 
-from scaler.model.snapshot import ClusterSnapshot, build_snapshot
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot
 from scaler.sources.files import load_objects, load_snapshot
 from scaler.sources.kube import (
     LISTED_WORKLOAD_KINDS,
@@ -268,6 +268,27 @@ def test_malformed_json(fake: FakeKubeAPI, api: Any) -> None:
     fake.fail("/apis/policy/v1/poddisruptionbudgets", 200, body=b"<html>proxy error</html>")
     with pytest.raises(LiveSourceError, match=r"poddisruptionbudgets\.policy.*malformed JSON"):
         fetch_objects(api)
+
+
+def test_a_malformed_object_is_named_with_its_resource(fake: FakeKubeAPI, api: Any) -> None:
+    pod = fake.objects("Pod")[0]
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    fake.put_object({**pod, "spec": {**pod["spec"], "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}})
+    with pytest.raises(SnapshotError) as err:
+        load_live_snapshot(api, 1_800_000_000.0)
+    assert str(err.value) == f"pods: Pod {ns}/{name}: container 'c' resources: invalid quantity 'lots'"
+    fake.put_object({**pod, "spec": {**pod["spec"], "priority": [1]}})
+    with pytest.raises(SnapshotError, match=rf"^pods: Pod {ns}/{name}: field 'spec.priority' must be an integer"):
+        load_live_snapshot(api, 1_800_000_000.0)
+    fake.put_object(pod)  # the server is shared by the module's tests
+
+
+def test_the_metrics_lists_are_decoded_in_one_request_each(fake: FakeKubeAPI, api: Any) -> None:
+    fake.requests.clear()
+    snap = load_live_snapshot(api, 1_800_000_000.0)
+    metrics = [r for r in fake.requests if r.path.startswith("/apis/metrics.k8s.io/")]
+    assert sorted(r.path for r in metrics) == ["/apis/metrics.k8s.io/v1beta1/nodes", "/apis/metrics.k8s.io/v1beta1/pods"]
+    assert len(snap.pod_metrics) == len(fake.objects("PodMetrics"))
 
 
 def test_expired_continue_token_restarts_the_list(

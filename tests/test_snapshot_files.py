@@ -137,6 +137,7 @@ kind: Pod
 metadata:
   name: solo
   namespace: shop
+  labels: {tier: 1, canary: true}
   creationTimestamp: 2026-11-04T13:00:00Z
 spec:
   nodeName: n1
@@ -179,6 +180,7 @@ def test_yaml_multi_document_file_mixing_node_pod_and_pod_list(tmp_path: Path) -
     by_name = {p.name: p for p in snap.pods}
     assert by_name["solo"].requests == Resources(500, 64 * 2**20, 0, 1, {})
     assert by_name["solo"].creation_ts == T0 - 3600
+    assert by_name["solo"].labels == {"tier": "1", "canary": "true"}  # as kubectl would send them
     assert by_name["a"].requests.cpu_millicores == 250
     assert by_name["b"].requests == Resources(1000, 2**30, 0, 1, {})
     assert snap.now == T0
@@ -492,3 +494,24 @@ def test_flatten_objects() -> None:
         flat({"kind": "PodList", "items": [{}, "x"]})
     with pytest.raises(ObjectError, match=r"^src: expected a Kubernetes object or List, got list$"):
         flat([{}])
+
+
+def test_yaml_scalars_are_read_as_kubectl_would_send_them(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(
+        "kind: List\nitems:\n"
+        "- {kind: Node, metadata: {name: n1}, spec: {unschedulable: true},"
+        " status: {allocatable: {cpu: 2, memory: 1Gi}}}\n"
+        "- {kind: Deployment, metadata: {name: d, namespace: ns}, spec: {replicas: 3}}\n"
+        "- {kind: Pod, metadata: {name: p, namespace: ns}, spec: {nodeName: n1, priority: -5,"
+        " containers: [{name: c}]}}\n"
+        "- {kind: PodDisruptionBudget, metadata: {name: b, namespace: ns}, spec: {selector: null}}\n"
+    )
+    snap = load_snapshot([f], now=0.0)
+    assert snap.nodes[0].unschedulable is True and snap.nodes[0].allocatable.cpu_millicores == 2000
+    assert snap.controllers[("Deployment", "ns", "d")].replicas == 3
+    assert snap.pods[0].priority == -5
+    assert snap.pdbs[0].selector is None
+    f.write_text("kind: Deployment\nmetadata: {name: d}\nspec: {replicas: many}\n")
+    with pytest.raises(SnapshotError, match=r"Deployment d: field 'spec.replicas' must be an integer, got 'many'$"):
+        load_snapshot([f], now=0.0)

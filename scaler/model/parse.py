@@ -385,31 +385,32 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
 
 _KEY_ENCODER = msgspec.msgpack.Encoder()
 
-
-def _requests_key(spec: wire.PodSpecW) -> bytes:
-    """Everything :func:`compute_pod_requests` reads (and the containers' names and ports), as
-    bytes: the replicas of a workload share it. Encoding the Structs is done in C."""
-    return _KEY_ENCODER.encode((spec.containers, spec.init_containers, spec.resources, spec.overhead))
+ContainerFacts = tuple[Resources, QoSClass, tuple[tuple[str, str, int], ...]]
+_CONTAINERS: dict[bytes, ContainerFacts] = {}
 
 
-_REQUESTS_MEMO: dict[bytes, tuple[Resources, QoSClass]] = {}
-_REQUESTS_MEMO_MAX = 4096
-
-
-def pod_requests(w: wire.PodW, spec: wire.PodSpecW) -> tuple[Resources, QoSClass]:
-    """:func:`compute_pod_requests` of pod ``w``'s ``spec``, memoized on its containers and
-    resource fields; malformed input is never memoized, so it always raises.
+def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
+    """(requests, computed QoS class, host ports) of a pod: :func:`compute_pod_requests` and the
+    containers' ``hostPort`` entries, memoized on the encoding of the containers and resource
+    fields (the replicas of a workload share them); malformed input is never memoized.
 
     Raises:
         ObjectError: a malformed quantity.
     """
-    key = _requests_key(spec)
-    hit = _REQUESTS_MEMO.get(key)
+    key = _KEY_ENCODER.encode((spec.containers, spec.init_containers, spec.resources, spec.overhead))
+    hit = _CONTAINERS.get(key)
     if hit is None:
-        hit = compute_pod_requests(spec, describe(w))
-        if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_MAX:
-            _REQUESTS_MEMO.clear()
-        _REQUESTS_MEMO[key] = hit
+        requests, qos = compute_pod_requests(spec, describe(w))
+        ports = tuple(
+            (p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+            for c in (*(spec.containers or ()), *(spec.init_containers or ()))
+            for p in c.ports or ()
+            if p.host_port
+        )
+        hit = (requests, qos, ports)
+        if len(_CONTAINERS) >= 4096:
+            _CONTAINERS.clear()
+        _CONTAINERS[key] = hit
     return hit
 
 
@@ -466,6 +467,7 @@ def _spread(cs: list[wire.TopologySpreadConstraintW], w: wire.PodW) -> tuple[Top
     return tuple(out)
 
 
+_QOS = {q.value: q for q in QoSClass}
 _TOLERATIONS: dict[tuple[wire.TolerationW, ...], tuple[Toleration, ...]] = {}
 
 
@@ -528,18 +530,26 @@ def _pod(w: wire.PodW) -> Pod:
     if spec is None:
         _missing(w, "spec")
     namespace = meta.namespace or "default"
-    requests, qos = pod_requests(w, spec)
+    requests, qos, ports = _container_facts(w, spec)
     if status.qos_class:
-        qos = QoSClass(status.qos_class)
+        qos = _QOS[status.qos_class]
     constraints = _NO_CONSTRAINTS
     if spec.affinity is not None or spec.topology_spread_constraints:
         constraints = _constraints(w, spec)
-    ports = []
-    inits = spec.init_containers
-    for c in (spec.containers or []) + inits if inits else spec.containers or ():
-        for p in c.ports or ():
-            if p.host_port:
-                ports.append((p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port))
+    owner = None
+    for o in meta.owner_references or ():
+        if o.controller:
+            owner = OwnerRef(o.kind, o.name, o.uid, o.api_version)
+            break
+    created, deleted = meta.creation_timestamp, meta.deletion_timestamp
+    try:
+        creation_ts = _rfc3339_seconds(created) if created else None
+        deletion_ts = _rfc3339_seconds(deleted) if deleted else None
+    except (ValueError, TypeError):
+        _time(created, "metadata.creationTimestamp", w)
+        _time(deleted, "metadata.deletionTimestamp", w)
+        raise
+    volumes = spec.volumes
     return Pod(
         namespace=namespace,
         name=name,
@@ -548,13 +558,13 @@ def _pod(w: wire.PodW) -> Pod:
         requests=requests,
         labels=meta.labels or {},
         annotations=meta.annotations or {},
-        controller=_controller_ref(meta),
+        controller=owner,
         phase=status.phase or "Pending",
         priority=spec.priority or 0,
         qos_class=qos,
         restart_policy=spec.restart_policy or "Always",
-        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", w),
-        deletion_ts=_time(meta.deletion_timestamp, "metadata.deletionTimestamp", w),
+        creation_ts=creation_ts,
+        deletion_ts=deletion_ts,
         termination_grace_seconds=30
         if spec.termination_grace_period_seconds is None
         else spec.termination_grace_period_seconds,
@@ -564,8 +574,8 @@ def _pod(w: wire.PodW) -> Pod:
         required_affinity=constraints[1],
         required_anti_affinity=constraints[2],
         topology_spread=constraints[3],
-        host_ports=tuple(ports),
-        volumes=tuple(_volume(v) for v in spec.volumes) if spec.volumes else (),
+        host_ports=ports,
+        volumes=tuple([_volume(v) for v in volumes]) if volumes else (),
     )
 
 
