@@ -8,8 +8,9 @@ added to its routing table:
 * ``POST /bench/restamp?ts=<RFC 3339>``: set every NodeMetrics/PodMetrics ``timestamp`` (what
   metrics-server does every scrape) and render both metrics LIST answers at once, so that the
   timed loop reads them as fast as metrics-server serves them from memory;
-* ``GET /bench/requests?since=<n>``: the requests recorded since the ``n``-th (``METHOD path``),
-  and the count, so the benchmark can count what one loop asked for.
+* ``GET /bench/requests?since=<n>``: the requests recorded since the ``n``-th (``METHOD path``,
+  ``?watch`` appended to a WATCH), and the count, so the benchmark can count what one loop asked
+  for.
 
 The process writes ``DIR/kubeconfig``, prints ``ready`` and serves until its standard input
 closes.
@@ -41,6 +42,7 @@ class BenchKubeAPI(FakeKubeAPI):  # type: ignore[misc]
     def __init__(self, metric_objects: list[dict[str, Any]]) -> None:
         super().__init__(bookmark_interval=5.0)
         self.metric_objects = metric_objects
+        self._stamp = 0  # bumped by each restamp: the metrics' own version
         self._rendered: dict[str, tuple[int, bytes]] = {}
         self.routes: list[Any] = [
             ("POST", re.compile(r"^/bench/restamp$"), self._restamp),
@@ -53,23 +55,28 @@ class BenchKubeAPI(FakeKubeAPI):  # type: ignore[misc]
         if path not in METRICS_PATHS or namespace is not None or query:
             return super()._list(res, namespace, query)
         rendered = self._rendered.get(path)
-        if rendered is not None and rendered[0] == self.resource_version:
+        if rendered is not None and rendered[0] == self._stamp:
             return Response(200, rendered[1])
         resp: Response = super()._list(res, namespace, query)
         if resp.status == 200:
-            self._rendered[path] = (self.resource_version, resp.encode())
+            self._rendered[path] = (self._stamp, resp.encode())
         return resp
 
     def _restamp(self, req: RecordedRequest, m: re.Match[str]) -> Response:
         stamp = req.query["ts"]
         self.load_objects({**o, "timestamp": stamp} for o in self.metric_objects)
+        self._stamp += 1
         for path in METRICS_PATHS:  # render both answers now, outside the timed loop
             self._handle_get(RecordedRequest("GET", path, {}, {}, b""), _match(path))
         return Response(200, {"ok": True})
 
     def _requests_since(self, req: RecordedRequest, m: re.Match[str]) -> Response:
         since = int(req.query.get("since") or 0)
-        made = [f"{r.method} {r.path}" for r in self.requests[since:] if not r.path.startswith("/bench/")]
+        made = [
+            f"{r.method} {r.path}{'?watch' if r.watch else ''}"
+            for r in self.requests[since:]
+            if not r.path.startswith("/bench/")
+        ]
         return Response(200, {"count": len(self.requests), "requests": made})
 
 

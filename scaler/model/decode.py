@@ -1,13 +1,15 @@
 """Decode API JSON bytes straight into records: snapshot files, LIST pages, WATCH events and the
 metrics LISTs all go through here.
 
-A document is decoded by msgspec in one pass; a List's items are kept as :class:`msgspec.Raw`
-slices of the input (no Python objects built for them), then each item is decoded into its typed
-Struct (:mod:`scaler.model.wire`) and turned into a record (:func:`scaler.model.parse.to_record`)
-before the next one, so that no tree of dicts ever exists and each Struct is freed at once. An
-item that does not decode is decoded again as plain values, only to word the error
-(:func:`scaler.model.parse.validation_message`): ``Pod shop/web-0: field 'spec.priority' must
-be an integer, got 'high'``.
+A List (a file, a LIST page, a metrics LIST) is decoded by msgspec in one pass into typed Structs
+(:mod:`scaler.model.wire`) holding only the fields scaler reads; then each Struct is turned into a
+record (:func:`scaler.model.parse.to_record`) and dropped, so no tree of dicts ever exists and the
+input's bytes can be released before the records are made. When the one pass fails (a List whose
+items have no ``kind`` and whose kind was not guessed, a nested List, a malformed item), the List
+is decoded again as an outline whose items stay :class:`msgspec.Raw` slices of the input, and
+each item is decoded on its own; an item that still does not decode is decoded as plain values,
+only to word the error (:func:`scaler.model.parse.validation_message`): ``Pod shop/web-0: field
+'spec.priority' must be an integer, got 'high'``.
 """
 
 from __future__ import annotations
@@ -204,9 +206,8 @@ def place_text(place: Place) -> str:
 def _list_decoder(item: Any) -> msgspec.json.Decoder[Any]:
     """A decoder of a List whose items are all ``item`` (a Struct type or a tagged union)."""
     items: Any = list[item] | None
-    return msgspec.json.Decoder(
-        msgspec.defstruct("ListW", [("kind", Any, None), ("items", items, None)], gc=False)
-    )
+    fields = [("kind", Any, None), ("items", items, None), ("metadata", _ListMetaW, _ListMetaW())]
+    return msgspec.json.Decoder(msgspec.defstruct("ListW", fields, gc=False))
 
 
 _LIST_OF: dict[str | None, msgspec.json.Decoder[Any]] = {
@@ -309,10 +310,18 @@ def decode_list(data: bytes, kind: str) -> DecodedList:
         msgspec.ValidationError: not a List (an object with an ``items`` list).
         ObjectError: as :func:`decode_object` for an item.
     """
-    doc = _LIST.decode(data)
+    try:
+        doc = _LIST_OF[kind].decode(data)
+        items: list[Any] = doc.items or []
+        records = []
+        for i in range(len(items)):
+            w, items[i] = items[i], None  # each Struct is dropped once converted
+            records.append(to_record(w))
+    except msgspec.ValidationError:  # a malformed item, or not a List: decode item by item
+        doc = _LIST.decode(data)
+        records = [decode_object(raw, kind) for raw in doc.items or ()]
     if doc.items is None and not (isinstance(doc.kind, str) and doc.kind.endswith("List")):
         raise msgspec.ValidationError("Object missing required field `items`")
-    records = [decode_object(raw, kind) for raw in doc.items or ()]
     return DecodedList(records, doc.metadata.continue_, doc.metadata.resourceVersion)
 
 

@@ -9,7 +9,7 @@ JSON again.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -135,21 +135,24 @@ class ClusterSnapshot:
         return None
 
 
-_KEYS: dict[type, Callable[[Any], tuple[str, str, str]]] = {
-    Node: lambda r: ("Node", "", r.name),
-    NodeMetrics: lambda r: ("NodeMetrics", "", r.name),
-    PersistentVolume: lambda r: ("PersistentVolume", "", r.name),
-    Pod: lambda r: ("Pod", r.namespace, r.name),
-    PodMetrics: lambda r: ("PodMetrics", r.namespace, r.name),
-    PodDisruptionBudget: lambda r: ("PodDisruptionBudget", r.namespace, r.name),
-    PersistentVolumeClaim: lambda r: ("PersistentVolumeClaim", r.namespace, r.name),
-    Controller: lambda r: (r.kind, r.namespace, r.name),
+_KIND_OF: dict[type, str] = {
+    Node: "Node",
+    NodeMetrics: "NodeMetrics",
+    PersistentVolume: "PersistentVolume",
+    Pod: "Pod",
+    PodMetrics: "PodMetrics",
+    PodDisruptionBudget: "PodDisruptionBudget",
+    PersistentVolumeClaim: "PersistentVolumeClaim",
 }
 
 
 def record_key(rec: Record) -> tuple[str, str, str]:
     """(kind, namespace, name) of a record: what makes two objects the same object."""
-    return _KEYS[type(rec)](rec)
+    if isinstance(rec, Controller):
+        return rec.kind, rec.namespace, rec.name
+    if isinstance(rec, Node | NodeMetrics | PersistentVolume):
+        return _KIND_OF[type(rec)], "", rec.name
+    return _KIND_OF[type(rec)], rec.namespace, rec.name
 
 
 class RecordSet:
@@ -174,16 +177,21 @@ class RecordSet:
             SnapshotError: with ``places``, an object with the same kind, namespace and name was
                 added before (the message names both places).
         """
-        kind, ns, name = _KEYS[type(rec)](rec)
+        t = type(rec)
+        if t is Node or t is NodeMetrics or t is PersistentVolume:
+            kind, key = _KIND_OF[t], ("", rec.name)
+        else:
+            kind, key = rec.kind if t is Controller else _KIND_OF[t], (rec.namespace, rec.name)  # type: ignore[union-attr]
         store = self.by_kind.get(kind)
         if store is None:
             store = self.by_kind[kind] = {}
-        key = (ns, name)
         if self._places is not None:
-            places = self._places.setdefault(kind, {})
+            places = self._places.get(kind)
+            if places is None:
+                places = self._places[kind] = {}
             if key in places:
                 first, second = place_text(places[key]), place_text(place)
-                raise SnapshotError(f"{ident(kind, ns, name)} appears twice: in {first} and in {second}")
+                raise SnapshotError(f"{ident(kind, *key)} appears twice: in {first} and in {second}")
             places[key] = place
         store[key] = rec
 

@@ -191,15 +191,29 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
             object of a kind a snapshot does not use; the same object twice (names both places);
             no Pod at all; a pod without ``spec`` or bound to a node the snapshot does not have.
     """
-    records = RecordSet(places=True)
     with no_cycle_collector():  # millions of acyclic records: see scaler.model.gcpause
-        for path in iter_snapshot_files(paths):
-            try:
-                for rec, place in _records(path):
-                    records.add(rec, place)
-            except ObjectError as e:
-                raise SnapshotError(f"{path}: {e}") from None
-    named = ", ".join(map(str, paths))
+        records = _load_records(paths)
+        named = ", ".join(map(str, paths))
+        _check_complete(records, named)
+        try:
+            return records.snapshot(now)  # inside the pause: the records go to the oldest generation
+        except SnapshotError as e:
+            raise SnapshotError(f"{named}: {e}") from None
+
+
+def _load_records(paths: Sequence[str | Path]) -> RecordSet:
+    records = RecordSet(places=True)
+    for path in iter_snapshot_files(paths):
+        try:
+            for rec, place in _records(path):
+                records.add(rec, place)
+        except ObjectError as e:
+            raise SnapshotError(f"{path}: {e}") from None
+    return records
+
+
+def _check_complete(records: RecordSet, named: str) -> None:
+    """Refuse a snapshot without Pods, or with a pod bound to a node it does not have."""
     pods: list[Pod] = records.values("Pod")
     if not pods:
         raise SnapshotError(
@@ -213,7 +227,3 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
                 f"{named}: Pod {pod.namespace}/{pod.name} is bound to node {pod.node_name!r}, "
                 "which is not in the snapshot"
             )
-    try:
-        return records.snapshot(now)
-    except SnapshotError as e:
-        raise SnapshotError(f"{named}: {e}") from None

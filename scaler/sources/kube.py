@@ -436,8 +436,8 @@ def load_live_snapshot(
         SnapshotError: an object the API returned is malformed (names the resource and object).
     """
     records = RecordSet()
-    with no_cycle_collector():
+    with no_cycle_collector():  # and the snapshot built inside: its records go to the oldest generation
         for recs in _each_call(api, page_size, timeout_seconds, _record_page):
             for rec in recs:
                 records.add(rec)
-    return records.snapshot(now, workload_kinds=LISTED_WORKLOAD_KINDS)
+        return records.snapshot(now, workload_kinds=LISTED_WORKLOAD_KINDS)

@@ -47,6 +47,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scaler.model.decode import decode_watch_event
+from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, PodMetrics
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
@@ -528,10 +529,11 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
             malformed[0] + (f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else "")
         )
     records = cache.records()
-    for rec in fetch_metrics(api):
-        records.add(rec)
     kinds = {c.kind for c in cache.calls if c.kind in CONTROLLER_KINDS}
-    return records.snapshot(now, workload_kinds=kinds)
+    with no_cycle_collector():  # the metrics records and the snapshot go to the oldest generation
+        for rec in fetch_metrics(api):
+            records.add(rec)
+        return records.snapshot(now, workload_kinds=kinds)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
