@@ -83,6 +83,7 @@ def test_eviction_429_past_max_pod_eviction_time_rolls_back(tmp_path: Path) -> N
         # Back in the pool with a fresh timer.
         c.kube.reset_faults()
         c.advance(10)
+        c.wait_cached_node(target)  # the roll-back's untaint has reached the watch cache
         again = ctl.run_once()
         assert again.unneeded.get(target) == c.clock()
 

@@ -25,7 +25,7 @@ from scaler.model.parse import ObjectError, parse_object
 def records_of_document(data: bytes, source: str) -> Any:
     return document_records(decode_document(data), source)
 
-QUANTITIES = ["100m", "250m", "1", "2", "1.5", "0", "0m", "1.5m", "64Mi", "1Gi", "512Ki", "1e3", "2k", "1G"]
+QUANTITIES = ["100m", "250m", "1", "2", "1.5", "0", "0m", "1.5m", "64Mi", "1Gi", "512Ki", "1e3", "2k", "1G", "1500000n", "999n", "0n", "4649246Ki", "1.5Ki", "\uff11n"]
 BAD_QUANTITIES = ["1.2.3", "12GB", "-1", " 1"]
 quantity = st.one_of(
     st.sampled_from(QUANTITIES),

@@ -622,10 +622,18 @@ def _node(w: wire.NodeW) -> Node:
 
 
 def _usage(usage: Mapping[str, wire.Quantity] | None, w: wire.ObjectW) -> tuple[int, int]:
+    """(millicores, bytes) of a metrics ``usage``. metrics-server writes CPU in nanocores
+    (``"123456789n"``) and memory in kibibytes (``"1234Ki"``): those are read directly, anything
+    else by :func:`parse_millicores` / :func:`parse_bytes` (same results)."""
     if not usage or "cpu" not in usage or "memory" not in usage:
         raise ObjectError(f"{describe(w)}: usage must have cpu and memory, got {dict(usage or {})!r}")
+    cpu, mem = usage["cpu"], usage["memory"]
+    if type(cpu) is str and type(mem) is str and cpu[-1:] == "n" and mem[-2:] == "Ki":
+        n, k = cpu[:-1], mem[:-2]
+        if n.isascii() and n.isdigit() and k.isascii() and k.isdigit():
+            return -(-int(n) // 1_000_000), int(k) * 1024  # MilliValue() rounds up
     try:
-        return parse_millicores(usage["cpu"]), parse_bytes(usage["memory"])
+        return parse_millicores(cpu), parse_bytes(mem)
     except QuantityError as e:
         raise ObjectError(f"{describe(w)}: usage: {e}") from None
 
