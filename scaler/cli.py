@@ -227,7 +227,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from scaler.cloud.base import CloudError, CloudProvider
     from scaler.eligibility import node_group_limits
-    from scaler.model.parse import ObjectError, parse_node
+    from scaler.model.decode import parse_node
+    from scaler.model.parse import ObjectError
     from scaler.model.records import Node
     from scaler.observability import configure_logging
     from scaler.runner import Runner, run_forever

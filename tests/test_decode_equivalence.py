@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaler.model.decode import decode_document, decode_object, document_records
-from scaler.model.parse import ObjectError, parse_object
+from scaler.model.decode import decode_document, decode_object, document_records, parse_object
+from scaler.model.parse import ObjectError
 
 
 def records_of_document(data: bytes, source: str) -> Any:

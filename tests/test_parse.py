@@ -10,16 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scaler.model.parse import (
-    ObjectError,
-    format_time,
-    parse_duration_seconds,
-    parse_node,
-    parse_object,
-    parse_pod,
-    parse_resources,
-    parse_time,
-)
+from scaler.model.decode import parse_node, parse_object, parse_pod
+from scaler.model.parse import ObjectError, format_time, parse_duration_seconds, parse_resources, parse_time
 from scaler.model.records import (
     LabelSelector,
     LabelSelectorRequirement,

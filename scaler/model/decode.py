@@ -8,7 +8,7 @@ input's bytes can be released before the records are made. When the one pass fai
 items have no ``kind`` and whose kind was not guessed, a nested List, a malformed item), the List
 is decoded again as an outline whose items stay :class:`msgspec.Raw` slices of the input, and
 each item is decoded on its own; an item that still does not decode is decoded as plain values,
-only to word the error (:func:`scaler.model.parse.validation_message`): ``Pod shop/web-0: field
+only to word the error (:func:`validation_message`): ``Pod shop/web-0: field
 'spec.priority' must be an integer, got 'high'``.
 """
 
@@ -23,21 +23,15 @@ import msgspec
 from msgspec import Raw, Struct, field
 
 from scaler.model import wire
-from scaler.model.parse import (
-    ObjectError,
-    Record,
-    namespace_name,
-    parse_object,
-    to_record,
-    unsupported,
-    validation_message,
-)
+from scaler.model.parse import ObjectError, Record, ident, to_record
+from scaler.model.records import Node, Pod
 
 __all__ = [
     "LIST_ITEM_KIND",
     "DecodedList",
     "Document",
     "Place",
+    "UnsupportedKind",
     "WatchEvent",
     "decode_document",
     "decode_list",
@@ -45,8 +39,14 @@ __all__ = [
     "decode_watch_event",
     "document_records",
     "flatten_objects",
+    "namespace_name",
+    "parse_node",
+    "parse_object",
+    "parse_pod",
     "place_text",
     "records_of_plain",
+    "unsupported",
+    "validation_message",
 ]
 
 LIST_ITEM_KIND = {"NodeMetricsList": "NodeMetrics", "PodMetricsList": "PodMetrics"}
@@ -113,6 +113,143 @@ def _is_list(doc: Any) -> bool:
     return kind is None or str(kind).endswith("List")
 
 
+class UnsupportedKind(ObjectError):
+    """An object of a kind the snapshot does not use (or without ``kind``)."""
+
+
+def unsupported(kind: Any, namespace: Any, name: Any) -> UnsupportedKind:
+    """The error for an object of an unsupported ``kind`` (names the kind and the object)."""
+    key = f"{namespace}/{name}" if namespace else f"{name}"
+    return UnsupportedKind(
+        f"unsupported object kind {kind!r} ({key}); a snapshot holds {', '.join(sorted(wire.KIND_TYPES))}"
+    )
+
+
+def namespace_name(obj: Any) -> tuple[Any, Any]:
+    """(``metadata.namespace``, ``metadata.name``) of a plain object, ``""`` where missing."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "", ""
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+_EXPECTED = {
+    "int": "an integer",
+    "str": "a string",
+    "str | null": "a string",
+    "object": "an object",
+    "array": "a list",
+    "bool": "a boolean",
+    "float": "a number",
+    "str | int | float": "a quantity (a string or a number)",
+}
+_NOT_FOUND = object()
+
+
+def _at(obj: Any, path: str) -> Any:
+    """The value at a msgspec path (``$.spec.containers[0].ports``) in a plain object."""
+    for part in re.findall(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]", path):
+        key, index = part
+        try:
+            obj = obj[key] if key else obj[int(index)] if index else _NOT_FOUND
+        except (KeyError, IndexError, TypeError):
+            return _NOT_FOUND
+        if obj is _NOT_FOUND:
+            return obj
+    return obj
+
+
+def validation_message(error: msgspec.ValidationError, obj: Any, kind: str | None = None) -> ObjectError:
+    """Word a msgspec type error on ``obj`` (the same object, as plain Python values) like the
+    converters do: ``Pod shop/web-0: field 'spec.priority' must be an integer, got 'high'``.
+
+    Args:
+        error: what msgspec raised decoding or converting ``obj``; its path starts at ``obj``.
+        obj: the object as plain values (``dict``/``list``/scalars).
+        kind: the kind to name when ``obj`` has none (a metrics List's items).
+
+    Returns:
+        An :class:`ObjectError` (an :class:`UnsupportedKind` when ``kind`` itself is the problem).
+    """
+    text, _, path = str(error).rpartition(" - at `")
+    path = path.rstrip("`")
+    if not text:
+        text, path = str(error), "$"
+    ns, name = namespace_name(obj)
+    raw_kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    if path == "$.kind" or text == "Object missing required field `kind`":
+        return unsupported(raw_kind, ns, name)
+    where = ident(str(raw_kind or kind or "object"), str(ns), str(name))
+    field = path[2:] if path.startswith("$.") else path
+    missing = re.fullmatch(r"Object missing required field `(.+)`", text)
+    if missing:
+        return ObjectError(f"{where}: missing required field {'.'.join(filter(None, (field, missing[1])))!r}")
+    holds = field.endswith("[...]")  # a map's value (msgspec does not say which key)
+    if holds:
+        path, field = path[:-5], field[:-5]
+    value = _at(obj, path)
+    shown = "" if value is _NOT_FOUND else f", got {value!r}"
+    expected = re.fullmatch(r"Expected `(.+?)( \| null)?`(, got `.+`)?", text)
+    if expected:
+        noun = _EXPECTED.get(expected[1], f"of type {expected[1]}")
+        return ObjectError(
+            f"{where}: field {field!r} must {'map each key to' if holds else 'be'} {noun}{shown}"
+        )
+    if text.startswith("Invalid enum value"):
+        return ObjectError(f"{where}: unknown {field.rpartition('.')[2]} {value!r} (field {field!r})")
+    return ObjectError(f"{where}: field {field!r}: {text}")
+
+
+def parse_object(obj: Mapping[str, Any], kind: str | None = None, *, strict: bool = True) -> Record:
+    """Convert one API object given as plain values (a ``dict`` from YAML or a test) into its
+    record, through the same Structs and converters as decoded JSON.
+
+    Args:
+        obj: the object; its ``kind`` says which record, else ``kind``.
+        kind: the kind of an object without one (a metrics List's items).
+        strict: ``False`` lets strings stand for numbers and booleans (``"3"``, ``"true"``), as a
+            YAML file whose scalars were all read as strings needs.
+
+    Raises:
+        UnsupportedKind: no kind, or a kind not in :data:`scaler.model.wire.KIND_TYPES`.
+        ObjectError: a field of the wrong type or a bad value (names the object and the field).
+    """
+    if not isinstance(obj, Mapping):
+        raise ObjectError(f"expected a Kubernetes object, got {type(obj).__name__}")
+    raw_kind = obj.get("kind") or kind
+    if not isinstance(raw_kind, str) or raw_kind not in wire.KIND_TYPES:
+        raise unsupported(raw_kind, *namespace_name(obj))
+    try:
+        w = msgspec.convert(obj, wire.KIND_TYPES[raw_kind], strict=strict)
+    except msgspec.ValidationError as e:
+        raise validation_message(e, obj, raw_kind) from None
+    return to_record(w)
+
+
+def parse_pod(obj: Mapping[str, Any]) -> Pod:
+    """:func:`parse_object` for a v1 Pod (``kind`` may be missing).
+
+    Raises:
+        ObjectError: as :func:`parse_object`, or the object is not a Pod.
+    """
+    rec = parse_object(obj, "Pod")
+    if not isinstance(rec, Pod):
+        raise ObjectError(f"expected a Pod, got {type(rec).__name__} {obj.get('kind')!r}")
+    return rec
+
+
+def parse_node(obj: Mapping[str, Any]) -> Node:
+    """:func:`parse_object` for a v1 Node (``kind`` may be missing).
+
+    Raises:
+        ObjectError: as :func:`parse_object`, or the object is not a Node.
+    """
+    rec = parse_object(obj, "Node")
+    if not isinstance(rec, Node):
+        raise ObjectError(f"expected a Node, got {type(rec).__name__} {obj.get('kind')!r}")
+    return rec
+
+
 def decode_object(data: bytes | memoryview | Raw, kind: str | None = None) -> Record:
     """Decode one API object from JSON into its record.
 
@@ -122,7 +259,7 @@ def decode_object(data: bytes | memoryview | Raw, kind: str | None = None) -> Re
             ``kind`` wins.
 
     Raises:
-        scaler.model.parse.UnsupportedKind: no kind, or one a snapshot does not use.
+        UnsupportedKind: no kind, or one a snapshot does not use.
         ObjectError: malformed JSON, a field of the wrong type, or a bad value (names the object
             and the field).
     """
@@ -185,10 +322,10 @@ def records_of_plain(doc: Any, source: str, *, strict: bool = True) -> Iterator[
     Args:
         doc: the document (see :func:`flatten_objects`).
         source: how to name the document (a file, ``file document 2``).
-        strict: see :func:`scaler.model.parse.parse_object`.
+        strict: see :func:`parse_object`.
 
     Raises:
-        ObjectError: as :func:`flatten_objects` and :func:`scaler.model.parse.parse_object`.
+        ObjectError: as :func:`flatten_objects` and :func:`parse_object`.
     """
     for obj, kind, place in flatten_objects(doc, source):
         yield parse_object(obj, kind, strict=strict), place

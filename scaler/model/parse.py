@@ -9,8 +9,8 @@ added; a pod-level ``spec.resources.requests`` wins for CPU and memory. A contai
 but no request for a resource requests its limit, as the API server's defaulting does.
 
 Every converter raises :class:`ObjectError` naming the object (``Pod shop/web-0``) and the bad
-field or value. :func:`parse_object` does the whole way from a plain ``dict`` (a YAML document,
-a test's literal) and :func:`validation_message` words msgspec's type errors the same way.
+field or value; :mod:`scaler.model.decode` brings the Structs in (from JSON bytes or plain values)
+and words msgspec's own type errors the same way.
 """
 
 from __future__ import annotations
@@ -57,15 +57,10 @@ __all__ = [
     "describe",
     "format_time",
     "ident",
-    "namespace_name",
     "parse_duration_seconds",
-    "parse_node",
-    "parse_object",
-    "parse_pod",
     "parse_resources",
     "parse_time",
     "to_record",
-    "validation_message",
 ]
 
 Record = (
@@ -229,12 +224,6 @@ def _controller_ref(meta: wire.MetaW) -> OwnerRef | None:
 
 def _missing(w: wire.ObjectW, field: str) -> NoReturn:
     raise ObjectError(f"{describe(w)}: missing required field {field!r}")
-
-
-def _required_name(meta: wire.MetaW, where: str) -> str:
-    if not meta.name:
-        raise ObjectError(f"{where}: missing required field 'metadata.name'")
-    return meta.name
 
 
 def _time(value: str | None, field: str, w: wire.ObjectW) -> float | None:
@@ -584,7 +573,7 @@ def _node(w: wire.NodeW) -> Node:
     taint's value is its time (0 when it is not a number)."""
     meta, spec, status = w.metadata, w.spec, w.status
     where = describe(w)
-    name = _required_name(meta, where)
+    name = meta.name or _missing(w, "metadata.name")
     if not status.allocatable:
         raise ObjectError(f"{where}: missing required field 'status.allocatable'")
     taints = []
@@ -672,7 +661,7 @@ def _pod_metrics(w: wire.PodMetricsW) -> PodMetrics:
 def _pdb(w: wire.PodDisruptionBudgetW) -> PodDisruptionBudget:
     return PodDisruptionBudget(
         namespace=w.metadata.namespace or "default",
-        name=_required_name(w.metadata, describe(w)),
+        name=w.metadata.name or _missing(w, "metadata.name"),
         selector=_label_selector(w.spec.selector),
         disruptions_allowed=w.status.disruptions_allowed,
     )
@@ -689,7 +678,7 @@ def _controller(w: wire.ControllerW) -> Controller:
     return Controller(
         kind=kind,
         namespace=w.metadata.namespace or "default",
-        name=_required_name(w.metadata, describe(w)),
+        name=w.metadata.name or _missing(w, "metadata.name"),
         uid=w.metadata.uid,
         replicas=replicas,
         owner=_controller_ref(w.metadata),
@@ -699,7 +688,7 @@ def _controller(w: wire.ControllerW) -> Controller:
 def _pv(w: wire.PersistentVolumeW) -> PersistentVolume:
     na = w.spec.node_affinity
     return PersistentVolume(
-        name=_required_name(w.metadata, describe(w)),
+        name=w.metadata.name or _missing(w, "metadata.name"),
         labels=w.metadata.labels or {},
         node_affinity=_node_selector(na.required) if na is not None else None,
     )
@@ -708,7 +697,7 @@ def _pv(w: wire.PersistentVolumeW) -> PersistentVolume:
 def _pvc(w: wire.PersistentVolumeClaimW) -> PersistentVolumeClaim:
     return PersistentVolumeClaim(
         namespace=w.metadata.namespace or "default",
-        name=_required_name(w.metadata, describe(w)),
+        name=w.metadata.name or _missing(w, "metadata.name"),
         volume_name=w.spec.volume_name,
     )
 
@@ -736,143 +725,3 @@ def to_record(w: wire.ObjectW) -> Record:
             duration is malformed.
     """
     return _CONVERTERS[type(w)](w)
-
-
-# -- plain objects ---------------------------------------------------------------------------------
-
-
-class UnsupportedKind(ObjectError):
-    """An object of a kind the snapshot does not use (or without ``kind``)."""
-
-
-def unsupported(kind: Any, namespace: Any, name: Any) -> UnsupportedKind:
-    """The error for an object of an unsupported ``kind`` (names the kind and the object)."""
-    key = f"{namespace}/{name}" if namespace else f"{name}"
-    return UnsupportedKind(
-        f"unsupported object kind {kind!r} ({key}); a snapshot holds {', '.join(sorted(wire.KIND_TYPES))}"
-    )
-
-
-def namespace_name(obj: Any) -> tuple[Any, Any]:
-    """(``metadata.namespace``, ``metadata.name``) of a plain object, ``""`` where missing."""
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(meta, Mapping):
-        return "", ""
-    return meta.get("namespace") or "", meta.get("name") or ""
-
-
-_EXPECTED = {
-    "int": "an integer",
-    "str": "a string",
-    "str | null": "a string",
-    "object": "an object",
-    "array": "a list",
-    "bool": "a boolean",
-    "float": "a number",
-    "str | int | float": "a quantity (a string or a number)",
-}
-_NOT_FOUND = object()
-
-
-def _at(obj: Any, path: str) -> Any:
-    """The value at a msgspec path (``$.spec.containers[0].ports``) in a plain object."""
-    for part in re.findall(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]", path):
-        key, index = part
-        try:
-            obj = obj[key] if key else obj[int(index)] if index else _NOT_FOUND
-        except (KeyError, IndexError, TypeError):
-            return _NOT_FOUND
-        if obj is _NOT_FOUND:
-            return obj
-    return obj
-
-
-def validation_message(error: msgspec.ValidationError, obj: Any, kind: str | None = None) -> ObjectError:
-    """Word a msgspec type error on ``obj`` (the same object, as plain Python values) like the
-    converters do: ``Pod shop/web-0: field 'spec.priority' must be an integer, got 'high'``.
-
-    Args:
-        error: what msgspec raised decoding or converting ``obj``; its path starts at ``obj``.
-        obj: the object as plain values (``dict``/``list``/scalars).
-        kind: the kind to name when ``obj`` has none (a metrics List's items).
-
-    Returns:
-        An :class:`ObjectError` (an :class:`UnsupportedKind` when ``kind`` itself is the problem).
-    """
-    text, _, path = str(error).rpartition(" - at `")
-    path = path.rstrip("`")
-    if not text:
-        text, path = str(error), "$"
-    ns, name = namespace_name(obj)
-    raw_kind = obj.get("kind") if isinstance(obj, Mapping) else None
-    if path == "$.kind" or text == "Object missing required field `kind`":
-        return unsupported(raw_kind, ns, name)
-    where = ident(str(raw_kind or kind or "object"), str(ns), str(name))
-    field = path[2:] if path.startswith("$.") else path
-    missing = re.fullmatch(r"Object missing required field `(.+)`", text)
-    if missing:
-        return ObjectError(f"{where}: missing required field {'.'.join(filter(None, (field, missing[1])))!r}")
-    holds = field.endswith("[...]")  # a map's value (msgspec does not say which key)
-    if holds:
-        path, field = path[:-5], field[:-5]
-    value = _at(obj, path)
-    shown = "" if value is _NOT_FOUND else f", got {value!r}"
-    expected = re.fullmatch(r"Expected `(.+?)( \| null)?`(, got `.+`)?", text)
-    if expected:
-        noun = _EXPECTED.get(expected[1], f"of type {expected[1]}")
-        return ObjectError(
-            f"{where}: field {field!r} must {'map each key to' if holds else 'be'} {noun}{shown}"
-        )
-    if text.startswith("Invalid enum value"):
-        return ObjectError(f"{where}: unknown {field.rpartition('.')[2]} {value!r} (field {field!r})")
-    return ObjectError(f"{where}: field {field!r}: {text}")
-
-
-def parse_object(obj: Mapping[str, Any], kind: str | None = None, *, strict: bool = True) -> Record:
-    """Convert one API object given as plain values (a ``dict`` from YAML or a test) into its
-    record, through the same Structs and converters as decoded JSON.
-
-    Args:
-        obj: the object; its ``kind`` says which record, else ``kind``.
-        kind: the kind of an object without one (a metrics List's items).
-        strict: ``False`` lets strings stand for numbers and booleans (``"3"``, ``"true"``), as a
-            YAML file whose scalars were all read as strings needs.
-
-    Raises:
-        UnsupportedKind: no kind, or a kind not in :data:`scaler.model.wire.KIND_TYPES`.
-        ObjectError: a field of the wrong type or a bad value (names the object and the field).
-    """
-    if not isinstance(obj, Mapping):
-        raise ObjectError(f"expected a Kubernetes object, got {type(obj).__name__}")
-    raw_kind = obj.get("kind") or kind
-    if not isinstance(raw_kind, str) or raw_kind not in wire.KIND_TYPES:
-        raise unsupported(raw_kind, *namespace_name(obj))
-    try:
-        w = msgspec.convert(obj, wire.KIND_TYPES[raw_kind], strict=strict)
-    except msgspec.ValidationError as e:
-        raise validation_message(e, obj, raw_kind) from None
-    return to_record(w)
-
-
-def parse_pod(obj: Mapping[str, Any]) -> Pod:
-    """:func:`parse_object` for a v1 Pod (``kind`` may be missing).
-
-    Raises:
-        ObjectError: as :func:`parse_object`, or the object is not a Pod.
-    """
-    rec = parse_object(obj, "Pod")
-    if not isinstance(rec, Pod):
-        raise ObjectError(f"expected a Pod, got {type(rec).__name__} {obj.get('kind')!r}")
-    return rec
-
-
-def parse_node(obj: Mapping[str, Any]) -> Node:
-    """:func:`parse_object` for a v1 Node (``kind`` may be missing).
-
-    Raises:
-        ObjectError: as :func:`parse_object`, or the object is not a Node.
-    """
-    rec = parse_object(obj, "Node")
-    if not isinstance(rec, Node):
-        raise ObjectError(f"expected a Node, got {type(rec).__name__} {obj.get('kind')!r}")
-    return rec

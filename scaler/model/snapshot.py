@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from scaler.model.decode import Place, place_text
+from scaler.model.decode import Place, parse_object, place_text
 from scaler.model.gcpause import no_cycle_collector
-from scaler.model.parse import ObjectError, Record, ident, parse_object
+from scaler.model.parse import ObjectError, Record, ident
 from scaler.model.records import (
     Controller,
     Node,
@@ -243,7 +243,7 @@ def build_snapshot(
     workload_kinds: Iterable[str] | None = None,
 ) -> ClusterSnapshot:
     """Parse API objects given as plain values (dicts with ``kind`` set) into a
-    :class:`ClusterSnapshot` (:func:`scaler.model.parse.parse_object` for each one).
+    :class:`ClusterSnapshot` (:func:`scaler.model.decode.parse_object` for each one).
 
     Args:
         objects: API objects; later duplicates (same kind, namespace, name) replace earlier ones.
