@@ -9,7 +9,7 @@ limit* on its requests scaled by a static oversell rate; its Algorithm 2
 against a target load ``T``, min-max normalised per resource and summed with weights (formula
 4.7). Here they judge where the pods of a node being removed would go.
 
-Profiles (:class:`~scaler.history.profiles.WorkloadProfile`, one per workload, per replica) are
+Profiles (:class:`~scaler.plugin_api.WorkloadProfile`, one per workload, per replica) are
 read from ``state.snapshot.workload_profiles`` (``getattr``: an empty mapping when the snapshot
 has none). With **no profiles at all** (``--history=none``) the filter checks only the hard
 limit and the score is 0 for every node (neutral): instantaneous usage is TargetUsage's job.
@@ -18,7 +18,7 @@ The node model (seed 001's ``AssumePodOnNode``), per resource ``r`` (CPU millico
 bytes) and UTC hour of the day ``h``; ``n`` is the destination, ``p`` the pod being placed:
 
 * **A pod's contribution** ``c_q[h]``: the profile of its workload
-  (:func:`~scaler.history.profiles.workload_key`): ``peak``, ``mean`` and ``std²`` of hour ``h``.
+  (:func:`~scaler.plugin_api.workload_key`): ``peak``, ``mean`` and ``std²`` of hour ``h``.
   An hour without samples takes the workload's busiest sampled hour (largest peak for the peak,
   largest mean, with that hour's std, for the Gaussian). A pod whose workload has no profile,
   or no sample of ``r``, contributes its request every hour (mean = peak = request, std 0): it
@@ -50,10 +50,18 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from scaler.config import ScalerConfig
-from scaler.history.profiles import HOURS, WorkloadProfile, hour_of_day, workload_key
-from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
+from scaler.plugin_api import (
+    HOURS,
+    ClusterState,
+    Codes,
+    NodeState,
+    Pod,
+    Positions,
+    ScalerConfig,
+    WorkloadProfile,
+    hour_of_day,
+    workload_key,
+)
 
 __all__ = [
     "PodFitsResourceOnPortrait",

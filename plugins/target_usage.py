@@ -13,10 +13,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
-from scaler.config import ScalerConfig
-from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
+from scaler.plugin_api import ClusterState, Codes, NodeState, Pod, Positions, ScalerConfig
 
 __all__ = ["TargetUsage"]
 
@@ -52,27 +51,48 @@ class TargetUsage:
     zero allocatable CPU or memory. Unlike seed 004 (first container's request), the pod's
     request is its effective request (``Pod.requests``: containers, init containers, overhead).
     Thresholds come from ``config.target_cpu_usage`` and ``config.target_memory_usage``
-    (fractions 0–1; defaults 0.45 and 0.75).
+    (fractions 0–1; defaults 0.45 and 0.75), or from the *destination's* node pool where
+    ``node-pools`` overrides them (``config.for_pool``).
 
     ``filter_nodes`` gives the same verdicts for many nodes at once from the state's node table
     (NumPy int64, still exact integer arithmetic; it falls back to :meth:`filter` node by node
-    if a product could overflow 63 bits).
+    if a product could overflow 63 bits). With per-pool targets each row is compared with its
+    own pool's fraction (per-row numerator and denominator columns, still exact).
     """
 
     name = "TargetUsage"
 
     def __init__(self, config: ScalerConfig) -> None:
-        """Read the thresholds from ``config`` as exact fractions."""
+        """Read the thresholds from ``config`` (global and per node pool) as exact fractions."""
         self.config = config
         self.target_cpu = Fraction(str(config.target_cpu_usage))
         self.target_memory = Fraction(str(config.target_memory_usage))
+        # Distinct targets, the global one first; a pool maps to its (cpu, memory) indices.
+        self._cpu_targets = [self.target_cpu]
+        self._mem_targets = [self.target_memory]
+        self._pool_targets: dict[str, tuple[int, int]] = {}
+        for pool in sorted(config.node_pools):
+            eff = config.for_pool(pool)
+            tc, tm = Fraction(str(eff.target_cpu_usage)), Fraction(str(eff.target_memory_usage))
+            if (tc, tm) == (self.target_cpu, self.target_memory):
+                continue
+            for targets, t in ((self._cpu_targets, tc), (self._mem_targets, tm)):
+                if t not in targets:
+                    targets.append(t)
+            self._pool_targets[pool] = (self._cpu_targets.index(tc), self._mem_targets.index(tm))
+        self._largest_term = max(
+            max(t.numerator, t.denominator) for t in (*self._cpu_targets, *self._mem_targets)
+        )
+        # Codes: 1-3 as below, then one per cpu target, then one per memory target.
         self._reasons = (
             "unknown usage (no fresh node metrics)",
             "node has no allocatable cpu",
             "node has no allocatable memory",
-            f"cpu usage above target {_target(self.target_cpu)}",
-            f"memory usage at or above target {_target(self.target_memory)}",
+            *(f"cpu usage above target {_target(t)}" for t in self._cpu_targets),
+            *(f"memory usage at or above target {_target(t)}" for t in self._mem_targets),
         )
+        self._mem_code0 = 4 + len(self._cpu_targets)
+        self._rows_key = ("TargetUsage.rows", tuple(sorted(self._pool_targets.items())))
 
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when the projected usage of ``node`` with ``pod`` stays within the
@@ -88,15 +108,35 @@ class TargetUsage:
             return self._reasons[1]
         if alloc_mem <= 0:
             return self._reasons[2]
+        ci, mi = self._pool_targets.get(node.node.node_group, (0, 0))
         cpu = usage_cpu + node.moved_cpu_millicores + pod.requests.cpu_millicores
-        t = self.target_cpu
+        t = self._cpu_targets[ci]
         if cpu * t.denominator > t.numerator * alloc_cpu:
-            return self._reasons[3]
+            return self._reasons[3 + ci]
         mem = usage_mem + node.moved_memory_bytes + pod.requests.memory_bytes
-        t = self.target_memory
+        t = self._mem_targets[mi]
         if mem * t.denominator >= t.numerator * alloc_mem:
-            return self._reasons[4]
+            return self._reasons[self._mem_code0 - 1 + mi]
         return None
+
+    def _rows(self, state: ClusterState) -> tuple[npt.NDArray[np.int64], ...]:
+        """Per table row: cpu numerator, denominator and failure code, then the same for memory
+        (built once per state)."""
+
+        def build() -> tuple[npt.NDArray[np.int64], ...]:
+            idx = [self._pool_targets.get(ns.node.node_group, (0, 0)) for ns in state.nodes.values()]
+            cpu = [self._cpu_targets[c] for c, _ in idx]
+            mem = [self._mem_targets[m] for _, m in idx]
+            return (
+                np.array([t.numerator for t in cpu], dtype=np.int64),
+                np.array([t.denominator for t in cpu], dtype=np.int64),
+                np.array([4 + c for c, _ in idx], dtype=np.int64),
+                np.array([t.numerator for t in mem], dtype=np.int64),
+                np.array([t.denominator for t in mem], dtype=np.int64),
+                np.array([self._mem_code0 + m for _, m in idx], dtype=np.int64),
+            )
+
+        return state.static(self._rows_key, build)
 
     def filter_nodes(
         self, pod: Pod, nodes: Positions, state: ClusterState
@@ -110,14 +150,21 @@ class TargetUsage:
         alloc_cpu, alloc_mem = tab.alloc_cpu[nodes], tab.alloc_mem[nodes]
         cpu = tab.usage_cpu[nodes] + tab.moved_cpu[nodes] + pod.requests.cpu_millicores
         mem = tab.usage_mem[nodes] + tab.moved_mem[nodes] + pod.requests.memory_bytes
-        tc, tm = self.target_cpu, self.target_memory
         limit = 2**62
-        for values, t in ((cpu, tc), (alloc_cpu, tc), (mem, tm), (alloc_mem, tm)):
-            if max(abs(int(values.max())), abs(int(values.min()))) * max(t.numerator, t.denominator) >= limit:
+        for values in (cpu, alloc_cpu, mem, alloc_mem):
+            if max(abs(int(values.max())), abs(int(values.min()))) * self._largest_term >= limit:
                 return None  # beyond int64: the simulator asks :meth:`filter` node by node
         # Assigned from the last check to the first, so that the first failing check wins.
-        codes[mem * tm.denominator >= tm.numerator * alloc_mem] = 5
-        codes[cpu * tc.denominator > tc.numerator * alloc_cpu] = 4
+        if not self._pool_targets:
+            tc, tm = self.target_cpu, self.target_memory
+            codes[mem * tm.denominator >= tm.numerator * alloc_mem] = 5
+            codes[cpu * tc.denominator > tc.numerator * alloc_cpu] = 4
+        else:
+            cnum, cden, ccode, mnum, mden, mcode = (col[nodes] for col in self._rows(state))
+            over = mem * mden >= mnum * alloc_mem
+            codes[over] = mcode[over]
+            over = cpu * cden > cnum * alloc_cpu
+            codes[over] = ccode[over]
         codes[alloc_mem <= 0] = 3
         codes[alloc_cpu <= 0] = 2
         codes[~tab.has_usage[nodes]] = 1

@@ -14,33 +14,25 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 
-from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, load_config_file
-from scaler.model.parse import ObjectError, parse_time
+from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, flag_name, load_config_file
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.model.times import timestamp_seconds
+from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
 
-__all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example", "main"]
+if TYPE_CHECKING:
+    from scaler.replay.prices import PriceTable
 
-EXIT_BAD_INPUT = 2
-
-
-class UsageError(Exception):
-    """Bad input: the message is printed as one line and the exit status is 2."""
+__all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
-
-
-def bundled_example() -> Path:
-    """Path of the example snapshot shipped inside the package (``bitbrains-gke-day1``)."""
-    return Path(str(resources.files("scaler") / "examples" / "bitbrains-gke-day1"))
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
@@ -50,7 +42,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] |
             continue
         group = parser.add_argument_group(title)
         for key, text in keys.items():
-            flag = "--" + key.replace("_", "-")
+            flag = flag_name(key)
+            if flag is None:
+                continue  # node-pools: a map, config file only
             default = getattr(defaults, key)
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
             if isinstance(default, bool):
@@ -66,6 +60,10 @@ def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] |
                     metavar="MIN:MAX:POOL",
                     default=argparse.SUPPRESS,
                     help=text,
+                )
+            elif key == "budgets":
+                group.add_argument(
+                    flag, dest=key, action="append", metavar="BUDGET", default=argparse.SUPPRESS, help=text
                 )
             else:
                 group.add_argument(
@@ -136,14 +134,19 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
     return ScalerConfig.from_mapping(values)
 
 
+def _prices(config: ScalerConfig) -> PriceTable:
+    from scaler.replay.prices import PriceError, load_price_table
+
+    try:
+        return load_price_table(config.prices or None)
+    except PriceError as e:
+        raise UsageError(f"--prices: {e}") from None
+
+
 def _parse_now(text: str) -> float:
     try:
-        return float(text)
+        return timestamp_seconds(text)
     except ValueError:
-        pass
-    try:
-        return parse_time(text, "--now")
-    except ObjectError:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
 
 
@@ -178,9 +181,11 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
 
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
+    from scaler.planner import hold_by_budgets
     from scaler.report.build import build_report, print_table, report_json
 
     config = _config(args)
+    prices = _prices(config)
     err = Console(stderr=True)
     snapshot, source = _load_state(args, err)
     gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
@@ -194,8 +199,8 @@ def _dry_run(args: argparse.Namespace) -> int:
             snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
         except HistoryError as e:
             raise UsageError(str(e)) from None
-    evaluation = evaluate(snapshot, config)
-    report = build_report(evaluation, snapshot, source)
+    evaluation = hold_by_budgets(evaluate(snapshot, config))
+    report = build_report(evaluation, snapshot, source, prices)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     else:
@@ -235,6 +240,7 @@ def _run(args: argparse.Namespace) -> int:
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
 
     config = _config(args)
+    _prices(config)  # a bad --prices file is an error now, not in the first loop
     configure_logging(config.log_format)
     try:
         api = make_api_client(args.kubeconfig, args.context)

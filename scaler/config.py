@@ -9,24 +9,42 @@ the YAML file and flags also accept Go-style strings (``10m``, ``30s``). Fractio
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from cronsim import CronSim, CronSimError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from scaler.model.parse import parse_duration_seconds
+from scaler.model.times import format_duration, parse_duration_seconds
 
 __all__ = [
     "DRY_RUN_GROUPS",
     "FLAG_GROUPS",
     "FLAG_HELP",
+    "POOL_KEYS",
     "ConfigError",
     "NodeGroupSpec",
+    "NodePoolSettings",
+    "PoolConfig",
+    "ScaleDownBudget",
     "ScalerConfig",
+    "flag_name",
     "load_config_file",
+    "parse_budget_spec",
     "parse_node_group_spec",
 ]
 
@@ -94,6 +112,21 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "portrait_cpu_weight": "ResourceBalanceOnPortrait: weight of the normalised cpu score.",
         "portrait_memory_weight": "ResourceBalanceOnPortrait: weight of the normalised memory score.",
     },
+    "Disruption budgets and node pools": {
+        "budgets": "Scheduled disruption budgets (Karpenter's NodePool budgets, plus a time zone and a pool scope): "
+        "how many nodes of each node pool may be disrupted at once (a count, or a percentage of the pool's nodes "
+        "rounded up), always or in cron windows, for some reasons and pools; NotReady nodes and nodes being "
+        "removed count as disrupted. The most restrictive active budget wins; nodes: 0 blocks. Flag (repeatable): "
+        "--scale-down-budget 'NODES[;schedule=CRON;duration=D][;timeZone=ZONE][;reasons=R,...][;nodePools=P,...]"
+        "[;name=NAME]'. Default: none (only the parallelism flags limit).",
+        "node_pools": "Per node pool overrides of scale-down-utilization-threshold, scale-down-unneeded-time, "
+        "scale-down-unready-time, target-cpu-usage, target-memory-usage and usage-aggregation, and the pool's "
+        "min-size and max-size (as --nodes; a --nodes entry for the same pool wins). Config file only.",
+    },
+    "Savings": {
+        "prices": "YAML price table merged over the bundled one (machine type, region, on-demand or Spot; USD per "
+        "hour) for the monthly cost of removable nodes. Empty: the bundled table.",
+    },
     "Actuation budgets": {
         "max_scale_down_parallelism": "Maximum nodes deleted at once.",
         "max_drain_parallelism": "Maximum non-empty nodes drained at once.",
@@ -125,6 +158,9 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "address": "host:port of the /metrics and /healthz server.",
         "max_inactivity": "/healthz fails when no loop finished for this long.",
         "log_format": "text or json.",
+        "write_node_status": "Write each node's verdict on the node: annotation scaler.io/scale-down-status (status, "
+        "reason, detail, since) and a label of the same name (the reason, or removable-empty/-drain), only when "
+        "it changes (also with --dry-run).",
     },
 }
 # Groups shown by `scaler dry-run` (the rest belong to `scaler run`).
@@ -133,9 +169,22 @@ DRY_RUN_GROUPS = (
     "Drain rules",
     "Simulation",
     "History and portraits",
+    "Disruption budgets and node pools",
+    "Savings",
     "Actuation budgets",
 )
 FLAG_HELP: dict[str, str] = {k: v for group in FLAG_GROUPS.values() for k, v in group.items()}
+
+
+def flag_name(key: str) -> str | None:
+    """The command-line flag of configuration key ``key`` (``--`` + the key with ``-``), or
+    ``None`` for ``node_pools`` (a map: config file only). ``budgets`` is the repeatable
+    ``--scale-down-budget``."""
+    if key == "node_pools":
+        return None
+    if key == "budgets":
+        return "--scale-down-budget"
+    return "--" + key.replace("_", "-")
 
 
 class ConfigError(ValueError):
@@ -167,6 +216,231 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
     if lo > hi:
         raise ConfigError(f"--nodes: min {lo} is greater than max {hi} in {value!r}")
     return NodeGroupSpec(min_size=lo, max_size=hi, name=name)
+
+
+DisruptionReasonName = Literal["empty", "underutilized", "unready"]
+"""Why a node is removed, as CA's ``scaled_down_nodes_total{reason}`` says it: an empty node, a
+drained underutilized Ready one, or a drained NotReady one (:func:`scaler.budgets.disruption_reason`)."""
+
+_CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_BUDGET_NODES = re.compile(r"(100|[0-9]{1,2})%|[0-9]+")
+
+
+class ScaleDownBudget(BaseModel):
+    """One scheduled disruption budget (``budgets`` / ``--scale-down-budget``).
+
+    Karpenter's ``NodePool.spec.disruption.budgets[]`` (``pkg/apis/v1/nodepool.go``: ``nodes``,
+    ``schedule``, ``duration``, ``reasons``) plus scaler's ``timeZone`` (IANA name; Karpenter's
+    schedules are UTC only, kubernetes-sigs/karpenter#3074), ``nodePools`` (the pools it applies
+    to, each on its own; empty: every pool) and ``name`` (named in ``ScaleDownBudgetExhausted``).
+
+    Attributes:
+        name: the budget's name; ``budget-N`` (1-based position) when not given.
+        nodes: ``"N"`` nodes or ``"P%"`` of the pool's nodes (0-100, rounded up).
+        schedule: 5-field cron expression (or ``@daily`` and the other macros) in ``time_zone``
+            at which a window starts; ``None``: always active.
+        duration: window length in seconds (elapsed time), set exactly when ``schedule`` is.
+        time_zone: IANA time zone of ``schedule`` (default ``UTC``).
+        reasons: disruption reasons it limits (``empty``, ``underutilized``, ``unready``);
+            empty: all.
+        node_pools: node pools it limits; empty: all.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: str = ""
+    nodes: str
+    schedule: str | None = None
+    duration: float | None = Field(None, gt=0)
+    time_zone: str = Field("UTC", alias="timeZone")
+    reasons: tuple[DisruptionReasonName, ...] = ()
+    node_pools: tuple[str, ...] = Field((), alias="nodePools")
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _nodes(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(f"nodes must be a count or a percentage like 10%, got {v!r}")
+        text = str(v).strip()
+        if not _BUDGET_NODES.fullmatch(text):
+            raise ValueError(f"nodes must be a count or a percentage 0-100% like 10%, got {v!r}")
+        return text
+
+    @field_validator("schedule", mode="before")
+    @classmethod
+    def _schedule(cls, v: Any) -> Any:
+        if v is None:
+            return None
+        text = " ".join(str(v).split())
+        text = _CRON_MACROS.get(text.lower(), text)
+        if len(text.split()) != 5:
+            raise ValueError(f"schedule must be a 5-field cron expression, got {v!r}")
+        try:
+            CronSim(text, dt.datetime(2026, 1, 1))
+        except CronSimError as e:
+            raise ValueError(f"invalid cron schedule {v!r}: {e}") from None
+        return text
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return parse_duration_seconds(v)
+        return v
+
+    @field_validator("time_zone", mode="before")
+    @classmethod
+    def _zone(cls, v: Any) -> Any:
+        try:
+            ZoneInfo(str(v))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown IANA time zone {v!r}") from None
+        return str(v)
+
+    @field_validator("reasons", "node_pools", mode="before")
+    @classmethod
+    def _list(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, str):
+            v = [x.strip() for x in v.split(",") if x.strip()]
+        if info.field_name == "reasons" and isinstance(v, (list, tuple)):
+            v = [str(x).strip().lower() for x in v]  # Karpenter spells them Empty, Underutilized
+        return v
+
+    @model_validator(mode="after")
+    def _window(self) -> ScaleDownBudget:
+        # Karpenter: "'schedule' must be set with 'duration'".
+        if (self.schedule is None) != (self.duration is None):
+            raise ValueError("schedule and duration must be given together")
+        return self
+
+    def describe(self) -> str:
+        """One line: ``nodes 0, 0 9 * * 1-5 for 9h0m0s Europe/Amsterdam, underutilized, pools web``."""
+        parts = [f"nodes {self.nodes}"]
+        if self.schedule is not None and self.duration is not None:
+            parts.append(f"{self.schedule} for {format_duration(self.duration)} {self.time_zone}")
+        if self.reasons:
+            parts.append("reasons " + ",".join(self.reasons))
+        if self.node_pools:
+            parts.append("pools " + ",".join(self.node_pools))
+        return ", ".join(parts)
+
+
+_BUDGET_KEYS = {
+    "name": "name",
+    "nodes": "nodes",
+    "schedule": "schedule",
+    "duration": "duration",
+    "timezone": "timeZone",
+    "time-zone": "timeZone",
+    "reasons": "reasons",
+    "nodepools": "nodePools",
+    "node-pools": "nodePools",
+}
+
+
+def parse_budget_spec(value: str) -> dict[str, Any]:
+    """Parse ``--scale-down-budget``'s compact form into the mapping of a ``budgets`` entry.
+
+    ``NODES[;key=value...]``: fields separated by ``;`` (cron uses spaces, commas, slashes and
+    dashes, never semicolons), the first may be the bare ``nodes``; keys are the YAML names
+    (``nodes``, ``schedule``, ``duration``, ``timeZone``, ``reasons``, ``nodePools``, ``name``;
+    case does not matter); lists are comma-separated. Example:
+    ``0;schedule=0 9 * * 1-5;duration=9h;timeZone=Europe/Amsterdam;reasons=underutilized``.
+
+    Raises:
+        ConfigError: an unknown or repeated key, or a field without ``=`` (names the value).
+    """
+    out: dict[str, Any] = {}
+    for i, field in enumerate(f.strip() for f in value.split(";")):
+        if not field:
+            continue
+        key, eq, text = field.partition("=")
+        if not eq:
+            if i == 0:
+                key, text = "nodes", field
+            else:
+                raise ConfigError(f"--scale-down-budget: expected key=value, got {field!r} in {value!r}")
+        name = _BUDGET_KEYS.get(key.strip().lower())
+        if name is None:
+            raise ConfigError(f"--scale-down-budget: unknown key {key.strip()!r} in {value!r}")
+        if name in out:
+            raise ConfigError(f"--scale-down-budget: {name} given twice in {value!r}")
+        out[name] = text.strip()
+    if "nodes" not in out:
+        raise ConfigError(f"--scale-down-budget: no nodes in {value!r}")
+    return out
+
+
+class NodePoolSettings(BaseModel):
+    """Overrides for one GKE node pool (``node-pools: {POOL: {...}}``); ``None``: the global value.
+
+    Keys are the flag names (``scale-down-utilization-threshold``, ``target-cpu-usage``, ...),
+    plus ``min-size`` / ``max-size`` (nodes). Cluster-autoscaler has the same idea in its
+    per-node-group options (``config.NodeGroupAutoscalingOptions``: utilization threshold,
+    unneeded and unready times), set through cloud-specific tags; on GKE they are not settable.
+    The bounds are the global keys' (a test keeps them equal).
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, alias_generator=lambda s: s.replace("_", "-")
+    )
+
+    scale_down_utilization_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    scale_down_unneeded_time: float | None = Field(None, ge=0)
+    scale_down_unready_time: float | None = Field(None, ge=0)
+    target_cpu_usage: float | None = Field(None, gt=0.0, le=1.0)
+    target_memory_usage: float | None = Field(None, gt=0.0, le=1.0)
+    usage_aggregation: Literal["max", "p95", "ewma"] | None = None
+    min_size: int | None = Field(None, ge=0)
+    max_size: int | None = Field(None, ge=0)
+
+    @field_validator("scale_down_unneeded_time", "scale_down_unready_time", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return parse_duration_seconds(v)
+        return v
+
+    @model_validator(mode="after")
+    def _sizes(self) -> NodePoolSettings:
+        if self.min_size is not None and self.max_size is not None and self.min_size > self.max_size:
+            raise ValueError(f"min-size {self.min_size} is greater than max-size {self.max_size}")
+        return self
+
+
+POOL_KEYS = (
+    "scale_down_utilization_threshold",
+    "scale_down_unneeded_time",
+    "scale_down_unready_time",
+    "target_cpu_usage",
+    "target_memory_usage",
+    "usage_aggregation",
+)
+"""The :class:`ScalerConfig` keys a ``node-pools`` entry may override (with ``min-size`` and
+``max-size``, which feed the node group limits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """The effective values of :data:`POOL_KEYS` for one node pool (:meth:`ScalerConfig.for_pool`).
+
+    Units as in :class:`ScalerConfig`: fractions 0-1, seconds.
+    """
+
+    scale_down_utilization_threshold: float
+    scale_down_unneeded_time: float
+    scale_down_unready_time: float
+    target_cpu_usage: float
+    target_memory_usage: float
+    usage_aggregation: str
 
 
 Duration = float
@@ -231,6 +505,10 @@ class ScalerConfig(BaseModel):
     portrait_quantile: float = Field(0.99, gt=0.5, lt=1.0)
     portrait_cpu_weight: float = Field(1.0, ge=0.0)
     portrait_memory_weight: float = Field(1.0, ge=0.0)
+    # Disruption budgets, per-pool settings, savings
+    budgets: tuple[ScaleDownBudget, ...] = ()
+    node_pools: dict[str, NodePoolSettings] = Field(default_factory=dict)
+    prices: str = ""
     # Actuation budgets (used by the planner's min-size accounting and by `scaler run`)
     max_scale_down_parallelism: int = Field(10, ge=1)
     max_drain_parallelism: int = Field(1, ge=1)
@@ -258,6 +536,7 @@ class ScalerConfig(BaseModel):
     address: str = ":8085"
     max_inactivity: Duration = Field(600.0, gt=0)
     log_format: Literal["text", "json"] = "text"
+    write_node_status: bool = True
 
     @field_validator(*_DURATION_KEYS, mode="before")
     @classmethod
@@ -276,6 +555,28 @@ class ScalerConfig(BaseModel):
             return tuple(parse_node_group_spec(x) if isinstance(x, str) else x for x in v)
         return v
 
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _budgets(cls, v: Any) -> Any:
+        if isinstance(v, (str, Mapping)):
+            v = [v]
+        if isinstance(v, (list, tuple)):
+            return tuple(parse_budget_spec(x) if isinstance(x, str) else x for x in v)
+        return v
+
+    @field_validator("budgets", mode="after")
+    @classmethod
+    def _budget_names(cls, v: tuple[ScaleDownBudget, ...]) -> tuple[ScaleDownBudget, ...]:
+        named = tuple(
+            b if b.name else b.model_copy(update={"name": f"budget-{i}"}) for i, b in enumerate(v, 1)
+        )
+        seen: set[str] = set()
+        for b in named:
+            if b.name in seen:
+                raise ValueError(f"budget name {b.name!r} used twice")
+            seen.add(b.name)
+        return named
+
     @field_validator("filter_plugins", "score_plugins", mode="before")
     @classmethod
     def _names(cls, v: Any) -> Any:
@@ -291,6 +592,18 @@ class ScalerConfig(BaseModel):
                 return spec
         return None
 
+    def for_pool(self, pool: str) -> PoolConfig:
+        """The effective per-pool values (:data:`POOL_KEYS`) for node pool ``pool``: its
+        ``node-pools`` entry where it sets a key, else the global value. Every lookup of those
+        keys by a node's (or destination's) pool goes through here."""
+        settings = self.node_pools.get(pool)
+
+        def pick(key: str) -> Any:
+            value = getattr(settings, key) if settings is not None else None
+            return getattr(self, key) if value is None else value
+
+        return PoolConfig(*(pick(k) for k in POOL_KEYS))
+
     @staticmethod
     def from_mapping(values: Mapping[str, Any]) -> ScalerConfig:
         """Build a config from flag-named keys (``-`` or ``_``).
@@ -305,18 +618,30 @@ class ScalerConfig(BaseModel):
             # CA spells this flag "distruption"; accept its spelling too.
             if name == "blocking_system_pod_distruption_timeout":
                 name = "blocking_system_pod_disruption_timeout"
+            elif name == "nodePools":  # the camelCase spelling of node-pools
+                name = "node_pools"
+            elif name == "scale_down_budget":  # the flag's name as a key
+                name = "budgets"
             data[name], given[name] = v, k
+        budgets = data.get("budgets")
+        if isinstance(budgets, str):
+            budgets = [budgets]
+        if isinstance(budgets, (list, tuple)):  # the flag's compact form: its own one-line errors
+            data["budgets"] = [parse_budget_spec(b) if isinstance(b, str) else b for b in budgets]
         try:
             return ScalerConfig(**data)
         except ValidationError as e:
             err = e.errors()[0]
             field = str(err["loc"][0]) if err["loc"] else ""
             key = given.get(field, field).replace("_", "-")
+            # Nested keys: budgets[0].timeZone, node-pools.web.target-cpu-usage.
+            key += "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"][1:])
             if err["type"] == "extra_forbidden":
                 raise ConfigError(f"unknown configuration key {key!r}") from None
             # Name the value as given ("0s"), not as converted by a before-validator (0.0).
             value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
-            raise ConfigError(f"invalid value {value!r} for {key}: {err['msg']}") from None
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise ConfigError(f"invalid value {value!r} for {key}: {msg}") from None
         except ConfigError:
             raise
         except ValueError as e:
@@ -346,6 +671,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def _yaml_value(key: str, value: Any) -> str:
+    if isinstance(value, dict):
+        return "{}" if not value else str(value)
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
@@ -360,6 +687,29 @@ def _yaml_value(key: str, value: Any) -> str:
     if isinstance(value, str) and (value == "" or value.startswith(":")):
         return f'"{value}"'
     return str(value)
+
+
+_EXAMPLES = {
+    "budgets": """Example: no drain in business hours in Amsterdam, at most 1 node of pool batch at a time:
+budgets:
+  - name: business-hours
+    nodes: 0
+    schedule: "0 9 * * 1-5"
+    duration: 9h
+    timeZone: Europe/Amsterdam
+    reasons: [underutilized, unready]
+  - nodes: 1
+    nodePools: [batch]""",
+    "node_pools": """Example:
+node-pools:
+  batch:
+    scale-down-utilization-threshold: 0.7
+    scale-down-unneeded-time: 5m
+    target-cpu-usage: 0.6
+    usage-aggregation: max
+    min-size: 1
+    max-size: 20""",
+}
 
 
 def render_default_config() -> str:
@@ -378,7 +728,8 @@ def render_default_config() -> str:
     for title, keys in FLAG_GROUPS.items():
         lines.append(f"# --- {title} ---")
         for key, text in keys.items():
-            lines.extend(f"# {line}" for line in textwrap.wrap(text, 96))
+            lines.extend(f"# {line}" for line in textwrap.wrap(text, 96, break_on_hyphens=False))
+            lines.extend(f"#   {line}".rstrip() for line in _EXAMPLES.get(key, "").splitlines())
             lines.append(f"{key.replace('_', '-')}: {_yaml_value(key, getattr(defaults, key))}")
             lines.append("")
     return "\n".join(lines)

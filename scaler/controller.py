@@ -20,13 +20,22 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
-from scaler.cloud.base import CloudProvider
+from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, STATE_DRAINED, KubeWriter, ObjectRef
+from scaler.kube.writer import (
+    ANNOTATION_OWNER,
+    ANNOTATION_STATE,
+    LABEL_STATUS,
+    STATE_DRAINED,
+    ObjectRef,
+    WriteError,
+)
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.observability import Metrics, status_document, status_yaml
+from scaler.model.times import format_time
+from scaler.observability import Metrics, node_status, status_document, status_label, status_yaml
 from scaler.planner import (
+    SIMULATED_UNREMOVABLE,
     Aggregation,
     GroupSize,
     PlannerState,
@@ -35,10 +44,19 @@ from scaler.planner import (
     record_usage,
     with_aggregated_usage,
 )
+from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.replay.prices import PriceTable, load_price_table
 
 __all__ = ["Controller"]
 
 log = logging.getLogger(__name__)
+
+_SIMULATED = frozenset(r.value for r in SIMULATED_UNREMOVABLE)
+
+NODE_STATUS_WRITES_PER_LOOP = 50
+"""At most this many nodes' status annotations are written per loop (5 per second at the default
+10 s scan interval: cluster-autoscaler's default ``--kube-client-qps``); nodes that are or may
+soon be removed go first, the rest follow in later loops."""
 
 
 class Controller:
@@ -62,7 +80,7 @@ class Controller:
         self,
         config: ScalerConfig,
         snapshot_source: Callable[[float], ClusterSnapshot],
-        writer: KubeWriter,
+        writer: ClusterWriter,
         cloud: CloudProvider,
         metrics: Metrics,
         *,
@@ -91,6 +109,9 @@ class Controller:
         self._outcome_lock = threading.Lock()
         self._recovered = False
         self._last_status: dict[str, object] | None = None
+        self._node_labels: dict[str, str] = {}  # node -> status label last written
+        self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
+        self._prices: PriceTable | None = None
         self.actuator = actuator_factory(
             config,
             writer,
@@ -154,7 +175,9 @@ class Controller:
             snapshot = self.snapshot_source(now)
         self._apply_outcomes(now)
         cfg = self.config
-        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time)
+        pools = {p: cfg.for_pool(p) for p in cfg.node_pools}
+        windows = {p: c.scale_down_unneeded_time for p, c in pools.items()}
+        history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time, windows)
         in_flight = dict(self.actuator.in_flight)
         self.state = replace(
             self.state,
@@ -162,7 +185,8 @@ class Controller:
             in_flight=in_flight,
             in_flight_drains=frozenset(self.actuator.drains),
         )
-        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation))
+        methods = {p: Aggregation(c.usage_aggregation) for p, c in pools.items()}
+        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation), methods)
         evaluation = evaluate(aggregated, cfg, recently_unremovable=self.state.recently_unremovable(now))
         self.cloud.refresh()
         sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
@@ -170,7 +194,7 @@ class Controller:
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
         )
-        self.metrics.observe_plan(decision)
+        self.metrics.observe_plan(decision, [b.name for b in cfg.budgets])
         if acting and decision.to_delete:
             failures = self.actuator.start(decision)
             if failures:
@@ -180,6 +204,7 @@ class Controller:
         elif self.dry_run and self.leader.is_set():
             self._announce(decision)
         self._write_status(decision, snapshot)
+        self._write_node_statuses(decision, snapshot)
         self.last_plan = decision
         self.last_loop_end = self.clock()
         self.metrics.duration.labels("main").observe(time.monotonic() - start)
@@ -197,13 +222,31 @@ class Controller:
                                   f"[dry-run] would {what}")  # fmt: skip
         self._announced = set(chosen) | (self._announced & set(decision.unneeded))
 
+    @property
+    def prices(self) -> PriceTable:
+        """The price table (``--prices`` over the bundled one), read on first use.
+
+        Raises:
+            scaler.replay.prices.PriceError: the ``--prices`` file is bad (``scaler run``
+                checks it before starting).
+        """
+        if self._prices is None:
+            self._prices = load_price_table(self.config.prices or None)
+        return self._prices
+
     def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
         if not self.leader.is_set():
             return
         groups = {n.name: n.node_group for n in snapshot.nodes}
+        costs = {
+            n.name: self.prices.node_price(n).monthly_usd
+            for n in snapshot.nodes
+            if n.name in decision.unneeded
+        }
         doc = status_document(
-            decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run
-        )
+            decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
+            price_source=f"{self.prices.source}, {self.prices.date}",
+        )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)
         text = status_yaml(doc, decision.now)
@@ -216,6 +259,42 @@ class Controller:
         except Exception as e:  # status is best effort
             self.metrics.errors.labels("status").inc()
             log.warning("status ConfigMap not written: %s", e)
+
+    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """Leader only, with ``--write-node-status`` (also in dry-run): write each node's verdict
+        as its ``scaler.io/scale-down-status`` annotation and label when its status or reason
+        changed. What is on the node is known from the watch cache (its label) and from this
+        replica's own writes, so a steady cluster costs no request, and a restart rewrites
+        nothing that is still true. ``RecentlyUnremovable`` does not replace the reason the last
+        simulation wrote (``NoPlaceToMovePods``, ``BlockedByPod``): the node was not re-checked,
+        so that reason still holds, and the label does not flip every
+        ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
+        loop."""
+        if not self.leader.is_set() or not self.config.write_node_status:
+            return
+        present = {n.name: n for n in snapshot.nodes}
+        self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}
+        changed = []
+        for name, (status, reason, _) in decision.verdicts.items():
+            node = present.get(name)
+            if node is None:
+                continue
+            current = self._node_labels.get(name, node.labels.get(LABEL_STATUS))
+            if reason is UnremovableReason.RecentlyUnremovable and current in _SIMULATED:
+                continue  # not re-simulated yet: the reason the last simulation found still holds
+            if current != status_label(status, reason):
+                soon = name in decision.unneeded or status is not NodeStatus.UNREMOVABLE
+                changed.append((not soon, name))
+        since = format_time(decision.now)
+        for _, name in sorted(changed)[: self.node_status_writes_per_loop]:
+            label, annotation = node_status(*decision.verdicts[name], since)
+            try:
+                if self.writer.set_node_status(name, annotation, label):
+                    self._node_labels[name] = label
+            except WriteError as e:  # best effort, as the status ConfigMap; retried next loop
+                self.metrics.errors.labels("node_status").inc()
+                log.warning("node status not written: %s", e)
+                return
 
     def run(self, stop: threading.Event) -> None:
         """Loop every ``--scan-interval`` until ``stop`` is set; errors are logged and counted,

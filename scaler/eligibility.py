@@ -23,6 +23,9 @@ __all__ = ["CURRENTLY_BEING_DELETED_SECONDS", "Ineligible", "check_eligibility",
 # CA actuation/delete_in_batch.go MaxCloudProviderNodeDeletionTime: a younger ToBeDeleted taint
 # means the node is being deleted.
 CURRENTLY_BEING_DELETED_SECONDS = 300.0
+# A node-pools entry with min-size but no max-size: GKE's largest node pool (1000 nodes per zone
+# is its per-pool limit); the max never matters to a scale-down.
+_MAX_POOL_SIZE = 1000
 
 
 def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> dict[str, NodeGroupSpec]:
@@ -32,7 +35,8 @@ def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> dict[str, 
     URL, ``gke-<cluster>-<pool>-<hash>-grp``). A MIG is resolved as CA's GCE provider does: its
     instances are named after its base name (the name without ``-grp``), so the pool of the
     nodes whose names start with ``<base>-`` is the one it limits. An entry that matches no node
-    limits nothing. Returns pool name → limits; an exact pool name wins over a MIG.
+    limits nothing. Returns pool name → limits; an exact pool name wins over a MIG. A pool
+    with ``min-size`` or ``max-size`` in ``node-pools`` and no ``--nodes`` entry gets those.
     """
     node_list = list(nodes)
     out: dict[str, NodeGroupSpec] = {}
@@ -47,6 +51,11 @@ def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> dict[str, 
     for spec in config.nodes:
         if spec.name in pools:
             out[spec.name] = spec
+    for pool, settings in config.node_pools.items():  # node-pools min-size/max-size; --nodes wins
+        if pool not in out and (settings.min_size is not None or settings.max_size is not None):
+            lo = settings.min_size or 0
+            hi = settings.max_size if settings.max_size is not None else max(lo, _MAX_POOL_SIZE)
+            out[pool] = NodeGroupSpec(min_size=lo, max_size=hi, name=pool)
     return out
 
 
@@ -115,9 +124,10 @@ def check_eligibility(
         return Ineligible(
             UnremovableReason.MetricsUnavailable, f"{age}; a non-empty node is never treated as idle"
         )
-    if util.value > config.scale_down_utilization_threshold:
+    threshold = config.for_pool(group).scale_down_utilization_threshold
+    if util.value > threshold:
         return Ineligible(
             UnremovableReason.NotUnderutilized,
-            f"{util.resource} {util.source} {util.value:.1%} > threshold {config.scale_down_utilization_threshold:.0%}",
+            f"{util.resource} {util.source} {util.value:.1%} > threshold {threshold:.0%}",
         )
     return None

@@ -1,4 +1,11 @@
-"""Entry-point scans shared by the plugin registries (simulator plugins, eviction metrics).
+"""Entry points: the one loader behind both plugin registries (simulator plugins, eviction
+metrics).
+
+:func:`entry_points_of` lists a group's entry points by name, :func:`find` resolves one name and
+:func:`load` imports its target; each failure is an :class:`EntryPointError` whose message names
+the plugin, which each registry re-raises as its own error type
+(:class:`scaler.simulator.registry.PluginError`,
+:class:`scaler.eviction.metrics.EvictionConfigError`).
 
 ``importlib.metadata.entry_points`` reads the metadata of every installed distribution on each
 call: milliseconds, paid by every evaluation that resolves its plugins (once per controller
@@ -12,7 +19,7 @@ from __future__ import annotations
 import sys
 from importlib.metadata import EntryPoint, entry_points
 
-__all__ = ["DuplicateEntryPoint", "scan"]
+__all__ = ["DuplicateEntryPoint", "EntryPointError", "entry_points_of", "find", "load", "scan"]
 
 _CACHE: dict[str, tuple[tuple[str, ...], dict[str, EntryPoint]]] = {}
 
@@ -50,3 +57,48 @@ def scan(group: str) -> dict[str, EntryPoint]:
         found[ep.name] = ep
     _CACHE[group] = (key, found)
     return found
+
+
+class EntryPointError(ValueError):
+    """An entry point is unknown, registered twice, or cannot be imported; the message names it
+    and what it was meant to be (e.g. ``"filter plugin 'X'"``)."""
+
+
+def entry_points_of(group: str, what: str) -> dict[str, EntryPoint]:
+    """:func:`scan` of ``group``, with a duplicate turned into an :class:`EntryPointError`
+    (``what``: the kind of plugin, for the message, e.g. ``"plugin"``).
+
+    Raises:
+        EntryPointError: two distributions register one name with different targets.
+    """
+    try:
+        return scan(group)
+    except DuplicateEntryPoint as e:
+        raise EntryPointError(f"{what} {e}; uninstall one of the distributions") from e
+
+
+def find(group: str, name: str, what: str) -> EntryPoint:
+    """The entry point ``name`` of ``group``.
+
+    Raises:
+        EntryPointError: ``name`` is not registered (the message lists the registered names),
+            or a name is registered twice.
+    """
+    eps = entry_points_of(group, what)
+    ep = eps.get(name)
+    if ep is None:
+        available = ", ".join(sorted(eps)) or "none"
+        raise EntryPointError(f"unknown {what} {name!r}; available: {available}")
+    return ep
+
+
+def load(ep: EntryPoint, what: str) -> object:
+    """Import the object ``ep`` names.
+
+    Raises:
+        EntryPointError: the import fails (any exception of the plugin's module).
+    """
+    try:
+        return ep.load()
+    except Exception as e:
+        raise EntryPointError(f"cannot load {what} {ep.name!r} ({ep.value!r}): {e}") from e

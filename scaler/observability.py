@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,9 +23,18 @@ from prometheus_client import Counter as PromCounter
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from scaler.planner import ScaleDownPlan
-from scaler.reasons import NodeStatus
+from scaler.reasons import NodeStatus, UnremovableReason
 
-__all__ = ["HealthServer", "JsonFormatter", "Metrics", "configure_logging", "status_document", "status_yaml"]
+__all__ = [
+    "HealthServer",
+    "JsonFormatter",
+    "Metrics",
+    "configure_logging",
+    "node_status",
+    "status_document",
+    "status_label",
+    "status_yaml",
+]
 
 
 class Metrics:
@@ -66,10 +75,19 @@ class Metrics:
         )
         self.errors = PromCounter("scaler_errors_total", "Errors by type.", ["type"], registry=r)
         self.is_leader = Gauge("scaler_is_leader", "1 when this replica is the leader.", registry=r)
+        self.budget_active = Gauge(
+            "scaler_scale_down_budget_active",
+            "1 while a disruption budget is active.",
+            ["budget"],
+            registry=r,
+        )
         self._reasons: set[str] = set()
 
-    def observe_plan(self, plan: ScaleDownPlan) -> None:
-        """Update the unneeded and unremovable gauges from a loop's plan."""
+    def observe_plan(self, plan: ScaleDownPlan, budgets: Sequence[str] = ()) -> None:
+        """Update the unneeded and unremovable gauges from a loop's plan, and
+        ``scale_down_budget_active`` for every configured budget name in ``budgets``."""
+        for name in budgets:
+            self.budget_active.labels(name).set(1 if name in plan.active_budgets else 0)
         self.unneeded_nodes.set(len(plan.unneeded))
         counts = Counter(
             reason.value for status, reason, _ in plan.verdicts.values() if status is NodeStatus.UNREMOVABLE
@@ -162,6 +180,25 @@ def configure_logging(fmt: str, level: int = logging.INFO) -> None:
     root.setLevel(level)
 
 
+def status_label(status: NodeStatus, reason: UnremovableReason) -> str:
+    """A node's ``scaler.io/scale-down-status`` label: the reason it stays, or
+    ``removable-empty`` / ``removable-drain`` (a valid label value: at most 63 letters, digits
+    and dashes). It alone tells whether the node's annotation must change."""
+    return reason.value if status is NodeStatus.UNREMOVABLE else status.value
+
+
+def node_status(status: NodeStatus, reason: UnremovableReason, detail: str, since: str) -> tuple[str, str]:
+    """A node's verdict as its ``scaler.io/scale-down-status`` label (:func:`status_label`) and
+    annotation: compact JSON ``{"status", "reason", "detail", "since"}``, ``since`` (RFC 3339)
+    being when this status and reason began."""
+    doc = {"status": status.value, "reason": reason.value, "detail": detail, "since": since}
+    return status_label(status, reason), json.dumps(doc, separators=(",", ":"))
+
+
+def _usd(v: float | None) -> float | str:
+    return "unknown" if v is None else round(v, 2)
+
+
 def status_document(
     plan: ScaleDownPlan,
     groups: Mapping[str, Any],
@@ -169,13 +206,38 @@ def status_document(
     *,
     leader: str,
     dry_run: bool,
+    costs: Mapping[str, float | None] | None = None,
+    price_source: str = "",
 ) -> dict[str, Any]:
     """The status ConfigMap's content without its timestamps: CA's layout
     (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
-    and reason) and ``deletionsInProgress``. ``groups`` maps node name → node group."""
+    and reason) and ``deletionsInProgress``. ``groups`` maps node name → node group.
+
+    With ``costs`` (node → USD per month, ``None`` when unknown) the unneeded nodes' entries get
+    ``monthlyCostUsd`` and ``clusterWide.scaleDown.savings`` sums them (``monthlyUsd``, the
+    number of ``unpricedNodes``, whose cost says ``unknown``, and the ``priceSource``)."""
+    costs = costs or {}
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
         per_group[str(groups.get(name, ""))] += 1
+    unneeded_costs = [costs.get(n) for n in plan.unneeded]
+    known = [c for c in unneeded_costs if c is not None]
+    savings = {
+        "monthlyUsd": _usd(sum(known) if known or not unneeded_costs else None),
+        "unpricedNodes": len(unneeded_costs) - len(known),
+        "priceSource": price_source,
+    }
+    nodes = []
+    for name, (status, reason, detail) in sorted(plan.verdicts.items()):
+        entry: dict[str, Any] = {
+            "name": name,
+            "status": status.value,
+            "reason": reason.value,
+            "detail": detail,
+        }
+        if name in plan.unneeded:
+            entry["monthlyCostUsd"] = _usd(costs.get(name))
+        nodes.append(entry)
     return {
         "autoscalerStatus": "Running",
         "mode": "dry-run" if dry_run else "active",
@@ -185,6 +247,8 @@ def status_document(
                 "status": "CandidatesPresent" if plan.unneeded else "NoCandidates",
                 "candidates": len(plan.unneeded),
                 "cooldown": plan.cooldown or None,
+                "activeBudgets": list(plan.active_budgets),
+                "savings": savings,
             }
         },
         "nodeGroups": [
@@ -196,10 +260,7 @@ def status_document(
             if g
         ],
         "deletionsInProgress": sorted(in_flight),
-        "nodes": [
-            {"name": name, "status": status.value, "reason": reason.value, "detail": detail}
-            for name, (status, reason, detail) in sorted(plan.verdicts.items())
-        ],
+        "nodes": nodes,
     }
 
 

@@ -19,6 +19,15 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   chosen in this plan (``targetSize - deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
   ``--max-drain-parallelism`` drains; empty nodes take the budget first.
+* Disruption budgets (``budgets``, :mod:`scaler.budgets`, Karpenter's semantics plus time zones
+  and pool scope), checked last: a node whose removal would take its pool past the most
+  restrictive active budget for its reason (empty, underutilized, unready) is held as
+  ``ScaleDownBudgetExhausted``, the detail naming the budget.
+* Per-pool settings: the unneeded and unready times are the node's pool's
+  (:meth:`~scaler.config.ScalerConfig.for_pool`).
+
+Checks in order: unneeded time, node group known, min size, cooldown, parallelism, disruption
+budgets; the first that holds a node gives its reason.
 """
 
 from __future__ import annotations
@@ -29,10 +38,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.parse import format_time
 from scaler.model.records import NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
 
 __all__ = [
@@ -43,6 +53,7 @@ __all__ = [
     "ScaleDownPlan",
     "UsageSample",
     "aggregate_usage",
+    "hold_by_budgets",
     "plan",
     "record_usage",
     "with_aggregated_usage",
@@ -117,6 +128,7 @@ class ScaleDownPlan:
         unneeded: every unneeded node with the time it became unneeded.
         verdicts: final status and reason of every node after timers, min sizes and budgets.
         cooldown: why deletions are paused this loop (``""`` when they are not).
+        active_budgets: names of the disruption budgets active at ``now``.
     """
 
     now: float
@@ -125,6 +137,7 @@ class ScaleDownPlan:
     unneeded: Mapping[str, float]
     verdicts: Mapping[str, tuple[NodeStatus, UnremovableReason, str]]
     cooldown: str = ""
+    active_budgets: tuple[str, ...] = ()
 
     @property
     def to_delete(self) -> tuple[NodeResult, ...]:
@@ -133,16 +146,21 @@ class ScaleDownPlan:
 
 
 def record_usage(
-    history: Mapping[str, tuple[UsageSample, ...]], snapshot: ClusterSnapshot, window_seconds: float
+    history: Mapping[str, tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    pool_windows: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[UsageSample, ...]]:
-    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window.
+    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window
+    (``window_seconds``, or ``pool_windows[node pool]`` for a pool listed there).
 
     A sample with the same timestamp as the node's last one is not added twice (metrics-server
     refreshes every 15–60 s; loops run every 10 s). Nodes that left the cluster are forgotten.
     """
     out: dict[str, tuple[UsageSample, ...]] = {}
-    horizon = snapshot.now - window_seconds
+    windows = pool_windows or {}
     for node in snapshot.nodes:
+        horizon = snapshot.now - windows.get(node.node_group, window_seconds)
         past = [s for s in history.get(node.name, ()) if s.timestamp >= horizon]
         m = snapshot.node_metrics.get(node.name)
         if m is not None and (not past or past[-1].timestamp < m.timestamp):
@@ -190,18 +208,24 @@ def aggregate_usage(
 
 
 def with_aggregated_usage(
-    snapshot: ClusterSnapshot, history: Mapping[str, tuple[UsageSample, ...]], method: Aggregation
+    snapshot: ClusterSnapshot,
+    history: Mapping[str, tuple[UsageSample, ...]],
+    method: Aggregation,
+    pool_methods: Mapping[str, Aggregation] | None = None,
 ) -> ClusterSnapshot:
-    """The snapshot with each *fresh* NodeMetrics replaced by the aggregate of its history.
+    """The snapshot with each *fresh* NodeMetrics replaced by the aggregate of its history, by
+    ``method`` (or ``pool_methods[node pool]`` for a pool listed there).
 
     Freshness is unchanged: the newest sample's timestamp is kept, so stale or missing metrics
     still make a non-empty node ``MetricsUnavailable``.
     """
     metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
+    pool_of = {n.name: n.node_group for n in snapshot.nodes} if pool_methods else {}
     for name, m in snapshot.node_metrics.items():
         samples = history.get(name)
         if samples:
-            cpu, mem = aggregate_usage(samples, method)
+            how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
+            cpu, mem = aggregate_usage(samples, how)
             metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
     return replace(snapshot, node_metrics=metrics)
 
@@ -219,6 +243,42 @@ def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float 
     if state.last_failure is not None and now < state.last_failure + cfg.scale_down_delay_after_failure:
         return f"scale-down-delay-after-failure until {format_time(state.last_failure + cfg.scale_down_delay_after_failure)}"
     return ""
+
+
+def _crop_order(r: NodeResult) -> tuple[bool, int]:
+    # Empty nodes take the budgets first (CA budgets.CropNodes), each kind in removal order.
+    return (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0)
+
+
+def _ledger(evaluation: Evaluation, deleting: Collection[str]) -> BudgetLedger:
+    if not evaluation.config.budgets:
+        return BudgetLedger((), evaluation.now, {}, {})
+    nodes = [r.node for r in evaluation.nodes]
+    pool_nodes = Counter(n.node_group for n in nodes)
+    return BudgetLedger(
+        evaluation.config.budgets, evaluation.now, pool_nodes, unavailable_nodes(nodes, deleting)
+    )
+
+
+def hold_by_budgets(evaluation: Evaluation) -> Evaluation:
+    """The dry-run's disruption budgets: ``evaluation`` with the removable nodes that the
+    budgets active at ``evaluation.now`` would hold turned ``ScaleDownBudgetExhausted`` (as the
+    controller's next loop would, with no removal in flight; nodes in the order :func:`plan`
+    takes them). Timers and ``--max-scale-down-parallelism`` are not applied: they pace
+    removals over loops, while a budget in force holds a node now. Returns ``evaluation``
+    itself when no budget is configured."""
+    if not evaluation.config.budgets:
+        return evaluation
+    ledger = _ledger(evaluation, ())
+    held: dict[str, NodeResult] = {}
+    for r in sorted(evaluation.removable(), key=_crop_order):
+        hold = ledger.admit(r.node, disruption_reason(r.status is NodeStatus.REMOVABLE_EMPTY, r.node.ready))
+        if hold is not None:
+            held[r.node.name] = replace(
+                r, status=NodeStatus.UNREMOVABLE, reason=UnremovableReason.ScaleDownBudgetExhausted,
+                detail=hold.detail, moves=(), rank=None,
+            )  # fmt: skip
+    return replace(evaluation, nodes=tuple(held.get(r.node.name, r) for r in evaluation.nodes))
 
 
 def plan(
@@ -268,11 +328,12 @@ def plan(
         verdicts[r.node.name] = (NodeStatus.UNREMOVABLE, reason, detail)
 
     candidates = [r for r in evaluation.removable() if r.node.name in since]
-    # Empty nodes take the budget first (budgets.CropNodes), each list in removal order.
-    candidates.sort(key=lambda r: (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0))
+    candidates.sort(key=_crop_order)
+    ledger = _ledger(evaluation, {*state.in_flight, *deleting})
     for r in candidates:
         name, group = r.node.name, r.node.node_group
-        threshold = cfg.scale_down_unneeded_time if r.node.ready else cfg.scale_down_unready_time
+        pool_cfg = cfg.for_pool(group)
+        threshold = pool_cfg.scale_down_unneeded_time if r.node.ready else pool_cfg.scale_down_unready_time
         waited = now - since[name]
         if waited < threshold:
             reason = (
@@ -306,6 +367,10 @@ def plan(
             what = "--max-drain-parallelism" if is_drain and budget > 0 else "--max-scale-down-parallelism"
             hold(r, UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop")
             continue
+        held = ledger.admit(r.node, disruption_reason(not is_drain, r.node.ready))
+        if held is not None:
+            hold(r, UnremovableReason.ScaleDownBudgetExhausted, held.detail)
+            continue
         budget -= 1
         planned[group] += 1
         if is_drain:
@@ -315,5 +380,7 @@ def plan(
             empty.append(r)
 
     next_state = replace(state, unneeded_since=since, unremovable_until=unremovable)
-    scale_down_plan = ScaleDownPlan(now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown)
+    scale_down_plan = ScaleDownPlan(
+        now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, ledger.active_names
+    )
     return scale_down_plan, next_state

@@ -1,7 +1,8 @@
 """Why a node stays or goes: the fixed vocabulary every log, metric, event and report reads.
 
 Names are cluster-autoscaler's ``simulator.UnremovableReason`` values (``simulator/cluster.go``)
-where CA has one; ``MetricsUnavailable`` and ``DestinationForMovedPods`` are scaler's own.
+where CA has one; ``MetricsUnavailable``, ``DestinationForMovedPods`` and
+``ScaleDownBudgetExhausted`` (a disruption budget, :mod:`scaler.budgets`) are scaler's own.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class UnremovableReason(StrEnum):
     # scaler's own
     MetricsUnavailable = "MetricsUnavailable"
     DestinationForMovedPods = "DestinationForMovedPods"
+    ScaleDownBudgetExhausted = "ScaleDownBudgetExhausted"
 
 
 REASON_HELP: dict[UnremovableReason, str] = {
@@ -63,4 +65,6 @@ REASON_HELP: dict[UnremovableReason, str] = {
     UnremovableReason.BlockedByOnCompletionPod: "a safe-to-evict=on-completion pod is still running",
     UnremovableReason.MetricsUnavailable: "no fresh metrics.k8s.io usage for a non-empty node: never treated as idle",
     UnremovableReason.DestinationForMovedPods: "pods of a node removed earlier in this evaluation would move here",
+    UnremovableReason.ScaleDownBudgetExhausted: "an active disruption budget (named in the detail) allows no more "
+    "disrupted nodes in this node pool now",
 }

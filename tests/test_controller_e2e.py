@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from e2e_cluster import E2ECluster
 
-from scaler.kube.writer import ANNOTATION_OWNER
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS
 from scaler.model.records import TAINT_TO_BE_DELETED
 
 
@@ -125,7 +125,14 @@ def test_dry_run_writes_nothing_but_events_and_status(tmp_path: Path) -> None:
         decision = ctl.run_once()
         assert decision.to_delete
         writes = [r for r in c.kube.requests if r.method != "GET" and "/events" not in r.path and "/configmaps" not in r.path]
-        assert writes == []
+        # Only the nodes' status annotation and label (one merge patch of those two keys each).
+        assert writes and {r.method for r in writes} == {"PATCH"}
+        for r in writes:
+            assert r.path.startswith("/api/v1/nodes/")
+            meta = r.json()["metadata"]
+            assert r.json().keys() == {"metadata"} and meta.keys() == {"annotations", "labels"}
+            assert meta["annotations"].keys() == meta["labels"].keys() == {ANNOTATION_STATUS}
+        assert not any(tainted(c, n) for n in c.nodes)
         assert c.gce.requests_matching("POST", r".") == []
         assert any("[dry-run]" in e["message"] for e in c.events("ScaleDownDryRun"))
 

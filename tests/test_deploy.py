@@ -28,6 +28,7 @@ import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import jsonschema
 import kubernetes_validate
@@ -40,7 +41,13 @@ from packaging.utils import canonicalize_name
 from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS
 from scaler.cloud.base import READ_CALLS as CLOUD_READ_CALLS
 from scaler.config import ScalerConfig
-from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, WRITE_CALLS
+from scaler.kube.writer import (
+    ACTUATION_CALLS,
+    ANNOTATION_STATUS,
+    DRY_RUN_WRITE_CALLS,
+    LABEL_STATUS,
+    WRITE_CALLS,
+)
 from scaler.sources.kube import READ_CALLS
 from scaler.sources.watch import WATCHED_CALLS
 
@@ -419,18 +426,26 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
 
 
 def test_dry_run_makes_only_requests_the_read_only_rbac_and_iam_role_allow(tmp_path: Path) -> None:
-    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) within
-    its narrowed ClusterRole and the read-only IAM role, and changes nothing."""
+    """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) and
+    writes the nodes' status annotation within its narrowed ClusterRole and the read-only IAM
+    role, and changes nothing else."""
     iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())["includedPermissions"])
 
-    def announced(c: Any) -> bool:
+    def announced(c: Any) -> bool:  # a ScaleDownDryRun event, and the nodes' status written
+        requests = list(c.kube.requests)
         return any(r.method == "POST" and r.path.endswith("/events") and b"ScaleDownDryRun" in r.body
-                   for r in list(c.kube.requests))  # fmt: skip
+                   for r in requests) and any(r.method == "PATCH" for r in requests)  # fmt: skip
 
     kube_requests, _, used, seen = run_scaler(tmp_path, "overlays/dry-run", announced)
     assert ("", "events", "create") in seen and ("", "configmaps", "create") in seen
     assert not seen & {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
-    assert not [r for r in kube_requests if r.method in ("PATCH", "DELETE")]
+    assert not [r for r in kube_requests if r.method == "DELETE"]
+    # Its only patches: the nodes' status annotation and label, nothing else of a node.
+    patches = [r for r in kube_requests if r.method == "PATCH"]
+    assert patches and all(r.path.startswith("/api/v1/nodes/") for r in patches)
+    for r in patches:
+        body = r.json()
+        assert body == {"metadata": {"annotations": {ANNOTATION_STATUS: ANY}, "labels": {LABEL_STATUS: ANY}}}
     assert used and used <= iam, f"IAM permissions missing from the dry-run role: {sorted(used - iam)}"
 
 

@@ -10,15 +10,9 @@ import numpy as np
 import pytest
 from builders import make_controller, make_node, make_pod, owner_ref
 
-from scaler.history.profiles import (
-    HOURS,
-    WorkloadProfile,
-    build_profiles,
-    build_profiles_from_arrays,
-    hour_of_day,
-    workload_key,
-)
+from scaler.history.profiles import build_profiles, build_profiles_from_arrays, workload_key
 from scaler.history.prometheus import pod_workload_resolver
+from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
 from scaler.model.snapshot import ClusterSnapshot
 
 DAY = 86400.0

@@ -24,7 +24,7 @@ import pytest
 from builders import MI, make_controller, make_node, make_pod, owner_ref
 
 from scaler.config import ScalerConfig
-from scaler.history.profiles import build_profiles, hour_of_day
+from scaler.history.profiles import build_profiles
 from scaler.history.prometheus import (
     HistoryError,
     PrometheusClient,
@@ -33,6 +33,7 @@ from scaler.history.prometheus import (
     read_auth_header,
 )
 from scaler.history.source import ProfileCache, load_profiles
+from scaler.model.profiles import hour_of_day
 from scaler.model.snapshot import ClusterSnapshot
 
 HOUR = 3600

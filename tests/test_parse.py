@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from scaler.model.decode import parse_node, parse_object, parse_pod
-from scaler.model.parse import ObjectError, format_time, parse_duration_seconds, parse_resources, parse_time
+from scaler.model.parse import ObjectError, parse_resources, parse_time
 from scaler.model.records import (
     LabelSelector,
     LabelSelectorRequirement,
@@ -953,49 +950,8 @@ def test_parse_time(text: str, expected: float) -> None:
     assert parse_time(text) == pytest.approx(expected, abs=1e-6)
 
 
-@given(st.integers(min_value=0, max_value=253402300799), st.floats(min_value=0.0, max_value=0.999))
-def test_format_time_round_trips_whole_seconds(seconds: int, fraction: float) -> None:
-    text = format_time(seconds + fraction)
-    assert text.endswith("Z") and len(text) == 20
-    assert parse_time(text) == seconds
-
-
 @pytest.mark.parametrize("value", ["", "2026-13-01T00:00:00Z", "noon", "1793800800", 1793800800, None])
 def test_parse_time_rejects(value: Any) -> None:
     with pytest.raises(ObjectError) as e:
         parse_time(value, "ts", "Pod p")
     assert assert_one_line(e) == f"Pod p: field 'ts' is not a timestamp: {value!r}"
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("30s", 30.0),
-        ("10m", 600.0),
-        ("1h30m", 5400.0),
-        ("1h30m15s", 5415.0),
-        ("500ms", 0.5),
-        ("1.5h", 5400.0),
-        (".5s", 0.5),
-        ("1.s", 1.0),
-        ("250us", 0.00025),
-        ("250\u00b5s", 0.00025),
-        ("250\u03bcs", 0.00025),
-        ("100ns", 1e-7),
-        ("2m0s", 120.0),
-        ("0", 0.0),
-        ("90", 90.0),
-        ("2.5", 2.5),
-        (" 10m ", 600.0),
-    ],
-)
-def test_parse_duration_seconds(text: str, seconds: float) -> None:
-    assert parse_duration_seconds(text) == pytest.approx(seconds, rel=1e-12)
-
-
-@pytest.mark.parametrize(
-    "text", ["", "m", "10x", "1h 30m", "1h30", "-1m", "s10", "nan", "inf", "-inf", "10mm"]
-)
-def test_parse_duration_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(f"invalid duration {text!r}")):
-        parse_duration_seconds(text)

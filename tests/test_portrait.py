@@ -22,7 +22,7 @@ from plugins.portrait import (
 )
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.history.profiles import HOURS, WorkloadProfile
+from scaler.model.profiles import HOURS, WorkloadProfile
 from scaler.model.records import NodeMetrics, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus

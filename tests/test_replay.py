@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scaler.cli import UsageError, bundled_example
-from scaler.history.profiles import HOURS, WorkloadProfile
+from scaler.model.profiles import HOURS, WorkloadProfile
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay import cli as replay_cli
@@ -30,6 +29,7 @@ from scaler.replay.simulate import ReplayInput, run_policies, run_policy
 from scaler.replay.traces import Series, Trace, TraceError, load_trace, resample
 from scaler.replay.world import LABEL_INSTANCE_TYPE, World
 from scaler.sources.files import load_snapshot
+from scaler.usage import UsageError, bundled_example
 from tests.builders import GI, MI, make_controller, make_node, make_pod, owner_ref
 
 T0 = 1_700_000_000.0  # a Tuesday, 22:13:20 UTC; the replay grid starts here

@@ -3,7 +3,7 @@
 This module is a template for third-party eviction metrics. An eviction metric plugin is
 
 * a zero-argument callable (a function, like :func:`ephemeral_storage_metric`, or a class) that
-  returns an :class:`~scaler.eviction.metrics.EvictionMetric` — or an ``EvictionMetric`` instance
+  returns an :class:`~scaler.plugin_api.EvictionMetric` — or an ``EvictionMetric`` instance
   itself;
 * registered under the ``scaler.eviction_metrics`` entry-point group, as this one is in scaler's
   ``pyproject.toml``::
@@ -16,7 +16,7 @@ This module is a template for third-party eviction metrics. An eviction metric p
   CPU and memory metrics.
 
 The metric itself only describes: the quantity a pod uses (:attr:`EvictionMetric.usage_of`, read
-here from :attr:`PodUsage.extra <scaler.eviction.podinfo.PodUsage.extra>`), the key of the node's
+here from :attr:`PodUsage.extra <scaler.plugin_api.PodUsage.extra>`), the key of the node's
 usage in ``node_usage``, how pods are ordered, and whether eviction releases a known amount. The
 caller supplies the numbers: for this metric, the kubelet Summary API
 (``/api/v1/nodes/NODE/proxy/stats/summary``: ``pods[].ephemeral-storage.usedBytes`` and
@@ -29,9 +29,7 @@ caller supplies the numbers: for this metric, the kubelet Summary API
 
 from __future__ import annotations
 
-from scaler.eviction.metrics import EvictionMetric
-from scaler.eviction.podinfo import PodUsage
-from scaler.eviction.sort import class_and_priority, ordered_by, running_time, usage
+from scaler.plugin_api import EvictionMetric, PodUsage, class_and_priority, ordered_by, running_time, usage
 
 __all__ = ["EPHEMERAL_STORAGE_USAGE", "ephemeral_storage_metric"]
 
@@ -60,7 +58,7 @@ def ephemeral_storage_metric() -> EvictionMetric:
     * Evictable and quantified: evicting a pod frees its writable layer, logs and emptyDirs, i.e.
       its ``usedBytes``.
     * Order: lower priority / QoS first, then the largest disk user, then pods with an emptyDir,
-      then newest — :func:`~scaler.eviction.sort.ordered_by` composes crane-style comparators
+      then newest — :func:`~scaler.plugin_api.ordered_by` composes crane-style comparators
       with a custom one.
     """
     return EvictionMetric(

@@ -2,12 +2,12 @@
 
 This module is a template for third-party plugins. A score plugin is any class that
 
-* is built as ``cls(config)`` with the :class:`~scaler.config.ScalerConfig`;
+* is built as ``cls(config)`` with the :class:`~scaler.plugin_api.ScalerConfig`;
 * has a ``name`` (str) attribute, the name users put in ``score-plugins``;
 * has ``score(pod, node, state) -> float``: higher is better; the simulator sums the scores of
   all enabled score plugins for each feasible node and picks the best
-  (:class:`~scaler.simulator.state.ScorePlugin`);
-* is pure: it reads ``node`` (a :class:`~scaler.simulator.state.NodeState`) and ``state`` and
+  (:class:`~scaler.plugin_api.ScorePlugin`);
+* is pure: it reads ``node`` (a :class:`~scaler.plugin_api.NodeState`) and ``state`` and
   never changes them;
 * is registered under the ``scaler.plugins`` entry-point group, as this one is in scaler's
   ``pyproject.toml``: ``MostHeadroom = "plugins.examples.most_headroom:MostHeadroom"``.
@@ -15,9 +15,7 @@ This module is a template for third-party plugins. A score plugin is any class t
 
 from __future__ import annotations
 
-from scaler.config import ScalerConfig
-from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, NodeState
+from scaler.plugin_api import ClusterState, NodeState, Pod, ScalerConfig
 
 __all__ = ["MostHeadroom"]
 

@@ -31,12 +31,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scaler.actuation.recheck import recheck
-from scaler.cloud.base import CloudError, CloudProvider
+from scaler.cloud.base import CloudError, CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.eviction.executor import drain
 from scaler.eviction.metrics import MetricRegistry, default_registry
 from scaler.eviction.podinfo import pod_usages
-from scaler.kube.writer import STATE_DRAINED, KubeWriter, ObjectRef, WriteError
+from scaler.kube.writer import STATE_DRAINED, ObjectRef, WriteError
 from scaler.model.decode import parse_pod
 from scaler.model.parse import ObjectError
 from scaler.model.records import Node, Pod
@@ -102,7 +102,7 @@ class Actuator:
     def __init__(
         self,
         config: ScalerConfig,
-        writer: KubeWriter,
+        writer: ClusterWriter,
         cloud: CloudProvider,
         fresh_snapshot: Callable[[], ClusterSnapshot],
         metrics: Metrics,

@@ -1,4 +1,5 @@
-"""What the controller needs from a cloud: node groups with their sizes, and node deletion.
+"""What the controller needs from the outside: a cloud (node groups, node deletion) and a
+Kubernetes writer (taints, evictions, events, status).
 
 A *node group* is a GKE node pool (label ``cloud.google.com/gke-nodepool``). Providers:
 :class:`scaler.cloud.gke.GKEProvider` (node pools and their MIGs through the GKE and Compute
@@ -6,15 +7,27 @@ Engine APIs) and :class:`scaler.cloud.kubernetes.KubernetesProvider` (Node objec
 
 This mirrors cluster-autoscaler's ``cloudprovider.CloudProvider`` / ``NodeGroup`` (see the
 reference, §6: ``cloudprovider/gce/gce_cloud_provider.go``), cut down to scale-down.
+
+:class:`ClusterWriter` is every Kubernetes write the actuator and the controller make:
+:class:`scaler.kube.writer.KubeWriter` on a real API server, :class:`scaler.replay.world.SimWriter`
+in a replay. A node is deleted in one place only, :meth:`CloudProvider.delete_nodes` (on GKE
+through its MIG; with the ``kubernetes`` provider by deleting the Node object).
+
+:func:`call_with_retries` is the one retry loop (tenacity) both providers run their API calls in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from scaler.model.records import Node
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+
+from scaler.eviction.executor import Evictor
+from scaler.kube.writer import ObjectRef
+from scaler.model.records import Node, Pod
 
 __all__ = [
     "DELETE_CALLS",
@@ -22,10 +35,16 @@ __all__ = [
     "READ_CALLS",
     "CloudError",
     "CloudProvider",
+    "ClusterWriter",
     "MinSizeReached",
     "NodeGroupInfo",
+    "call_with_retries",
     "check_min_size",
 ]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The Google API methods :class:`scaler.cloud.gke.GKEProvider` calls. The provider's client layer
 # refuses any call not listed here, so these lists are the complete set (deploy/gke/iam-role.yaml
@@ -156,3 +175,114 @@ class CloudProvider(Protocol):
                 ``failed_nodes`` names the nodes that may remain.
         """
         ...
+
+
+@runtime_checkable
+class ClusterWriter(Protocol):
+    """Every Kubernetes write the actuator (:class:`scaler.actuation.actuator.Actuator`) and the
+    controller (:class:`scaler.controller.Controller`) make, and the pod reads that verify a
+    drain. Node deletion is not here: it belongs to :meth:`CloudProvider.delete_nodes`.
+
+    Implemented by :class:`scaler.kube.writer.KubeWriter` (the API server) and
+    :class:`scaler.replay.world.SimWriter` (a replay's in-memory cluster). Times are Unix
+    seconds.
+    """
+
+    def mark_to_be_deleted(self, name: str, now: float) -> None:
+        """Taint node ``name`` ``ToBeDeletedByClusterAutoscaler=<now>:NoSchedule``, cordon it and
+        annotate it as this scaler's (state ``tainted``).
+
+        Raises:
+            scaler.kube.writer.WriteError: the node is gone or the write failed.
+        """
+        ...
+
+    def set_state(self, name: str, state: str) -> None:
+        """Set the ``scaler.io/scale-down-state`` annotation of node ``name``.
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
+        ...
+
+    def clean_to_be_deleted(self, name: str) -> bool:
+        """Undo :meth:`mark_to_be_deleted` on node ``name``; ``False`` when it failed (logged)."""
+        ...
+
+    def pod_gone(self, pod: Pod) -> bool:
+        """True when ``pod`` no longer runs on its node (gone, recreated, or moved)."""
+        ...
+
+    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
+        """The raw Pod objects bound to node ``name`` now (a fresh read).
+
+        Raises:
+            scaler.kube.writer.WriteError: the read failed.
+        """
+        ...
+
+    def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
+        """One policy/v1 eviction of ``pod``: (success, HTTP status or ``None``, message)."""
+        ...
+
+    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+        """An :data:`~scaler.eviction.executor.Evictor` that retries one pod's eviction for up to
+        ``max_pod_eviction_time`` seconds, with grace periods capped at
+        ``max_graceful_termination_sec``."""
+        ...
+
+    def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Record an Event (``Normal`` or ``Warning``) about ``ref``; best effort."""
+        ...
+
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
+        """Create or replace ConfigMap ``namespace/name`` (the status ConfigMap).
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
+        ...
+
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Set node ``name``'s ``scaler.io/scale-down-status`` annotation and label (its current
+        verdict); ``False`` when the node is gone.
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
+        ...
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    what: str,
+    retryable: Callable[[BaseException], bool],
+    max_attempts: int,
+    wait_seconds: float,
+) -> T:
+    """Run ``fn`` (one API request), again after ``wait_seconds`` while it raises an exception
+    that ``retryable`` accepts, at most ``max_attempts`` times in all; each retry is logged as a
+    warning naming ``what`` (the call and its resource).
+
+    Returns:
+        What ``fn`` returned.
+
+    Raises:
+        Exception: the last exception ``fn`` raised, unchanged (a non-retryable one at once).
+    """
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.warning("%s: attempt %d failed (%s); retrying", what, state.attempt_number, exc)
+
+    retrying = Retrying(
+        stop=stop_after_attempt(max(1, max_attempts)),
+        wait=wait_fixed(wait_seconds),
+        retry=retry_if_exception(retryable),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    return retrying(fn)

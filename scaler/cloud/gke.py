@@ -41,10 +41,16 @@ from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials, Credentials
 from google.cloud import compute_v1, container_v1
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
 from scaler.cloud import metadata
-from scaler.cloud.base import DELETE_CALLS, READ_CALLS, CloudError, NodeGroupInfo, check_min_size
+from scaler.cloud.base import (
+    DELETE_CALLS,
+    READ_CALLS,
+    CloudError,
+    NodeGroupInfo,
+    call_with_retries,
+    check_min_size,
+)
 from scaler.config import NodeGroupSpec
 from scaler.model.records import Node
 
@@ -313,19 +319,14 @@ class GKEProvider:
         if call not in _ALL_CALLS:
             raise AssertionError(f"{call} is not in READ_CALLS or DELETE_CALLS")
 
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            log.warning("%s %s: attempt %d failed (%s); retrying", call, resource, state.attempt_number, exc)
-
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=wait_fixed(self._retry_wait),
-            retry=retry_if_exception(_retryable),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
         try:
-            return retrying(fn)
+            return call_with_retries(
+                fn,
+                what=f"{call} {resource}",
+                retryable=_retryable,
+                max_attempts=self._max_attempts,
+                wait_seconds=self._retry_wait,
+            )
         except gexc.GoogleAPICallError as e:
             raise CloudError(f"{call} {resource}: HTTP {e.code}: {e.message}") from e
         except (OSError, auth_exc.GoogleAuthError) as e:

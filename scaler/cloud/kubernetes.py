@@ -22,9 +22,8 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, check_min_size
+from scaler.cloud.base import CloudError, NodeGroupInfo, call_with_retries, check_min_size
 from scaler.config import NodeGroupSpec
 from scaler.model.records import LABEL_NODEPOOL, Node
 
@@ -90,19 +89,14 @@ class KubernetesProvider:
             CloudError: the last retryable failure after ``max_attempts``.
         """
 
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            log.warning("%s: attempt %d failed (%s); retrying", call, state.attempt_number, exc)
-
-        retrying = Retrying(
-            stop=stop_after_attempt(self._max_attempts),
-            wait=wait_fixed(self._retry_wait),
-            retry=retry_if_exception(_retryable),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
         try:
-            return retrying(fn)
+            return call_with_retries(
+                fn,
+                what=call,
+                retryable=_retryable,
+                max_attempts=self._max_attempts,
+                wait_seconds=self._retry_wait,
+            )
         except ApiException as e:
             if _retryable(e):
                 raise CloudError(f"{call}: HTTP {e.status}: {e.reason}") from e

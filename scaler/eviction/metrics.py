@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
-from scaler.entrypoints import DuplicateEntryPoint, scan
+from scaler.entrypoints import EntryPointError, entry_points_of, find, load
 from scaler.eviction.podinfo import PodUsage, clean_quantity
 from scaler.eviction.sort import (
     Comparator,
@@ -304,16 +304,10 @@ def node_usage_from_metrics(node_metrics: NodeMetrics | None) -> dict[str, float
 
 
 def _entry_points() -> dict[str, EntryPoint]:
-    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded; scanned once while
-    ``sys.path`` stays the same, see :mod:`scaler.entrypoints`).
-
-    Raises:
-        EvictionConfigError: one name is registered twice with different targets.
-    """
     try:
-        return scan(ENTRY_POINT_GROUP)
-    except DuplicateEntryPoint as e:
-        raise EvictionConfigError(f"eviction metric plugin {e}; uninstall one of the distributions") from e
+        return entry_points_of(ENTRY_POINT_GROUP, "eviction metric plugin")
+    except EntryPointError as e:
+        raise EvictionConfigError(str(e)) from e
 
 
 def _build(ep: EntryPoint) -> EvictionMetric:
@@ -327,9 +321,9 @@ def _build(ep: EntryPoint) -> EvictionMetric:
     """
     where = f"eviction metric plugin {ep.name!r} ({ep.value!r})"
     try:
-        obj = ep.load()
-    except Exception as e:
-        raise EvictionConfigError(f"cannot load {where}: {e}") from e
+        obj = load(ep, "eviction metric plugin")
+    except EntryPointError as e:
+        raise EvictionConfigError(str(e)) from e
     if isinstance(obj, EvictionMetric):
         return obj
     if not callable(obj):
@@ -370,9 +364,10 @@ def load_metric_plugins(registry: MetricRegistry, names: Iterable[str] | None = 
     else:
         wanted = list(dict.fromkeys(names))
         for n in wanted:
-            if n not in eps:
-                available = ", ".join(sorted(eps)) or "none"
-                raise EvictionConfigError(f"unknown eviction metric plugin {n!r}; available: {available}")
+            try:
+                find(ENTRY_POINT_GROUP, n, "eviction metric plugin")
+            except EntryPointError as e:
+                raise EvictionConfigError(str(e)) from e
     built: list[EvictionMetric] = []
     seen: dict[str, str] = {}
     for n in wanted:

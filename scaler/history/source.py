@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scaler.config import ScalerConfig
-from scaler.history.profiles import WorkloadProfile, build_profiles
+from scaler.history.profiles import build_profiles
 from scaler.history.prometheus import HistoryError, fetch_samples
+from scaler.model.profiles import WorkloadProfile
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = ["DEFAULT_STEP_SECONDS", "HistoryError", "ProfileCache", "load_profiles"]

@@ -11,7 +11,6 @@ global default client rather than ours, cannot be stopped, and never releases th
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import threading
 import time
@@ -22,21 +21,18 @@ from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
 from scaler.kube.raw import read_json, release
+from scaler.model.times import format_micro_time, rfc3339_seconds
 
 __all__ = ["LeaderElector"]
 
 log = logging.getLogger(__name__)
 
 
-def _micro(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _parse(text: str | None) -> float | None:
     if not text:
         return None
     try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        return rfc3339_seconds(text)
     except ValueError:
         return None
 
@@ -100,14 +96,14 @@ class LeaderElector:
             spec = {
                 "holderIdentity": self.identity,
                 "leaseDurationSeconds": int(self.lease_duration),
-                "renewTime": _micro(now),
+                "renewTime": format_micro_time(now),
             }
             if lease is None:
                 body = {
                     "apiVersion": "coordination.k8s.io/v1",
                     "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace},
-                    "spec": {**spec, "acquireTime": _micro(now), "leaseTransitions": 0},
+                    "spec": {**spec, "acquireTime": format_micro_time(now), "leaseTransitions": 0},
                 }
                 release(
                     self.api.create_namespaced_lease(self.namespace, cast(Any, body), _preload_content=False)
@@ -124,7 +120,7 @@ class LeaderElector:
                 return False
             new_spec = {**current, **spec}
             if holder != self.identity:
-                new_spec["acquireTime"] = _micro(now)
+                new_spec["acquireTime"] = format_micro_time(now)
                 new_spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
             lease["spec"] = new_spec
             release(

@@ -2,8 +2,11 @@
 
 Node taints, cordon and ownership annotations (with optimistic concurrency and CA's conflict
 retry), policy/v1 evictions (retried with tenacity), pod and node reads used to verify a drain,
-Node deletion, Events and the status ConfigMap. :data:`WRITE_CALLS` lists every call made here;
-with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
+Events and the status ConfigMap: :class:`KubeWriter` implements
+:class:`scaler.cloud.base.ClusterWriter`. Nodes are not deleted here but by the cloud provider
+(:meth:`scaler.cloud.base.CloudProvider.delete_nodes`). :data:`WRITE_CALLS` lists every write
+call the controller makes (the Node delete of :class:`scaler.cloud.kubernetes.KubernetesProvider`
+included); with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
 
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
@@ -26,16 +29,18 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
-from scaler.model.parse import format_time
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
+from scaler.model.times import format_time
 from scaler.sources.kube import ApiCall
 
 __all__ = [
     "ACTUATION_CALLS",
     "ANNOTATION_OWNER",
     "ANNOTATION_STATE",
+    "ANNOTATION_STATUS",
     "ANNOTATION_WAS_UNSCHEDULABLE",
     "DRY_RUN_WRITE_CALLS",
+    "LABEL_STATUS",
     "STATE_DRAINED",
     "STATE_TAINTED",
     "WRITE_CALLS",
@@ -50,6 +55,12 @@ ANNOTATION_OWNER = "scaler.io/scale-down-by"
 """On a node being removed: the ``--instance-name`` of the scaler that tainted it."""
 ANNOTATION_STATE = "scaler.io/scale-down-state"
 """``tainted`` once tainted and cordoned, ``drained`` once every movable pod is gone."""
+ANNOTATION_STATUS = "scaler.io/scale-down-status"
+"""On every node (``--write-node-status``): its current verdict as compact JSON, ``{"status",
+"reason", "detail", "since"}`` (``since``: RFC 3339, when this status and reason began)."""
+LABEL_STATUS = "scaler.io/scale-down-status"
+"""On every node (``--write-node-status``): the reason it stays (``NotUnderutilized``, ...) or its
+removal (``removable-empty``, ``removable-drain``), for ``kubectl get nodes -L``."""
 ANNOTATION_WAS_UNSCHEDULABLE = "scaler.io/was-unschedulable"
 """``true`` when the node was already cordoned before scaler touched it (rollback keeps it so)."""
 STATE_TAINTED = "tainted"
@@ -57,16 +68,19 @@ STATE_DRAINED = "drained"
 
 ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
-    ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
     ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
     ApiCall("", "v1", "pods", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
 )
-"""The calls that change the cluster's nodes and pods: taint, cordon, annotate and roll back
-(nodes get/patch), delete a Node (the ``kubernetes`` provider), evict and wait for a pod. A
-``--dry-run`` controller never makes them (the dry-run overlay does not grant them)."""
+"""The calls only actuation makes: read a node before tainting, cordoning, annotating or rolling
+it back (every such patch is a read-modify-write with the node's resourceVersion, so it starts
+with this GET), delete a Node (made by :class:`scaler.cloud.kubernetes.KubernetesProvider`, not
+here), evict and wait for a pod. A ``--dry-run`` controller never makes them, and the dry-run
+overlay does not grant them: without the node GET it cannot taint or cordon a node even with
+``--dry-run`` removed by mistake, although it may patch nodes (for the status annotation)."""
 
 DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
+    ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
     ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "create", namespaced=True, optional=False),
@@ -75,11 +89,12 @@ DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("coordination.k8s.io", "v1", "leases", "create", namespaced=True, optional=False),
     ApiCall("coordination.k8s.io", "v1", "leases", "update", namespaced=True, optional=False),
 )
-"""The writes a ``--dry-run`` controller makes: events (ScaleDownDryRun), the status ConfigMap
-and its leader-election Lease."""
+"""The writes a ``--dry-run`` controller makes: the nodes' status annotation and label (a blind
+merge patch of those two keys, no read), events (ScaleDownDryRun), the status ConfigMap and its
+leader-election Lease. The active controller makes them too."""
 
 WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + DRY_RUN_WRITE_CALLS
-"""Every write call made here (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
+"""Every write call of the controller (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
 
 _MERGE_PATCH = "application/merge-patch+json"
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
@@ -251,17 +266,26 @@ class KubeWriter:
 
         return self._patch_node(name, change)
 
-    def delete_node(self, name: str) -> None:
-        """Delete the Node object (NotFound is success).
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Set :data:`ANNOTATION_STATUS` and :data:`LABEL_STATUS` on node ``name`` with one JSON
+        merge patch of those two metadata keys: no read first and no resourceVersion (nothing
+        else of the node is read or written, so a concurrent change cannot be lost). Returns
+        ``False`` when the node is gone.
 
         Raises:
             WriteError: any other API error.
         """
+        patch = {
+            "metadata": {"annotations": {ANNOTATION_STATUS: annotation}, "labels": {LABEL_STATUS: label}}
+        }
         try:
-            release(self.core.delete_node(name, _request_timeout=self.timeout, _preload_content=False))
+            release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
+                                         _preload_content=False))  # fmt: skip
+            return True
         except ApiException as e:
-            if e.status != 404:
-                raise WriteError(f"delete node {name}: HTTP {e.status} {_body(e)}") from None
+            if e.status == 404:
+                return False
+            raise WriteError(f"patch node {name} status: HTTP {e.status} {_body(e)}") from None
 
     # ---- pods -------------------------------------------------------------------------------
     def pod_gone(self, pod: Pod) -> bool:

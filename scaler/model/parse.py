@@ -15,12 +15,8 @@ and words msgspec's own type errors the same way.
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import re
 from collections.abc import Callable, Mapping
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any, NoReturn
 
 import msgspec
@@ -50,14 +46,13 @@ from scaler.model.records import (
     TopologySpreadConstraint,
     Volume,
 )
+from scaler.model.times import parse_duration_seconds, rfc3339_seconds
 
 __all__ = [
     "ObjectError",
     "Record",
     "describe",
-    "format_time",
     "ident",
-    "parse_duration_seconds",
     "parse_resources",
     "parse_time",
     "to_record",
@@ -102,65 +97,9 @@ def parse_time(value: str, field: str = "timestamp", where: str = "object") -> f
         ObjectError: not a valid RFC 3339 time (message names ``where``, the field and the value).
     """
     try:
-        return _rfc3339_seconds(value)
+        return rfc3339_seconds(value)
     except (ValueError, TypeError, AttributeError):
         raise ObjectError(f"{where}: field {field!r} is not a timestamp: {value!r}") from None
-
-
-@lru_cache(maxsize=4096)
-def _rfc3339_seconds(value: str) -> float:
-    """Unix seconds of an RFC 3339 string (memoized: a metrics list repeats one timestamp).
-
-    Raises:
-        ValueError, TypeError: not a timestamp.
-    """
-    t = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
-
-
-def format_time(ts: float) -> str:
-    """Unix seconds as an RFC 3339 UTC timestamp to the second (``2026-11-22T08:30:00Z``, the
-    layout Kubernetes writes; fractions are dropped). The inverse of :func:`parse_time` for
-    whole seconds."""
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "\u00b5s": 1e-6,
-    "\u03bcs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-
-
-@lru_cache(maxsize=1024)
-def parse_duration_seconds(value: str) -> float:
-    """Parse a Go-style duration (``30s``, ``2m``, ``1h30m``, ``500ms``) or a bare number of
-    seconds into seconds.
-
-    Raises:
-        ValueError: the value is not a duration (message names it).
-    """
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise ValueError(f"invalid duration {value!r}")
-        return seconds
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"invalid duration {value!r}")
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
 # -- pieces ----------------------------------------------------------------------------------------
@@ -231,7 +170,7 @@ def _time(value: str | None, field: str, w: wire.ObjectW) -> float | None:
     if not value:
         return None
     try:
-        return _rfc3339_seconds(value)
+        return rfc3339_seconds(value)
     except (ValueError, TypeError):
         raise ObjectError(f"{describe(w)}: field {field!r} is not a timestamp: {value!r}") from None
 
@@ -532,8 +471,8 @@ def _pod(w: wire.PodW) -> Pod:
             break
     created, deleted = meta.creation_timestamp, meta.deletion_timestamp
     try:
-        creation_ts = _rfc3339_seconds(created) if created else None
-        deletion_ts = _rfc3339_seconds(deleted) if deleted else None
+        creation_ts = rfc3339_seconds(created) if created else None
+        deletion_ts = rfc3339_seconds(deleted) if deleted else None
     except (ValueError, TypeError):
         _time(created, "metadata.creationTimestamp", w)
         _time(deleted, "metadata.deletionTimestamp", w)

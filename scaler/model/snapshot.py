@@ -12,11 +12,12 @@ import gc
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scaler.model.decode import Place, parse_object, place_text
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record, ident
+from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
     Controller,
     Node,
@@ -27,9 +28,6 @@ from scaler.model.records import (
     PodDisruptionBudget,
     PodMetrics,
 )
-
-if TYPE_CHECKING:
-    from scaler.history.profiles import WorkloadProfile
 
 __all__ = [
     "CONTROLLER_KINDS",

@@ -3,7 +3,7 @@
 Wiring (in :mod:`scaler.cli`): ``add_parser(subparsers)`` adds the ``replay`` sub-command and
 ``run(args)`` executes it. Bad input — an unknown policy or flag, a malformed trace row (named
 by file and line), an unreadable snapshot, price or map file — raises
-:class:`scaler.cli.UsageError` with a one-line message naming the bad value (exit status 2).
+:class:`scaler.usage.UsageError` with a one-line message naming the bad value (exit status 2).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from scaler.model.times import parse_duration_seconds, timestamp_seconds
+from scaler.usage import UsageError, bundled_example
 
 __all__ = ["add_parser", "run"]
 
@@ -101,8 +104,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _seconds(value: str, flag: str) -> float:
-    from scaler.cli import UsageError
-    from scaler.model.parse import parse_duration_seconds
 
     try:
         v = parse_duration_seconds(value)
@@ -114,13 +115,11 @@ def _seconds(value: str, flag: str) -> float:
 
 
 def _time(value: str | None, flag: str) -> float | None:
-    from scaler.cli import UsageError
-    from scaler.replay.traces import _timestamp
 
     if value is None:
         return None
     try:
-        return _timestamp(value)
+        return timestamp_seconds(value)
     except ValueError:
         raise UsageError(f"{flag}: not an RFC 3339 time or Unix seconds: {value!r}") from None
 
@@ -129,11 +128,10 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
     Raises:
-        scaler.cli.UsageError: bad input (one line naming the bad value).
+        scaler.usage.UsageError: bad input (one line naming the bad value).
     """
     from rich.console import Console
 
-    from scaler.cli import UsageError, bundled_example
     from scaler.config import ConfigError, load_config_file
     from scaler.model.snapshot import SnapshotError
     from scaler.replay.bundled import known_map

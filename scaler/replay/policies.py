@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaler.config import ConfigError, ScalerConfig
-from scaler.model.parse import parse_duration_seconds
+from scaler.model.times import parse_duration_seconds
 
 __all__ = [
     "BUILTIN_POLICIES",

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from scaler.model.parse import format_time
+from scaler.model.times import format_time
 from scaler.replay.simulate import PolicyResult
 
 __all__ = ["ReplayMeta", "print_table", "report_dict"]

@@ -39,25 +39,23 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
-from scaler.cloud.base import CloudProvider
+from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
-from scaler.kube.writer import KubeWriter
+from scaler.history.profiles import build_profiles_from_arrays, workload_key
+from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
 from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
-
-if TYPE_CHECKING:
-    from scaler.history.profiles import WorkloadProfile
 
 __all__ = [
     "OVERLOAD_CPU",
@@ -173,7 +171,7 @@ class ReplayActuator(Actuator):
     def __init__(
         self,
         config: ScalerConfig,
-        writer: KubeWriter,
+        writer: ClusterWriter,
         cloud: CloudProvider,
         fresh_snapshot: Callable[[], ClusterSnapshot],
         metrics: Metrics,
@@ -212,11 +210,14 @@ class ReplayActuator(Actuator):
 
 
 class ReplayController(Controller):
-    """The live :class:`Controller`, unchanged but for the status ConfigMap, which a replay does
-    not write."""
+    """The live :class:`Controller`, unchanged but for the status ConfigMap and the nodes'
+    status annotations, which a replay does not write."""
 
     def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
         """No status ConfigMap in a replay."""
+
+    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+        """No status annotations in a replay."""
 
 
 # ---- workload profiles (resource portraits) ---------------------------------------------------------
@@ -248,9 +249,6 @@ class _Profiles:
     def __init__(
         self, world: World, history_days: float, refresh: float, *, incremental: bool = True
     ) -> None:
-        from scaler.history import profiles as mod  # the portrait plugins' package
-
-        self.mod = mod
         self.world = world
         self.history_days = history_days
         self.refresh = refresh
@@ -258,11 +256,11 @@ class _Profiles:
         self.built_at: float | None = None
         self.profiles: Mapping[str, WorkloadProfile] = {}
         self.keys: dict[str, str] = {}
-        self._hours = np.asarray([mod.hour_of_day(float(t)) for t in world.usage.times], dtype=np.int64)
+        self._hours = np.asarray([hour_of_day(float(t)) for t in world.usage.times], dtype=np.int64)
         self._constant: tuple[tuple[tuple[str, float, float], ...], dict[str, WorkloadProfile]] | None = None
         self._traced_sig: tuple[tuple[str, int, float, float], ...] | None = None
         self._window: tuple[int, int] | None = None
-        self._by_hour: list[dict[str, _Values]] = [{} for _ in range(mod.HOURS)]
+        self._by_hour: list[dict[str, _Values]] = [{} for _ in range(HOURS)]
 
     def _pods(
         self, snapshot: ClusterSnapshot
@@ -276,7 +274,7 @@ class _Profiles:
                 continue
             key = self.keys.get(p.uid)
             if key is None:
-                key = self.keys[p.uid] = self.mod.workload_key(p, snapshot)
+                key = self.keys[p.uid] = workload_key(p, snapshot)
             slot = w._slot_of[p.uid]
             c, m = w._slot_const[slot]
             by_key.setdefault(key, []).append((w._slot_row[slot], c, m))
@@ -300,7 +298,7 @@ class _Profiles:
             cpu = np.repeat(np.asarray([c for _, c, _ in constant], dtype=np.float64), 24)
             mem = np.repeat(np.asarray([m for _, _, m in constant], dtype=np.float64), 24)
             ts = np.tile(hours, len(constant))
-            self._constant = (sig, self.mod.build_profiles_from_arrays(keys, ts, cpu, mem, now, 1.0))
+            self._constant = (sig, build_profiles_from_arrays(keys, ts, cpu, mem, now, 1.0))
         return self._constant[1]
 
     def _recompute(
@@ -335,7 +333,7 @@ class _Profiles:
             else:
                 cpu_parts.append(np.full(n, c))
                 mem_parts.append(np.full(n, m))
-        built = self.mod.build_profiles_from_arrays(
+        built = build_profiles_from_arrays(
             keys,
             np.tile(t, len(traced)),
             np.concatenate(cpu_parts),
@@ -367,7 +365,7 @@ class _Profiles:
             return {}  # no past yet
         traced, constant = self._pods(snapshot)
         sig = tuple(traced)
-        every = set(range(self.mod.HOURS))
+        every = set(range(HOURS))
         if not self.incremental or self._window is None or sig != self._traced_sig:
             hours = every
         else:
@@ -386,7 +384,7 @@ class _Profiles:
         zero: _Values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0)
         for key in sorted({k for table in self._by_hour for k in table}):
             v = [table.get(key, zero) for table in self._by_hour]
-            out[key] = self.mod.WorkloadProfile(
+            out[key] = WorkloadProfile(
                 key=key,
                 cpu_mean=tuple(x[0] for x in v),
                 cpu_std=tuple(x[1] for x in v),
@@ -454,7 +452,7 @@ def run_policy(
     controller = ReplayController(
         cfg,
         source,
-        cast(KubeWriter, writer),
+        writer,
         cloud,
         Metrics(),
         identity="replay",

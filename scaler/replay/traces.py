@@ -47,6 +47,8 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
+from scaler.model.times import timestamp_seconds
+
 __all__ = [
     "LONG_COLUMNS",
     "Series",
@@ -242,22 +244,6 @@ def load_bitbrains(path: str | Path, wanted: Collection[str] | None = None) -> T
 # ---- generic long format -------------------------------------------------------------------------
 
 
-def _timestamp(text: str) -> float:
-    """Unix seconds, or RFC 3339 (``Z`` or an offset; a naive time is UTC)."""
-    try:
-        value = float(text)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(value):
-            raise ValueError(text)
-        return value
-    t = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
-
-
 class _LongBuilder:
     """Accumulates validated long-format rows per series."""
 
@@ -273,7 +259,7 @@ class _LongBuilder:
         if not nm:
             raise TraceError(f"{where}: empty pod_or_workload")
         try:
-            t = _timestamp(str(ts)) if not isinstance(ts, (int, float)) else float(ts)
+            t = timestamp_seconds(str(ts)) if not isinstance(ts, (int, float)) else float(ts)
         except (ValueError, TypeError):
             raise TraceError(f"{where}: timestamp {ts!r} is not Unix seconds or RFC 3339") from None
         values = []

@@ -763,8 +763,9 @@ class World:
 
 class SimWriter:
     """The Kubernetes writes the controller and actuator make, applied to a :class:`World`
-    (it stands in for :class:`scaler.kube.writer.KubeWriter`; events and the status ConfigMap
-    are counted, not stored)."""
+    (a :class:`scaler.cloud.base.ClusterWriter`, standing in for
+    :class:`scaler.kube.writer.KubeWriter`; events and the status ConfigMap are counted, not
+    stored)."""
 
     def __init__(self, world: World, instance: str) -> None:
         self.world = world
@@ -782,10 +783,6 @@ class SimWriter:
     def clean_to_be_deleted(self, name: str) -> bool:
         """See :meth:`World.clean_to_be_deleted`."""
         return self.world.clean_to_be_deleted(name)
-
-    def delete_node(self, name: str) -> None:
-        """Delete the Node object."""
-        self.world.delete_node(name)
 
     def pod_gone(self, pod: Pod) -> bool:
         """See :meth:`World.pod_gone`."""
@@ -808,8 +805,14 @@ class SimWriter:
         """Count the event by reason."""
         self.events[reason] = self.events.get(reason, 0) + 1
 
-    def write_config_map(self, *args: Any, **kwargs: Any) -> None:
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
         """The status ConfigMap is not kept in a replay."""
+
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Nodes' status annotations are not kept in a replay."""
+        return True
 
 
 class SimCloud:

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from scaler.config import ScalerConfig
+from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus
+from scaler.replay.prices import PriceTable, load_price_table
 from scaler.report.models import (
     BlockingPodModel,
+    CostModel,
     DryRunReport,
     MoveModel,
     NodeReport,
     PodCounts,
     RequestUtilizationModel,
     ResourceFigures,
+    SavingsModel,
     SummaryModel,
     TaintModel,
     TolerationModel,
@@ -27,15 +33,26 @@ from scaler.report.models import (
 )
 from scaler.utilization import MetricsStatus
 
-__all__ = ["build_report", "print_table", "report_json"]
+__all__ = [
+    "build_report",
+    "effective_flags",
+    "print_table",
+    "report_json",
+    "savings",
+    "savings_line",
+    "usd_month",
+]
 
 
 def _figures(r: Resources) -> ResourceFigures:
     return ResourceFigures(cpu_millicores=r.cpu_millicores, memory_bytes=r.memory_bytes, pods=r.pods)
 
 
-def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, list[Any]]) -> NodeReport:
+def _node_report(
+    res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, list[Any]], prices: PriceTable
+) -> NodeReport:
     node, u = res.node, res.utilization
+    price = prices.node_price(node)
     pods = counted.get(node.name, [])
     requested = ResourceFigures(
         cpu_millicores=sum(p.requests.cpu_millicores for p in pods),
@@ -93,15 +110,57 @@ def _node_report(res: NodeResult, snapshot: ClusterSnapshot, counted: dict[str, 
             )
             for p, dest in res.moves
         ],
+        cost=CostModel(
+            machine_type=price.machine_type,
+            region=price.region,
+            pricing=price.kind,
+            hourly_usd=price.hourly_usd,
+            monthly_usd=price.monthly_usd,
+        ),
     )
 
 
-def build_report(evaluation: Evaluation, snapshot: ClusterSnapshot, source: str) -> DryRunReport:
-    """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``."""
+def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
+    """The monthly cost of the removable ``nodes``: the sum of the known prices, ``None`` when
+    some are removable and none has a price (unknown, never 0)."""
+    removable = [n for n in nodes if n.removable]
+    known = [n.cost.monthly_usd for n in removable if n.cost.monthly_usd is not None]
+    return SavingsModel(
+        monthly_usd=sum(known) if known or not removable else None,
+        priced_nodes=len(known),
+        unpriced_nodes=len(removable) - len(known),
+        price_source=prices.source,
+        price_date=prices.date,
+    )
+
+
+def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """The configuration with flag names as keys; ``node-pools`` holds, for every node pool of
+    the snapshot or of the configuration, its effective per-pool values
+    (:meth:`~scaler.config.ScalerConfig.for_pool`) and its ``--nodes`` / ``node-pools`` limits."""
+    flags = {k.replace("_", "-"): v for k, v in config.model_dump(mode="json", by_alias=True).items()}
+    limits = node_group_limits(config, snapshot.nodes)
+    pools: dict[str, Any] = {}
+    for pool in sorted({n.node_group for n in snapshot.nodes if n.node_group} | set(config.node_pools)):
+        values = {k.replace("_", "-"): v for k, v in asdict(config.for_pool(pool)).items()}
+        spec = limits.get(pool)
+        if spec is not None:
+            values |= {"min-size": spec.min_size, "max-size": spec.max_size}
+        pools[pool] = values
+    flags["node-pools"] = pools
+    return flags
+
+
+def build_report(
+    evaluation: Evaluation, snapshot: ClusterSnapshot, source: str, prices: PriceTable | None = None
+) -> DryRunReport:
+    """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
+    with node costs from ``prices`` (default: the bundled table)."""
     from scaler.engine import counted_pods
 
+    prices = prices if prices is not None else load_price_table()
     counted = counted_pods(snapshot, evaluation.config)
-    nodes = [_node_report(r, snapshot, counted) for r in evaluation.nodes]
+    nodes = [_node_report(r, snapshot, counted, prices) for r in evaluation.nodes]
     removable = [r for r in evaluation.nodes if r.removable]
     summary = SummaryModel(
         nodes=len(nodes),
@@ -113,8 +172,9 @@ def build_report(evaluation: Evaluation, snapshot: ClusterSnapshot, source: str)
         freed_cpu_millicores=sum(r.node.allocatable.cpu_millicores for r in removable),
         freed_memory_bytes=sum(r.node.allocatable.memory_bytes for r in removable),
         unremovable_by_reason=dict(sorted(evaluation.reason_counts().items())),
+        savings=savings(nodes, prices),
     )
-    flags = {k.replace("_", "-"): v for k, v in evaluation.config.model_dump(mode="json").items()}
+    flags = effective_flags(evaluation.config, snapshot)
     return DryRunReport(
         generated_at=dt.datetime.fromtimestamp(evaluation.now, dt.UTC).isoformat().replace("+00:00", "Z"),
         source=source,
@@ -127,6 +187,23 @@ def build_report(evaluation: Evaluation, snapshot: ClusterSnapshot, source: str)
 def report_json(report: DryRunReport) -> str:
     """The report as JSON text (camelCase keys, as in the schema)."""
     return report.model_dump_json(by_alias=True, indent=2)
+
+
+def usd_month(v: float | None) -> str:
+    """A monthly cost for the terminal: ``$97.09`` or ``unknown`` (never 0 for no price)."""
+    return "unknown" if v is None else f"${v:,.2f}"
+
+
+def savings_line(report: DryRunReport) -> str:
+    """The table's savings sentence: the removable nodes' monthly cost and the price source."""
+    sv = report.summary.savings
+    unpriced = (
+        f"; {sv.unpriced_nodes} removable node(s) of unknown price not counted" if sv.unpriced_nodes else ""
+    )
+    return (
+        f"Removable nodes cost {usd_month(sv.monthly_usd)}/month{unpriced} "
+        f"(prices: {sv.price_source}, {sv.price_date})."
+    )
 
 
 def _pct(v: float | None) -> str:
@@ -152,7 +229,9 @@ def print_table(report: DryRunReport, console: Console) -> None:
         ),
     )
     src = rows[0].utilization.source if rows else "usage"
-    table = Table(title=f"scaler dry-run — {report.source} at {report.generated_at}", show_lines=False)
+    sv = report.summary.savings
+    title = f"scaler dry-run — {report.source} at {report.generated_at}; prices: {sv.price_source}, {sv.price_date}"
+    table = Table(title=title, show_lines=False)
     table.add_column("node", no_wrap=True)
     table.add_column("group", no_wrap=True)
     table.add_column("zone", no_wrap=True)
@@ -163,6 +242,7 @@ def print_table(report: DryRunReport, console: Console) -> None:
     table.add_column("status", no_wrap=True)
     table.add_column("reason")
     table.add_column("pods to move", justify="right")
+    table.add_column("$/month", justify="right")
     for n in rows:
         reason = n.reason if n.removable is False else ""
         if n.blocking_pod is not None:
@@ -180,6 +260,7 @@ def print_table(report: DryRunReport, console: Console) -> None:
             f"[{_STATUS_STYLE[n.status]}]{n.status}[/]",
             reason,
             str(len(n.moves)) if n.moves else ("0" if n.removable else ""),
+            usd_month(n.cost.monthly_usd),
         )
     console.print(table)
     s = report.summary
@@ -188,6 +269,7 @@ def print_table(report: DryRunReport, console: Console) -> None:
         f"({s.removable_empty} empty, {s.removable_drain} by drain, {s.pods_to_move} pods to move); "
         f"frees {s.freed_cpu_millicores / 1000:.1f} vCPU and {s.freed_memory_bytes / 2**30:.1f} GiB allocatable."
     )
+    console.print(savings_line(report))
     if s.unremovable_by_reason:
         parts = ", ".join(
             f"{k} {v}" for k, v in sorted(s.unremovable_by_reason.items(), key=lambda kv: -kv[1])

@@ -16,10 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "API_VERSION",
     "BlockingPodModel",
+    "CostModel",
     "DryRunReport",
     "MoveModel",
     "NodeReport",
     "ResourceFigures",
+    "SavingsModel",
     "SummaryModel",
     "TaintModel",
     "TolerationModel",
@@ -105,6 +107,33 @@ class PodCounts(_Model):
     to_move: int = Field(alias="toMove")
 
 
+class CostModel(_Model):
+    """What the node costs, from the price table (``--prices``; bundled: us-central1 on-demand).
+    Prices are ``null`` when the table has none for the node's machine type, region and kind:
+    unknown, never 0."""
+
+    machine_type: str = Field(alias="machineType", description="node.kubernetes.io/instance-type")
+    region: str
+    pricing: str = Field(description="on-demand or spot (cloud.google.com/gke-spot or gke-preemptible)")
+    hourly_usd: float | None = Field(alias="hourlyUsd")
+    monthly_usd: float | None = Field(alias="monthlyUsd", description="hourly x 730 hours")
+
+
+class SavingsModel(_Model):
+    """Monthly cost of the removable nodes (what removing them saves), with the price table's
+    source and date."""
+
+    monthly_usd: float | None = Field(
+        alias="monthlyUsd",
+        description="sum over the removable nodes with a known price; null when some are removable and "
+        "none has one",
+    )
+    priced_nodes: int = Field(alias="pricedNodes")
+    unpriced_nodes: int = Field(alias="unpricedNodes", description="removable nodes of unknown price")
+    price_source: str = Field(alias="priceSource")
+    price_date: str = Field(alias="priceDate")
+
+
 class NodeReport(_Model):
     """The verdict on one node and the facts behind it."""
 
@@ -129,6 +158,7 @@ class NodeReport(_Model):
     pods: PodCounts
     blocking_pod: BlockingPodModel | None = Field(None, alias="blockingPod")
     moves: list[MoveModel] = Field(default_factory=list)
+    cost: CostModel
 
 
 class SummaryModel(_Model):
@@ -143,6 +173,7 @@ class SummaryModel(_Model):
     freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
     freed_memory_bytes: int = Field(alias="freedMemoryBytes")
     unremovable_by_reason: dict[str, int] = Field(alias="unremovableByReason")
+    savings: SavingsModel
 
 
 class DryRunReport(_Model):
@@ -154,4 +185,7 @@ class DryRunReport(_Model):
     source: str = Field(description="where the cluster state came from")
     nodes: list[NodeReport]
     summary: SummaryModel
-    flags: dict[str, Any] = Field(description="effective configuration, flag names as keys")
+    flags: dict[str, Any] = Field(
+        description="effective configuration, flag names as keys; node-pools: the effective per-pool "
+        "values of every node pool"
+    )

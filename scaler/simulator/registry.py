@@ -21,7 +21,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 from scaler.config import ScalerConfig
-from scaler.entrypoints import DuplicateEntryPoint, scan
+from scaler.entrypoints import EntryPointError, entry_points_of, find, load
 from scaler.simulator.filters import (
     BaseFilter,
     InterPodAffinity,
@@ -67,19 +67,6 @@ class PluginError(ValueError):
     satisfy the plugin protocol. The message names the plugin."""
 
 
-def _entry_points() -> dict[str, EntryPoint]:
-    """Entry points of :data:`ENTRY_POINT_GROUP` by name (not loaded; scanned once while
-    ``sys.path`` stays the same, see :mod:`scaler.entrypoints`).
-
-    Raises:
-        PluginError: two distributions register one name with different targets.
-    """
-    try:
-        return scan(ENTRY_POINT_GROUP)
-    except DuplicateEntryPoint as e:
-        raise PluginError(f"plugin {e}; uninstall one of the distributions") from e
-
-
 def _load(ep: EntryPoint) -> type:
     """Import the class an entry point names.
 
@@ -87,12 +74,19 @@ def _load(ep: EntryPoint) -> type:
         PluginError: the import fails or the target is not a class.
     """
     try:
-        obj = ep.load()
-    except Exception as e:
-        raise PluginError(f"cannot load plugin {ep.name!r} from {ep.value!r}: {e}") from e
+        obj = load(ep, "plugin")
+    except EntryPointError as e:
+        raise PluginError(str(e)) from e
     if not isinstance(obj, type):
         raise PluginError(f"plugin {ep.name!r} ({ep.value!r}) is not a class")
     return obj
+
+
+def _entry_points() -> dict[str, EntryPoint]:
+    try:
+        return entry_points_of(ENTRY_POINT_GROUP, "plugin")
+    except EntryPointError as e:
+        raise PluginError(str(e)) from e
 
 
 def discover() -> dict[str, type]:
@@ -112,11 +106,10 @@ def _build(name: str, config: ScalerConfig, kind: str) -> object:
         PluginError: unknown name (the message lists the available ones), or a load or
             construction failure.
     """
-    eps = _entry_points()
-    ep = eps.get(name)
-    if ep is None:
-        available = ", ".join(sorted(eps)) or "none"
-        raise PluginError(f"unknown {kind} plugin {name!r}; available: {available}")
+    try:
+        ep = find(ENTRY_POINT_GROUP, name, f"{kind} plugin")
+    except EntryPointError as e:
+        raise PluginError(str(e)) from e
     cls = _load(ep)
     try:
         return cls(config)
