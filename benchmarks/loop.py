@@ -21,16 +21,60 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["measure_loop"]
+from scaler.cloud.kubernetes import KubernetesProvider
+from scaler.config import ScalerConfig
+from scaler.controller import Controller
+from scaler.eligibility import node_group_limits
+from scaler.kube.writer import KubeWriter
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.observability import Metrics
+from scaler.sources.watch import WatchCache, snapshot_from_cache
+
+__all__ = ["measure_loop", "start_controller"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def start_controller(
+    api: Any, config: ScalerConfig, clock: Callable[[], float], sync_timeout: float
+) -> tuple[Controller, WatchCache, list[ClusterSnapshot], dict[str, Any], float]:
+    """A leader controller built as ``scaler run`` builds it, its watch cache started and synced.
+
+    Returns:
+        The controller, its cache (stop it), a list holding the last snapshot a loop built, the
+        node-group limits, and the seconds the cache took to sync.
+
+    Raises:
+        RuntimeError: the cache did not sync within ``sync_timeout`` seconds.
+    """
+    t = time.perf_counter()
+    cache = WatchCache(api)
+    cache.start()
+    if not cache.wait_synced(sync_timeout):
+        cache.stop()
+        raise RuntimeError("watch cache did not sync")
+    synced = time.perf_counter() - t
+    last: list[ClusterSnapshot] = []
+
+    def source(now: float) -> ClusterSnapshot:
+        snap = snapshot_from_cache(cache, api, now)
+        last[:] = [snap]
+        return snap
+
+    limits = node_group_limits(config, source(clock()).nodes)
+    cloud = KubernetesProvider(api, limits, node_source=lambda: last[0].nodes)
+    writer = KubeWriter(api, config.instance_name, clock=clock)
+    ctl = Controller(config, source, writer, cloud, Metrics(), identity="bench", clock=clock)
+    ctl.leader.set()
+    return ctl, cache, last, limits, synced
 
 
 def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str, Any]:
@@ -40,15 +84,8 @@ def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str,
     A WATCH re-opened during a loop (the server ends each watch after its ``timeoutSeconds``) is
     counted apart from the loop's requests: it is the cache's, not the loop's."""
     from benchmarks.generate import NOW
-    from scaler.cloud.kubernetes import KubernetesProvider
     from scaler.config import ScalerConfig
-    from scaler.controller import Controller
-    from scaler.eligibility import node_group_limits
-    from scaler.kube.writer import KubeWriter
-    from scaler.model.snapshot import ClusterSnapshot
-    from scaler.observability import Metrics
     from scaler.sources.kube import make_api_client
-    from scaler.sources.watch import WatchCache, snapshot_from_cache
 
     out: dict[str, Any] = {"nodes": nodes, "loops": loops}
     with tempfile.TemporaryDirectory(prefix="scaler-bench-loop-") as tmp:
@@ -89,25 +126,8 @@ def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str,
                     "scale_down_unneeded_time": 3600,
                 }
             )
-            t = time.perf_counter()
-            cache = WatchCache(api)
-            cache.start()
-            if not cache.wait_synced(3600):
-                raise RuntimeError("watch cache did not sync")
-            out["cache_sync_seconds"] = time.perf_counter() - t
+            ctl, cache, last, _limits, out["cache_sync_seconds"] = start_controller(api, config, clock, 3600)
             try:
-                last: list[ClusterSnapshot] = []
-
-                def source(now: float) -> ClusterSnapshot:
-                    snap = snapshot_from_cache(cache, api, now)
-                    last[:] = [snap]
-                    return snap
-
-                limits = node_group_limits(config, source(clock()).nodes)
-                cloud = KubernetesProvider(api, limits, node_source=lambda: last[0].nodes)
-                writer = KubeWriter(api, config.instance_name, clock=clock)
-                ctl = Controller(config, source, writer, cloud, Metrics(), identity="bench", clock=clock)
-                ctl.leader.set()
 
                 def loop() -> tuple[list[str], float, float]:
                     clock_now[0] += 10

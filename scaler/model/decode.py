@@ -226,16 +226,21 @@ def parse_object(obj: Mapping[str, Any], kind: str | None = None, *, strict: boo
     return to_record(w)
 
 
+def _parse_as(obj: Mapping[str, Any], kind: str, record: type[Any]) -> Any:
+    rec = parse_object(obj, kind)
+    if not isinstance(rec, record):
+        raise ObjectError(f"expected a {kind}, got {type(rec).__name__} {obj.get('kind')!r}")
+    return rec
+
+
 def parse_pod(obj: Mapping[str, Any]) -> Pod:
     """:func:`parse_object` for a v1 Pod (``kind`` may be missing).
 
     Raises:
         ObjectError: as :func:`parse_object`, or the object is not a Pod.
     """
-    rec = parse_object(obj, "Pod")
-    if not isinstance(rec, Pod):
-        raise ObjectError(f"expected a Pod, got {type(rec).__name__} {obj.get('kind')!r}")
-    return rec
+    pod: Pod = _parse_as(obj, "Pod", Pod)
+    return pod
 
 
 def parse_node(obj: Mapping[str, Any]) -> Node:
@@ -244,10 +249,8 @@ def parse_node(obj: Mapping[str, Any]) -> Node:
     Raises:
         ObjectError: as :func:`parse_object`, or the object is not a Node.
     """
-    rec = parse_object(obj, "Node")
-    if not isinstance(rec, Node):
-        raise ObjectError(f"expected a Node, got {type(rec).__name__} {obj.get('kind')!r}")
-    return rec
+    node: Node = _parse_as(obj, "Node", Node)
+    return node
 
 
 def decode_object(data: bytes | memoryview | Raw, kind: str | None = None) -> Record:
