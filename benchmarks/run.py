@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import pstats
+import re
 import resource
 import statistics
 import subprocess
@@ -424,11 +425,14 @@ def _markdown(
             out += [
                 f"| (d) steady `scaler run` loop, wall ({len(lp['loop_seconds'])} loops) | "
                 f"{_median_span(lp['loop_seconds'])} | "
-                + _target(None if ltarget is None else lp["loop_median"] <= ltarget, f"≤ {ltarget:g} s")
+                + _target(None if ltarget is None else lp["loop_median"] <= ltarget, f"≤ {ltarget or 0:g} s")
                 + " |",
                 f"| (d) CPU time of the scaler process per loop | {_median_span(lp['loop_cpu_seconds'])} | — |",
                 f"| (d) API requests per loop | {' / '.join(map(str, lp['requests_per_loop']))}: "
-                + ", ".join(f"`{m}`" for m in lp["requests"])
+                + ", ".join(
+                    f"`{m}`"
+                    for m in sorted({re.sub(r"/nodes/[^/?]+", "/nodes/{name}", m) for m in lp["requests"]})
+                )
                 + f" | 2: {_verdict(set(lp['requests_per_loop']) == {2})} |",
                 f"| watch caches: first LIST of every kind (sync) | {_fmt_s(lp['cache_sync_seconds'])} | — |",
             ]
