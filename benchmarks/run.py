@@ -179,14 +179,20 @@ def _work_floor(path: str) -> dict[str, Any]:
     from scaler.sources.files import _read
 
     pod_list = msgspec.defstruct("PodListW", [("items", list[wire.PodW])], gc=False)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     doc: Any = msgspec.json.Decoder(pod_list).decode(_read(Path(path)))
-    seconds = time.perf_counter() - t
-    return {"seconds": seconds, "pods": len(doc.items), "peak_rss_bytes": _peak_rss_bytes()}
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "pods": len(doc.items),
+        "peak_rss_bytes": _peak_rss_bytes(),
+    }
 
 
-def _subprocess(cmd: list[str]) -> tuple[float, int, str]:
-    """Run ``cmd``; (wall seconds, its peak RSS in bytes, stdout's last line). Raises on failure."""
+def _subprocess(cmd: list[str]) -> tuple[float, int, str, float]:
+    """Run ``cmd``; (wall seconds, its peak RSS in bytes, stdout's last line, its CPU seconds:
+    user + system). Raises on failure."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
@@ -199,7 +205,7 @@ def _subprocess(cmd: list[str]) -> tuple[float, int, str]:
         out.seek(0)
         out.seek(max(0, os.fstat(out.fileno()).st_size - 65536))
         lines = out.read().decode(errors="replace").strip().splitlines()
-    return wall, usage.ru_maxrss * 1024, lines[-1] if lines else ""
+    return wall, usage.ru_maxrss * 1024, lines[-1] if lines else "", usage.ru_utime + usage.ru_stime
 
 
 def _work_dry_run(nodes: int, runs: int) -> dict[str, Any]:
@@ -219,16 +225,18 @@ def _work_dry_run(nodes: int, runs: int) -> dict[str, Any]:
             with f.open("rb") as fh:
                 while fh.read(1 << 24):
                     pass
-        walls, rss, floors, floor_rss, floor_inner = [], [], [], [], []
+        walls, rss, floors, floor_rss, floor_inner, cpus, floor_cpus = [], [], [], [], [], [], []
         for _ in range(runs):
-            wall, peak, _last = _subprocess([scaler_cli, "dry-run", "--snapshot", tmp, "-o", "json"])
+            wall, peak, _last, cpu = _subprocess([scaler_cli, "dry-run", "--snapshot", tmp, "-o", "json"])
             walls.append(wall)
             rss.append(peak)
-            fwall, _, last = _subprocess(
+            cpus.append(cpu)
+            fwall, _, last, _cpu = _subprocess(
                 [sys.executable, "-m", "benchmarks.run", "--worker", "floor", "--path", f"{tmp}/pods.json"]
             )
             floor = json.loads(last)
             floors.append(floor["seconds"])
+            floor_cpus.append(floor["cpu_seconds"])
             floor_rss.append(floor["peak_rss_bytes"])
             floor_inner.append(fwall)
         out.update(
@@ -239,11 +247,14 @@ def _work_dry_run(nodes: int, runs: int) -> dict[str, Any]:
                 "floor_seconds": floors,
                 "floor_median": statistics.median(floors),
                 "floor_process_seconds": floor_inner,
+                "dry_run_cpu_seconds": cpus,
+                "floor_cpu_seconds": floor_cpus,
                 "floor_peak_rss_bytes": max(floor_rss),
                 "pods": floor["pods"],
             }
         )
         out["ratio"] = out["dry_run_median"] / out["floor_median"]
+        out["cpu_ratio"] = statistics.median(cpus) / statistics.median(floor_cpus)
     return out
 
 
@@ -421,6 +432,11 @@ def _markdown(
                 )
                 + " |",
             ]
+            if "cpu_ratio" in d:
+                out.append(
+                    f"| the same in CPU time (user + system): (a) {_fmt_s(statistics.median(d['dry_run_cpu_seconds']))}, "
+                    f"(b) {_fmt_s(statistics.median(d['floor_cpu_seconds']))} | {d['cpu_ratio']:.2f}× | — |"
+                )
         if lp:
             out += [
                 f"| (d) steady `scaler run` loop, wall ({len(lp['loop_seconds'])} loops) | "
