@@ -12,9 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## Run the dry-run on the example snapshot bundled inside the package.
+## The dry-run on the night-lowreq example bundled inside the package (real Bitbrains usage, low
+## requests): its table, then cluster-autoscaler's requests rule and scaler side by side.
 demo: $(STAMP)
-	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-day1
+	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-night-lowreq
 
 ## Lint, type-check and run the whole test suite.
 test: lint typecheck unit
@@ -31,7 +32,8 @@ unit: $(STAMP) test-deps
 
 ## System packages some tests run for real, from Debian, installed when missing (as root):
 ## prometheus and promtool (the Prometheus history tests), chromium (the replay HTML report
-## test). Where they cannot be installed (not root, no apt-get) those tests skip and say why.
+## test), etcd-server (the real-apiserver suite, with ../shared/k8s). Where they cannot be
+## installed (not root, no apt-get) those tests skip and say why.
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends
 test-deps:
 	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
@@ -43,6 +45,11 @@ test-deps:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    $(APT_INSTALL) chromium >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) chromium; }; \
 	  else echo "test-deps: chromium is missing and cannot be installed here (needs root and apt-get)"; fi; \
+	fi
+	@if ! command -v etcd >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    $(APT_INSTALL) etcd-server >/dev/null 2>&1 || { apt-get update -qq && $(APT_INSTALL) etcd-server; }; \
+	  else echo "test-deps: etcd is missing and cannot be installed here (needs root and apt-get)"; fi; \
 	fi
 
 ## Benchmarks (tens of minutes): at 1k, 5k and 15k nodes the end-to-end `scaler dry-run` beside its

@@ -9,66 +9,104 @@ bad value on stderr and exits with status 2, before anything is done.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import json
+import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
 
-from rich.console import Console
-
-from scaler.config import DRY_RUN_GROUPS, FLAG_GROUPS, ConfigError, ScalerConfig, flag_name, load_config_file
+from scaler.config import (
+    DRY_RUN_KEYS,
+    DURATION_KEYS,
+    FLAG_GROUPS,
+    ConfigError,
+    ScalerConfig,
+    flag_name,
+    load_config_file,
+)
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
-from scaler.model.times import timestamp_seconds
+from scaler.model.times import format_duration, timestamp_seconds
 from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
 
 if TYPE_CHECKING:
     from scaler.replay.prices import PriceTable
 
-__all__ = ["main"]
+__all__ = ["OUTPUT_FORMATS", "main", "unknown_argument"]
+
+OUTPUT_FORMATS = ("table", "wide", "json", "yaml")
+"""``-o`` of ``scaler dry-run``, as kubectl's: the default table, ``wide``, ``json``, ``yaml``."""
 
 
 class _Parser(argparse.ArgumentParser):
+    """Go-flag-like argparse: no abbreviated flags (``--scale-down-util`` is unknown, as in Go);
+    errors raise :class:`UsageError` (one line, exit 2)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
-def _add_config_flags(parser: argparse.ArgumentParser, groups: tuple[str, ...] | None = None) -> None:
+def _shown_default(key: str, value: Any) -> str | None:
+    """The default as ``--help`` shows it; ``None`` for an empty one (Go omits zero strings)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or None
+    if key in DURATION_KEYS:
+        return format_duration(float(value))
+    if isinstance(value, str):
+        return value or None
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _metavar(annotation: Any) -> str:
+    """Go's flag type names: ``float``, ``int``, ``string``; ``list`` for comma-separated names."""
+    if annotation is float:
+        return "float"
+    if annotation is int:
+        return "int"
+    if get_origin(annotation) is tuple:
+        return "list"
+    return "string"
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | None = None) -> None:
+    """One flag per :class:`~scaler.config.ScalerConfig` field (in ``keys`` when given), grouped
+    as :data:`~scaler.config.FLAG_GROUPS`: its type as metavar (``duration``, ``float``,
+    ``true|false``), the choices of a ``Literal`` field, and the default (Go durations)."""
     defaults = ScalerConfig()
-    for title, keys in FLAG_GROUPS.items():
-        if groups is not None and title not in groups:
+    fields = ScalerConfig.model_fields
+    for title, texts in FLAG_GROUPS.items():
+        shown = [k for k in texts if keys is None or k in keys]
+        if not shown:
             continue
         group = parser.add_argument_group(title)
-        for key, text in keys.items():
+        for key in shown:
             flag = flag_name(key)
             if flag is None:
                 continue  # node-pools: a map, config file only
-            default = getattr(defaults, key)
-            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            if isinstance(default, bool):
-                group.add_argument(
-                    flag, dest=key, nargs="?", const="true", metavar="true|false",
-                    default=argparse.SUPPRESS, help=f"{text} (default {str(default).lower()})",
-                )  # fmt: skip
+            annotation = fields[key].annotation
+            default = _shown_default(key, getattr(defaults, key))
+            help_text = texts[key] + (f" (default {default})" if default is not None else "")
+            kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": help_text}
+            if annotation is bool:
+                kwargs.update(nargs="?", const="true", metavar="true|false")
             elif key == "nodes":
-                group.add_argument(
-                    flag,
-                    dest=key,
-                    action="append",
-                    metavar="MIN:MAX:POOL",
-                    default=argparse.SUPPRESS,
-                    help=text,
-                )
+                kwargs.update(action="append", metavar="MIN:MAX:POOL")
             elif key == "budgets":
-                group.add_argument(
-                    flag, dest=key, action="append", metavar="BUDGET", default=argparse.SUPPRESS, help=text
-                )
+                kwargs.update(action="append", metavar="BUDGET")
+            elif get_origin(annotation) is Literal:
+                kwargs.update(choices=get_args(annotation))
             else:
-                group.add_argument(
-                    flag, dest=key, default=argparse.SUPPRESS, help=f"{text} (default {shown})"
-                )
+                kwargs.update(metavar="duration" if key in DURATION_KEYS else _metavar(annotation))
+            group.add_argument(flag, **kwargs)
     # CA's own spelling of this flag.
     parser.add_argument(
         "--blocking-system-pod-distruption-timeout",
@@ -85,30 +123,43 @@ def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
             "--snapshot",
             nargs="+",
             metavar="PATH",
-            help="snapshot files or directories (kubectl get -o json|yaml output); "
-            "without it, the live cluster, else the bundled example",
+            help="snapshot files or directories (kubectl get -o json|yaml output); without it, the "
+            "cluster of the kubeconfig or in-cluster config, or the bundled example when none is configured",
         )
         g.add_argument(
             "--now",
+            metavar="TIME",
             help="evaluation time (RFC 3339 or Unix seconds); default: the snapshot's "
             "metrics timestamp, or the clock in live mode",
         )
-    g.add_argument("--kubeconfig", help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)")
-    g.add_argument("--context", help="kubeconfig context")
+    g.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig file (default $KUBECONFIG, ~/.kube/config, in-cluster)",
+    )
+    g.add_argument("--context", metavar="NAME", help="kubeconfig context")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``scaler`` argument parser (one line of error and exit 2 on bad flags)."""
     parser = _Parser(prog="scaler", description="Usage-based scale-down for Kubernetes on GKE.")
+    parser.add_argument("--version", action="version", version=f"scaler {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     dry = sub.add_parser("dry-run", help="report which nodes could be removed and why the others stay")
     _add_source_flags(dry, offline=True)
-    dry.add_argument("--config", help="YAML file with flag-named keys (flags win)")
-    dry.add_argument("--output", "-o", choices=("table", "json"), default="table", help="report format")
-    _add_config_flags(dry, DRY_RUN_GROUPS)
+    dry.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
+    dry.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (fits 80 columns), wide (adds requests, group, zone, pods to move and the full "
+        "reason), json or yaml (the versioned report, see `scaler schema`)",
+    )
+    _add_config_flags(dry, DRY_RUN_KEYS)
     run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
     _add_source_flags(run, offline=False)
-    run.add_argument("--config", help="YAML file with flag-named keys (flags win)")
+    run.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
     run.add_argument("--dry-run", action="store_true",
                      help="run the full loop, timers included, but only log, count and emit events")  # fmt: skip
     _add_config_flags(run)
@@ -121,6 +172,58 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_parser(sub)
     sub.add_parser("schema", help="print the JSON Schema of the dry-run report")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scaler")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The sub-command parsers of ``parser`` by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The long flags ``parser`` shows in its help."""
+    return [
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        for o in a.option_strings
+        if o.startswith("--")
+    ]
+
+
+def unknown_argument(parser: argparse.ArgumentParser, command: str | None, extras: Sequence[str]) -> str:
+    """The one-line error for arguments ``parser`` (``command``'s parser) did not take: the first
+    unknown flag with the closest known one, as CA's Go flags would be asked for (a flag that
+    starts the same way first, else :func:`difflib.get_close_matches`), or the stray value."""
+    commands = _commands(parser)
+    sub = commands.get(command or "", parser)
+    flag = next((e for e in extras if e.startswith("-")), None)
+    if flag is None:
+        return f"unexpected argument {extras[0]!r}"
+    name = flag.split("=", 1)[0]
+    known = _flags(sub)
+    message = f"unknown flag {name}"
+    run = commands.get("run")
+    if command == "dry-run" and run is not None and name in _flags(run):
+        return f"{message}: it only affects `scaler run`, not a dry-run"
+    starting = [k for k in known if k.startswith(name)]
+    close = (
+        starting
+        if len(starting) == 1
+        else difflib.get_close_matches(name, starting or known, n=1, cutoff=0.6)
+    )
+    return f"{message} (did you mean {close[0]}?)" if close else message
 
 
 def _config(args: argparse.Namespace) -> ScalerConfig:
@@ -157,24 +260,31 @@ def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[Cluster
     return load_live_snapshot(api, time.time() if now is None else now), "live cluster"
 
 
-def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot, str]:
+def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
+    """The snapshot to evaluate and where it came from: ``--snapshot``, else the cluster of the
+    kubeconfig or in-cluster config (an error, exit 2, when it cannot be reached), else, when no
+    cluster is configured anywhere, the bundled example (said on stderr)."""
     from scaler.sources.files import load_snapshot
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
         return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError  # the client: only when live
+    from scaler.sources.kube import (  # the Kubernetes client: only when reading a live cluster
+        ClusterUnreachable,
+        LiveSourceError,
+        NoClusterConfig,
+    )
 
     try:
         return _live_snapshot(args, now)
-    except ClusterUnreachable as e:
-        if args.kubeconfig or args.context:
-            raise UsageError(f"cluster unreachable: {e}") from None
+    except NoClusterConfig as e:
         example = bundled_example()
-        err.print(
-            f"scaler: no --snapshot and no reachable cluster ({e}); using the bundled example {example}"
+        sys.stderr.write(
+            f"scaler: no --snapshot and no cluster configured ({e}); using the bundled example {example}\n"
         )
         return load_snapshot([example], now), f"bundled example {example.name}"
+    except ClusterUnreachable as e:
+        raise UsageError(f"cluster unreachable: {e}") from None
     except LiveSourceError as e:
         raise UsageError(str(e)) from None
 
@@ -182,12 +292,12 @@ def _load_state(args: argparse.Namespace, err: Console) -> tuple[ClusterSnapshot
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
     from scaler.planner import hold_by_budgets
-    from scaler.report.build import build_report, print_table, report_json
+    from scaler.report.build import build_report, report_json, report_yaml
+    from scaler.report.table import print_table
 
     config = _config(args)
     prices = _prices(config)
-    err = Console(stderr=True)
-    snapshot, source = _load_state(args, err)
+    snapshot, source = _load_state(args)
     gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
     if config.history != "none":
         from dataclasses import replace
@@ -203,9 +313,10 @@ def _dry_run(args: argparse.Namespace) -> int:
     report = build_report(evaluation, snapshot, source, prices)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(report_yaml(report))
     else:
-        out = Console(width=None if sys.stdout.isatty() else 200)
-        print_table(report, out)
+        print_table(report, sys.stdout, wide=args.output == "wide")
     return 0
 
 
@@ -222,22 +333,14 @@ def _snapshot(args: argparse.Namespace) -> int:
         paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite)
     except (ValueError, OSError) as e:
         raise UsageError(str(e)) from None
-    Console(stderr=True).print(f"wrote {len(paths)} files to {args.out}")
+    sys.stderr.write(f"wrote {len(paths)} files to {args.out}\n")
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-    import socket
-
-    from scaler.cloud.base import CloudError, CloudProvider
-    from scaler.eligibility import node_group_limits
-    from scaler.model.decode import parse_node
-    from scaler.model.parse import ObjectError
-    from scaler.model.records import Node
     from scaler.observability import configure_logging
-    from scaler.runner import Runner, run_forever
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, make_api_client
+    from scaler.runner import StartupError, build_runner, run_forever
+    from scaler.sources.kube import ClusterUnreachable, make_api_client
 
     config = _config(args)
     _prices(config)  # a bad --prices file is an error now, not in the first loop
@@ -246,51 +349,28 @@ def _run(args: argparse.Namespace) -> int:
         api = make_api_client(args.kubeconfig, args.context)
     except ClusterUnreachable as e:
         raise UsageError(f"cluster unreachable: {e}") from None
-    identity = os.environ.get("POD_NAME") or socket.gethostname()
-    runner: Runner | None = None
-
-    def runner_nodes() -> tuple[Node, ...]:
-        return runner.last_nodes if runner is not None else ()
-
-    cloud: CloudProvider
     try:
-        from scaler.sources.kube import fetch_objects
-
-        nodes = [parse_node(o) for o in fetch_objects(api) if o.get("kind") == "Node"]
-        limits = node_group_limits(config, nodes)
-        if config.cloud_provider == "gke":
-            from scaler.cloud.gke import GKEProvider, make_clients
-
-            # SCALER_GCE_API_ENDPOINT points the Google clients at an emulator (tests); unset in
-            # production: Google's endpoints with Workload Identity credentials.
-            container, compute = make_clients(os.environ.get("SCALER_GCE_API_ENDPOINT") or None)
-            cloud = GKEProvider.from_environment(
-                config.gke_project or None,
-                config.gke_location or None,
-                config.gke_cluster or None,
-                limits=limits,
-                container_client=container,
-                compute_clients=compute,
-            )
-        else:
-            from scaler.cloud.kubernetes import KubernetesProvider
-
-            # Node counts come from the nodes the loop already read (no extra LIST per loop).
-            cloud = KubernetesProvider(api, limits, node_source=lambda: runner_nodes())
-    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
+        runner = build_runner(config, api, dry_run=args.dry_run)
+    except StartupError as e:
         raise UsageError(str(e)) from None
-    except Exception as e:  # metadata server unreachable and no --gke-* flags
-        raise UsageError(f"cloud provider {config.cloud_provider}: {e}") from None
-    runner = Runner(config, api, cloud, identity=identity, dry_run=args.dry_run)
-    return run_forever(runner)
+    code = run_forever(runner)
+    if runner.fatal:
+        raise UsageError(runner.fatal)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scaler`` console script; returns the exit status."""
     from scaler.simulator.registry import PluginError
 
+    # The API client's connection pool retries a refused connection three times and logs each
+    # retry as a warning; the failure itself is reported once, as an error or in the loop's log.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            raise UsageError(unknown_argument(parser, getattr(args, "command", None), extras))
         if args.command == "dry-run":
             return _dry_run(args)
         if args.command == "snapshot":

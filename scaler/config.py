@@ -10,6 +10,7 @@ the YAML file and flags also accept Go-style strings (``10m``, ``30s``). Fractio
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from scaler.model.times import format_duration, parse_duration_seconds
 
 __all__ = [
     "DRY_RUN_GROUPS",
+    "DRY_RUN_KEYS",
+    "DURATION_KEYS",
     "FLAG_GROUPS",
     "FLAG_HELP",
     "POOL_KEYS",
@@ -53,18 +56,19 @@ __all__ = [
 FLAG_GROUPS: dict[str, dict[str, str]] = {
     "Utilization and eligibility": {
         "scale_down_utilization_threshold": "A node is underutilized when its utilization (max of cpu and memory, "
-        "fraction 0-1) is <= this value (CA default 0.5).",
+        "fraction 0-1) is <= this value.",
         "utilization_source": "usage: real usage from metrics.k8s.io (default); requests: cluster-autoscaler's "
         "requests-based utilization, for comparison.",
         "ignore_daemonsets_utilization": "Remove DaemonSet pods (their usage, or their requests with "
         "--utilization-source=requests) from numerator and denominator.",
         "ignore_mirror_pods_utilization": "The same for mirror (static) pods.",
-        "max_metrics_age": "NodeMetrics older than this (seconds or Go duration, default 2m) count as missing: "
+        "max_metrics_age": "NodeMetrics older than this (seconds or Go duration) count as missing: "
         "the node is MetricsUnavailable, never idle.",
         "scale_down_unready_enabled": "Consider NotReady nodes for scale-down.",
         "scale_down_unneeded_time": "How long a Ready node must stay unneeded before it is deleted (live mode).",
         "scale_down_unready_time": "How long a NotReady node must stay unneeded before it is deleted (live mode).",
-        "unremovable_node_recheck_timeout": "A node found unremovable is not re-checked for this long (live mode).",
+        "unremovable_node_recheck_timeout": "A node found unremovable, or whose removal failed, is not re-checked "
+        "for this long (live mode).",
         "nodes": "MIN:MAX:POOL size limits of a node group (repeatable). Without it a group's min is 0.",
     },
     "Drain rules": {
@@ -82,7 +86,7 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "<= this fraction of allocatable.",
         "target_memory_usage": "TargetUsage: a destination's memory (usage + moved requests + pod request) must "
         "stay < this fraction of allocatable.",
-        "filter_plugins": "Extra Filter plugins (comma-separated entry-point names); default TargetUsage.",
+        "filter_plugins": "Extra Filter plugins (comma-separated entry-point names).",
         "score_plugins": "Score plugins (comma-separated entry-point names); default none: first fit.",
     },
     "History and portraits": {
@@ -137,7 +141,7 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "node: max (any spike counts), p95 (isolated spikes ignored; default), ewma (smoothed).",
         "scale_down_delay_after_add": "No deletion for this long after a node was added (a scale-up).",
         "scale_down_delay_after_delete": "No deletion for this long after a loop that started deletions.",
-        "scale_down_delay_after_failure": "No deletion for this long after a failed scale-down.",
+        "scale_down_delay_after_failure": "No deletion for this long after a failed scale-down (any step).",
     },
     "Actuation (scaler run)": {
         "max_graceful_termination_sec": "Cap on a pod's terminationGracePeriodSeconds during drain (seconds).",
@@ -163,7 +167,7 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "it changes (also with --dry-run).",
     },
 }
-# Groups shown by `scaler dry-run` (the rest belong to `scaler run`).
+# Groups whose keys affect `scaler dry-run` (the rest only affect `scaler run`).
 DRY_RUN_GROUPS = (
     "Utilization and eligibility",
     "Drain rules",
@@ -171,8 +175,15 @@ DRY_RUN_GROUPS = (
     "History and portraits",
     "Disruption budgets and node pools",
     "Savings",
-    "Actuation budgets",
 )
+_LIVE_ONLY_KEYS = frozenset(
+    {"scale_down_unneeded_time", "scale_down_unready_time", "unremovable_node_recheck_timeout"}
+)
+DRY_RUN_KEYS: frozenset[str] = frozenset(
+    k for title in DRY_RUN_GROUPS for k in FLAG_GROUPS[title] if k not in _LIVE_ONLY_KEYS
+)
+"""Keys one evaluation reads (``scaler dry-run`` has a flag for each): the timers of the live loop
+and the actuation budgets are not among them."""
 FLAG_HELP: dict[str, str] = {k: v for group in FLAG_GROUPS.values() for k, v in group.items()}
 
 
@@ -444,7 +455,7 @@ class PoolConfig:
 
 
 Duration = float
-_DURATION_KEYS = (
+DURATION_KEYS = (
     "max_metrics_age",
     "scale_down_unneeded_time",
     "scale_down_unready_time",
@@ -467,7 +478,7 @@ class ScalerConfig(BaseModel):
     Units: durations in seconds, thresholds as fractions 0–1.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
     # Utilization and eligibility (CA: config/flags/flags.go)
     scale_down_utilization_threshold: float = Field(0.5, ge=0.0, le=1.0)
@@ -538,7 +549,7 @@ class ScalerConfig(BaseModel):
     log_format: Literal["text", "json"] = "text"
     write_node_status: bool = True
 
-    @field_validator(*_DURATION_KEYS, mode="before")
+    @field_validator(*DURATION_KEYS, mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         if isinstance(v, str):
@@ -641,6 +652,10 @@ class ScalerConfig(BaseModel):
             # Name the value as given ("0s"), not as converted by a before-validator (0.0).
             value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
             msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] == "finite_number":  # allow_inf_nan=False: "nan" is no number, "inf" no finite one
+                nan = isinstance(value, float) and math.isnan(value)
+                nan = nan or str(value).strip().lower().lstrip("+-") == "nan"
+                msg = "not a number" if nan else "not a finite number"
             raise ConfigError(f"invalid value {value!r} for {key}: {msg}") from None
         except ConfigError:
             raise
@@ -677,7 +692,7 @@ def _yaml_value(key: str, value: Any) -> str:
         return str(value).lower()
     if isinstance(value, tuple):
         return "[" + ", ".join(str(x) for x in value) + "]"
-    if key in _DURATION_KEYS and isinstance(value, float):
+    if key in DURATION_KEYS and isinstance(value, float):
         seconds = int(value)
         if seconds == value and seconds and seconds % 3600 == 0:
             return f"{seconds // 3600}h"

@@ -2,7 +2,9 @@
 
 Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
 pod-metrics LIST), record usage, evaluate with usage aggregated over the unneeded window, plan,
-and — when leader, not stopping and not in ``--dry-run`` — start the removals. Metrics report
+and — when leader, not stopping and not in ``--dry-run`` — start the removals. While the metrics
+API does not answer, a loop only reports the outage (status, ``scaler_metrics_api_available``,
+health) and starts nothing. Metrics report
 every loop; the status ConfigMap is rewritten when its content changes (its ``time`` says when);
 in dry-run, "would remove" events are emitted once per node.
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
@@ -41,11 +43,13 @@ from scaler.planner import (
     PlannerState,
     ScaleDownPlan,
     plan,
+    record_failures,
     record_usage,
     with_aggregated_usage,
 )
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.replay.prices import PriceTable, load_price_table
+from scaler.sources.kube import MetricsUnavailable
 
 __all__ = ["Controller"]
 
@@ -74,6 +78,9 @@ class Controller:
         actuator_factory: builds the :class:`Actuator` (tests tune its timings).
         source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
             watches that keep failing; while it says anything, nothing is started.
+        node_groups: node name → node group of the cluster's nodes now, without metrics (the
+            watch cache); during a metrics outage every one of them is reported
+            ``MetricsUnavailable`` (default: the nodes of the last successful loop).
     """
 
     def __init__(
@@ -89,6 +96,7 @@ class Controller:
         clock: Callable[[], float] = time.time,
         actuator_factory: Callable[..., Actuator] = Actuator,
         source_problem: Callable[[], str] | None = None,
+        node_groups: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.config = config
         self.snapshot_source = snapshot_source
@@ -99,6 +107,7 @@ class Controller:
         self.identity = identity
         self.clock = clock
         self.source_problem = source_problem
+        self.node_groups = node_groups
         self.state = PlannerState()
         self.leader = threading.Event()
         self.stopping = threading.Event()
@@ -109,6 +118,9 @@ class Controller:
         self._outcome_lock = threading.Lock()
         self._recovered = False
         self._last_status: dict[str, object] | None = None
+        self._groups: dict[str, str] = {}  # node -> node group, as of the last snapshot
+        self.metrics_unavailable_since: float | None = None
+        """When the current metrics API outage began (Unix seconds), ``None`` when there is none."""
         self._node_labels: dict[str, str] = {}  # node -> status label last written
         self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
         self._prices: PriceTable | None = None
@@ -127,15 +139,22 @@ class Controller:
         with self._outcome_lock:
             self._outcomes.append(outcome)
 
-    def _apply_outcomes(self, now: float) -> None:
-        with self._outcome_lock:
-            outcomes, self._outcomes = self._outcomes, []
+    def _apply_outcomes(self, now: float, outcomes: list[NodeOutcome] | None = None) -> None:
+        """Fold finished removals into the planner state: a removed node's timer goes; a failed
+        one starts the failure cooldown and keeps its node out for the recheck timeout."""
+        if outcomes is None:
+            with self._outcome_lock:
+                outcomes, self._outcomes = self._outcomes, []
         if not outcomes:
             return
         since = dict(self.state.unneeded_since)
         for o in outcomes:
-            since.pop(o.node, None)  # success: gone; failure: back to the pool with a fresh timer
-        self.state = replace(self.state, unneeded_since=since)
+            since.pop(o.node, None)
+        self.state = record_failures(
+            replace(self.state, unneeded_since=since),
+            [(o.node, o.time or now, f"{o.step or 'error'}: {o.message}") for o in outcomes if not o.ok],
+            self.config.unremovable_node_recheck_timeout,
+        )
 
     # ---- health -----------------------------------------------------------------------------------
     def healthy(self) -> bool:
@@ -162,7 +181,11 @@ class Controller:
         """One loop: read, evaluate, plan, act (leader only), report. Returns the plan."""
         start = time.monotonic()
         now = self.clock()
-        snapshot = self.snapshot_source(now)
+        try:
+            snapshot = self.snapshot_source(now)
+        except MetricsUnavailable as e:
+            return self._metrics_outage(now, str(e), start)
+        self._metrics_back(now)
         stale = self.source_problem() if self.source_problem is not None else ""
         if stale:
             # When in doubt, don't act: a stale view could hide new pods on a node.
@@ -198,18 +221,57 @@ class Controller:
         if acting and decision.to_delete:
             failures = self.actuator.start(decision)
             if failures:
-                self.state = replace(self.state, last_failure=now)
+                self._apply_outcomes(now, failures)
             else:
                 self.state = replace(self.state, last_delete=now)
         elif self.dry_run and self.leader.is_set():
             self._announce(decision)
+        self._groups = {n.name: n.node_group for n in snapshot.nodes}
         self._write_status(decision, snapshot)
         self._write_node_statuses(decision, snapshot)
+        return self._loop_done(decision, start)
+
+    def _loop_done(self, decision: ScaleDownPlan, start: float) -> ScaleDownPlan:
         self.last_plan = decision
         self.last_loop_end = self.clock()
         self.metrics.duration.labels("main").observe(time.monotonic() - start)
         self.metrics.last_activity.labels("main").set(self.last_loop_end)
         return decision
+
+    # ---- metrics outages ----------------------------------------------------------------------------
+    def _metrics_outage(self, now: float, why: str, start: float) -> ScaleDownPlan:
+        """A loop while ``metrics.k8s.io`` does not answer: nothing is evaluated or started, the
+        unneeded timers restart (usage was not observed meanwhile), every node known from the
+        last loop is ``MetricsUnavailable``; status, metrics and health stay current. One
+        warning when the outage starts (and one when it ends: :meth:`_metrics_back`)."""
+        if self.metrics_unavailable_since is None:
+            self.metrics_unavailable_since = now
+            log.warning("metrics API unavailable, no scale-down until it answers again: %s", why)
+        since = format_time(self.metrics_unavailable_since)
+        self.metrics.metrics_api_available.set(0)
+        self.metrics.errors.labels("metrics_unavailable").inc()
+        if self.node_groups is not None:
+            self._groups = dict(self.node_groups())
+        self._apply_outcomes(now)
+        self.state = replace(self.state, unneeded_since={}, in_flight=dict(self.actuator.in_flight))
+        detail = f"metrics.k8s.io unavailable since {since}"
+        decision = ScaleDownPlan(
+            now, (), (), {},
+            {n: (NodeStatus.UNREMOVABLE, UnremovableReason.MetricsUnavailable, detail) for n in self._groups},
+            cooldown=detail,
+        )  # fmt: skip
+        self.metrics.observe_plan(decision)
+        self._write_status(decision, None, {"status": "Unavailable", "since": since, "message": why})
+        return self._loop_done(decision, start)
+
+    def _metrics_back(self, now: float) -> None:
+        self.metrics.metrics_api_available.set(1)
+        if self.metrics_unavailable_since is not None:
+            log.warning(
+                "metrics API available again after %.0fs unavailable; unneeded timers restart now",
+                now - self.metrics_unavailable_since,
+            )
+            self.metrics_unavailable_since = None
 
     def _announce(self, decision: ScaleDownPlan) -> None:
         """Dry-run: one event per node each time it becomes deletable."""
@@ -234,18 +296,22 @@ class Controller:
             self._prices = load_price_table(self.config.prices or None)
         return self._prices
 
-    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+    def _write_status(
+        self,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot | None,
+        metrics_api: dict[str, str] | None = None,
+    ) -> None:
+        """The status ConfigMap (leader only), when its content changed. ``snapshot`` ``None``:
+        a loop without one (a metrics outage): the node groups of the last one, no costs."""
         if not self.leader.is_set():
             return
-        groups = {n.name: n.node_group for n in snapshot.nodes}
-        costs = {
-            n.name: self.prices.node_price(n).monthly_usd
-            for n in snapshot.nodes
-            if n.name in decision.unneeded
-        }
+        nodes = snapshot.nodes if snapshot is not None else ()
+        costs = {n.name: self.prices.node_price(n).monthly_usd for n in nodes if n.name in decision.unneeded}
         doc = status_document(
-            decision, groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
+            decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
             price_source=f"{self.prices.source}, {self.prices.date}",
+            metrics_api=metrics_api or {"status": "Available"},
         )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)

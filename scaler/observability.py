@@ -44,7 +44,8 @@ class Metrics:
     ``scaled_down_nodes_total{reason=empty|underutilized|unready}``,
     ``evicted_pods_total{eviction_result=succeeded|failed}``, ``failed_scale_downs_total{reason}``,
     ``scale_down_in_cooldown``, ``function_duration_seconds{function}``,
-    ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader``.
+    ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader`` and
+    ``metrics_api_available`` (0 during a metrics.k8s.io outage).
     """
 
     def __init__(self) -> None:
@@ -75,6 +76,11 @@ class Metrics:
         )
         self.errors = PromCounter("scaler_errors_total", "Errors by type.", ["type"], registry=r)
         self.is_leader = Gauge("scaler_is_leader", "1 when this replica is the leader.", registry=r)
+        self.metrics_api_available = Gauge(
+            "scaler_metrics_api_available",
+            "1 while metrics.k8s.io answers the node and pod metrics LISTs, 0 during an outage.",
+            registry=r,
+        )
         self.budget_active = Gauge(
             "scaler_scale_down_budget_active",
             "1 while a disruption budget is active.",
@@ -208,10 +214,12 @@ def status_document(
     dry_run: bool,
     costs: Mapping[str, float | None] | None = None,
     price_source: str = "",
+    metrics_api: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The status ConfigMap's content without its timestamps: CA's layout
     (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
-    and reason) and ``deletionsInProgress``. ``groups`` maps node name → node group.
+    and reason), ``deletionsInProgress`` and ``metricsAPI`` (``status: Available``, or
+    ``Unavailable`` with ``since`` and ``message``). ``groups`` maps node name → node group.
 
     With ``costs`` (node → USD per month, ``None`` when unknown) the unneeded nodes' entries get
     ``monthlyCostUsd`` and ``clusterWide.scaleDown.savings`` sums them (``monthlyUsd``, the
@@ -242,6 +250,7 @@ def status_document(
         "autoscalerStatus": "Running",
         "mode": "dry-run" if dry_run else "active",
         "leader": leader,
+        "metricsAPI": dict(metrics_api or {"status": "Available"}),
         "clusterWide": {
             "scaleDown": {
                 "status": "CandidatesPresent" if plan.unneeded else "NoCandidates",

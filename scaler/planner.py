@@ -14,7 +14,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   ``--scale-down-unready-time`` (NotReady) of continuous unneededness.
 * Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
   node's creation (a scale-up), ``-after-delete`` of the last started deletion, or
-  ``-after-failure`` of the last failure. Timers still run during a cooldown.
+  ``-after-failure`` of the last failed removal, whatever step failed (:func:`record_failures`;
+  CA only counts a failed taint). Timers still run during a cooldown.
+* A node whose removal failed is ``RecentlyUnremovable`` for ``--unremovable-node-recheck-timeout``
+  (its verdict says which step failed and when it may be tried again).
 * Min size: a group never goes below its minimum, counting in-flight deletions and nodes already
   chosen in this plan (``targetSize - deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -55,6 +58,7 @@ __all__ = [
     "aggregate_usage",
     "hold_by_budgets",
     "plan",
+    "record_failures",
     "record_usage",
     "with_aggregated_usage",
 ]
@@ -102,6 +106,8 @@ class PlannerState:
         in_flight_drains: nodes among ``in_flight`` that are being drained (not empty).
         last_delete: Unix time of the last loop that started deletions.
         last_failure: Unix time of the last failed scale-down.
+        failed_removals: node → why its last removal failed and until when it is not retried
+            (the detail of its ``RecentlyUnremovable`` verdict), while that lasts.
     """
 
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
@@ -111,6 +117,7 @@ class PlannerState:
     in_flight_drains: frozenset[str] = frozenset()
     last_delete: float | None = None
     last_failure: float | None = None
+    failed_removals: Mapping[str, str] = field(default_factory=dict)
 
     def recently_unremovable(self, now: float) -> frozenset[str]:
         """Nodes whose unremovable TTL has not expired at ``now``."""
@@ -230,6 +237,34 @@ def with_aggregated_usage(
     return replace(snapshot, node_metrics=metrics)
 
 
+def record_failures(
+    state: PlannerState, failures: Iterable[tuple[str, float, str]], recheck_timeout: float
+) -> PlannerState:
+    """The state after failed node removals ``(node, Unix time of the failure, what failed)``:
+    ``last_failure`` moves to the newest failure (``--scale-down-delay-after-failure`` starts
+    from it), each node is kept out of the candidates until ``time + recheck_timeout`` (seconds,
+    ``--unremovable-node-recheck-timeout``) and its unneeded timer is dropped.
+
+    CA sets its failure cooldown only when tainting fails and lets a node whose drain or
+    deletion failed come back with a fresh timer; with a short ``--scale-down-unneeded-time``
+    that taints, drains and rolls back the same node every loop. Here a failure
+    anywhere cools down."""
+    since = dict(state.unneeded_since)
+    until = dict(state.unremovable_until)
+    failed = dict(state.failed_removals)
+    last = state.last_failure
+    for node, at, what in failures:
+        since.pop(node, None)
+        until[node] = max(until.get(node, 0.0), at + recheck_timeout)
+        failed[node] = (
+            f"scale-down failed at {format_time(at)} ({what}); not retried before {format_time(until[node])}"
+        )
+        last = at if last is None else max(last, at)
+    return replace(
+        state, unneeded_since=since, unremovable_until=until, failed_removals=failed, last_failure=last
+    )
+
+
 def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float | None, now: float) -> str:
     # Messages name fixed times, not elapsed ones, so an unchanged situation reads the same
     # every loop (the status ConfigMap is only rewritten when it changes).
@@ -308,9 +343,11 @@ def plan(
     since: dict[str, float] = {}
     unremovable = {n: t for n, t in state.unremovable_until.items() if t > now}
     verdicts: dict[str, tuple[NodeStatus, UnremovableReason, str]] = {}
+    failed = {n: d for n, d in state.failed_removals.items() if n in unremovable}
     for r in evaluation.nodes:
         name = r.node.name
-        verdicts[name] = (r.status, r.reason, r.detail)
+        detail = failed.get(name, r.detail) if r.reason is UnremovableReason.RecentlyUnremovable else r.detail
+        verdicts[name] = (r.status, r.reason, detail)
         if r.removable and name not in deleting:
             since[name] = state.unneeded_since.get(name, now)
         elif r.reason in SIMULATED_UNREMOVABLE:
@@ -379,7 +416,7 @@ def plan(
         else:
             empty.append(r)
 
-    next_state = replace(state, unneeded_since=since, unremovable_until=unremovable)
+    next_state = replace(state, unneeded_since=since, unremovable_until=unremovable, failed_removals=failed)
     scale_down_plan = ScaleDownPlan(
         now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, ledger.active_names
     )

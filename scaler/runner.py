@@ -13,14 +13,14 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from types import FrameType
 
 from kubernetes.client import ApiClient
 
 from scaler.cloud.base import CloudProvider
-from scaler.config import ScalerConfig
+from scaler.config import NodeGroupSpec, ScalerConfig
 from scaler.controller import Controller
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
@@ -30,9 +30,143 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
 from scaler.sources.watch import WatchCache, snapshot_from_cache
 
-__all__ = ["Runner", "run_forever"]
+__all__ = ["Runner", "StartupError", "build_runner", "default_identity", "run_forever"]
 
 log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """``scaler run`` cannot start: a permission is missing, the cluster or the cloud cannot be
+    read, the caches did not sync. The message is one line naming what; exit status 2."""
+
+
+def default_identity() -> str:
+    """The leader-election identity: ``POD_NAME`` (else the hostname) plus ``_`` and a random
+    UUID, as client-go's callers do (CA: ``os.Hostname() + "_" + uuid.NewUUID()``), so two
+    processes on one host, or a restarted container of one pod, never share an identity."""
+    import os
+    import socket
+    import uuid
+
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
+
+
+def build_runner(
+    config: ScalerConfig,
+    api: ApiClient,
+    *,
+    dry_run: bool,
+    identity: str | None = None,
+    sync_timeout: float = 60.0,
+) -> Runner:
+    """Everything ``scaler run`` does before its loop, in order:
+
+    1. check with SelfSubjectAccessReviews that every Kubernetes call the controller and its
+       cloud provider will make is allowed (with ``dry_run``: the dry-run's calls only; a kind
+       the source may skip, PVs and PVCs, only warns);
+    2. start the watch caches (one LIST per kind, then WATCH) and wait until they are synced;
+    3. build the cloud provider, its ``--nodes`` limits resolved against the cached nodes (the
+       same LIST: nothing is listed twice);
+    4. check the cloud permissions where the provider can (GKE: ``projects.testIamPermissions``).
+
+    The returned runner repeats 1 and 4 on becoming leader.
+
+    Raises:
+        StartupError: a permission is missing (naming the verb and resource, or the IAM
+            permission), the cluster or the cloud could not be read, the caches did not sync.
+    """
+    from scaler.cloud.base import CloudError
+    from scaler.cloud.kubernetes import KubernetesProvider
+    from scaler.eligibility import node_group_limits
+    from scaler.kube.permissions import missing_permissions, required_permissions
+    from scaler.model.parse import ObjectError
+    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
+
+    provider_calls = KubernetesProvider.kube_calls
+    if config.cloud_provider == "gke":
+        from scaler.cloud.gke import GKEProvider
+
+        provider_calls = GKEProvider.kube_calls
+    permissions = required_permissions(config, provider_calls, dry_run)
+
+    def kube_problem() -> str:
+        missing = missing_permissions(api, permissions)
+        optional = [p.display for p in missing if p.call.optional]
+        if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
+            log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+        required = [p.display for p in missing if not p.call.optional]
+        if not required:
+            return ""
+        mode = " --dry-run" if dry_run else ""
+        return (
+            f"missing Kubernetes permission(s) for scaler run{mode}: {'; '.join(required)} "
+            "(SelfSubjectAccessReview; grant them as deploy/ does)"
+        )
+
+    try:
+        problem = kube_problem()
+    except (ClusterUnreachable, LiveSourceError) as e:
+        raise StartupError(str(e)) from None
+    if problem:
+        raise StartupError(problem)
+    cache = WatchCache(api)
+    cache.start()
+    runner: Runner | None = None
+    try:
+        if not cache.wait_synced(sync_timeout):
+            stale = ", ".join(sorted(k for k, st in cache.stats.items() if not st.lists and not st.skipped))
+            raise StartupError(f"watch caches not synced after {sync_timeout:.0f}s ({stale})")
+        nodes = cache.records().values("Node")
+        limits = node_group_limits(config, nodes)
+        cloud = _provider(config, api, limits, lambda: runner.last_nodes if runner is not None else ())
+        problem = cloud.missing_permissions(dry_run)
+        if problem:
+            raise StartupError(problem)
+    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
+        cache.stop()
+        raise StartupError(str(e)) from None
+    except StartupError:
+        cache.stop()
+        raise
+    except Exception as e:  # metadata server unreachable and no --gke-* flags
+        cache.stop()
+        raise StartupError(f"cloud provider {config.cloud_provider}: {e}") from None
+
+    def permission_check() -> str:
+        return kube_problem() or cloud.missing_permissions(dry_run)
+
+    runner = Runner(
+        config, api, cloud, identity=identity or default_identity(), dry_run=dry_run, cache=cache,
+        permission_check=permission_check,
+    )  # fmt: skip
+    return runner
+
+
+def _provider(
+    config: ScalerConfig,
+    api: ApiClient,
+    limits: Mapping[str, NodeGroupSpec],
+    nodes: Callable[[], Iterable[Node]],
+) -> CloudProvider:
+    """The cloud provider ``--cloud-provider`` names. ``nodes``: the nodes of the last loop (the
+    ``kubernetes`` provider counts group sizes from them instead of listing nodes)."""
+    import os
+
+    if config.cloud_provider == "gke":
+        from scaler.cloud.gke import GKEProvider, make_clients, make_projects_client
+
+        # SCALER_GCE_API_ENDPOINT points the Google clients at an emulator (tests); unset in
+        # production: Google's endpoints with Workload Identity credentials.
+        endpoint = os.environ.get("SCALER_GCE_API_ENDPOINT") or None
+        container, compute = make_clients(endpoint)
+        return GKEProvider.from_environment(
+            config.gke_project or None, config.gke_location or None, config.gke_cluster or None,
+            limits=limits, container_client=container, compute_clients=compute,
+            projects_client=make_projects_client(endpoint),
+        )  # fmt: skip
+    from scaler.cloud.kubernetes import KubernetesProvider
+
+    return KubernetesProvider(api, limits, node_source=nodes)
 
 
 class Runner:
@@ -48,6 +182,11 @@ class Runner:
         writer: the Kubernetes writer (default: one on ``api`` for ``--instance-name``).
         lease: leader-election timings ``(duration, renew deadline, retry period)`` in seconds.
         controller_factory: builds the :class:`Controller` (tests tune the actuator).
+        cache: the watch cache, possibly already started and synced (default: a new one on
+            ``api``, started by :meth:`start`).
+        permission_check: run on becoming leader (with leader election): ``""`` when every
+            permission the replica needs is granted, else what is missing; then the replica
+            does not act, stops, and :attr:`fatal` says why.
     """
 
     def __init__(
@@ -62,10 +201,15 @@ class Runner:
         writer: KubeWriter | None = None,
         lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
         controller_factory: Callable[..., Controller] = Controller,
+        cache: WatchCache | None = None,
+        permission_check: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self.api = api
-        self.cache = WatchCache(api)
+        self.cache = cache or WatchCache(api)
+        self.permission_check = permission_check
+        self.fatal = ""
+        """Why the replica stopped on its own (a permission missing on becoming leader), else ``""``."""
         self.last_nodes: tuple[Node, ...] = ()
         self.profiles = ProfileCache()
         self.metrics = Metrics()
@@ -81,6 +225,7 @@ class Runner:
             identity=identity,
             clock=clock,
             source_problem=self.stale_kinds,
+            node_groups=self.node_groups,
         )
         self.elector: LeaderElector | None = None
         if config.leader_elect:
@@ -101,11 +246,28 @@ class Runner:
             return snap
         return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))
 
+    def node_groups(self) -> dict[str, str]:
+        """Node name → node-pool label of every cached Node (no metrics needed)."""
+        nodes: list[Node] = self.cache.records().values("Node")
+        return {n.name: n.node_group for n in nodes}
+
     def stale_kinds(self) -> str:
         """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""
         return ", ".join(sorted(k for k, st in self.cache.stats.items() if st.consecutive_errors > 0))
 
     def _leading(self) -> None:
+        if self.elector is not None and self.permission_check is not None:
+            # Permissions may have changed while this replica followed: check before acting.
+            try:
+                problem = self.permission_check()
+            except Exception as e:  # the check could not be made: the start-up one passed
+                log.warning("permission check on becoming leader failed (%s); going on", e)
+                problem = ""
+            if problem:
+                log.error("%s; not acting, stopping", problem)
+                self.fatal = problem
+                self.stop_event.set()
+                return
         self.controller.leader.set()
         self.metrics.is_leader.set(1)
 
@@ -123,7 +285,8 @@ class Runner:
         """
         from scaler.sources.watch import CacheNotSynced
 
-        self.cache.start()
+        if not self.cache.running:
+            self.cache.start()
         if not self.cache.wait_synced(sync_timeout):
             self.cache.stop()
             raise CacheNotSynced(f"watch caches not synced after {sync_timeout:.0f}s")
@@ -159,7 +322,8 @@ class Runner:
 
 
 def run_forever(runner: Runner) -> int:
-    """Run until SIGTERM/SIGINT (or lost leadership), then shut down gracefully. Returns 0."""
+    """Run until SIGTERM/SIGINT (or lost leadership, or a permission missing on becoming
+    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)
@@ -172,4 +336,4 @@ def run_forever(runner: Runner) -> int:
     while not runner.stop_event.wait(1.0):
         pass
     runner.stop()
-    return 0
+    return 2 if runner.fatal else 0

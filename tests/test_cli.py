@@ -14,6 +14,7 @@ import yaml
 from scaler.cli import main
 from scaler.config import (
     DRY_RUN_GROUPS,
+    DRY_RUN_KEYS,
     FLAG_GROUPS,
     FLAG_HELP,
     ScalerConfig,
@@ -151,7 +152,10 @@ def test_every_engine_key_is_a_dry_run_flag(capsys: pytest.CaptureFixture[str]) 
     for group in DRY_RUN_GROUPS:
         for key in FLAG_GROUPS[group]:
             flag = flag_name(key)
-            assert flag in out if flag is not None else key == "node_pools"
+            if flag is None:
+                assert key == "node_pools"
+            else:
+                assert (flag + " " in out) == (key in DRY_RUN_KEYS), flag
 
 
 def test_bool_flags_take_go_forms(capsys: pytest.CaptureFixture[str]) -> None:

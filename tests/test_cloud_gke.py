@@ -12,8 +12,15 @@ import pytest
 from fakes.gce_api import COMPUTE_URL, FakeGCE
 from google.cloud import container_v1
 
-from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS, READ_CALLS, CloudError, MinSizeReached
-from scaler.cloud.gke import GceRef, GKEProvider, make_clients, pool_limits
+from scaler.cloud.base import (
+    CHECK_CALLS,
+    DELETE_CALLS,
+    IAM_PERMISSIONS,
+    READ_CALLS,
+    CloudError,
+    MinSizeReached,
+)
+from scaler.cloud.gke import GceRef, GKEProvider, make_clients, make_projects_client, pool_limits
 from scaler.cloud.metadata import MetadataUnavailable, get_metadata
 from scaler.config import NodeGroupSpec
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, Node, Resources
@@ -29,6 +36,7 @@ PATH_CALLS = [
     ("GET", re.compile(r"^/compute/v1/projects/[^/]+/zones/[^/]+/instanceGroupManagers/[^/]+$"), "compute.instanceGroupManagers.get"),
     ("POST", re.compile(DELETE_PATH), "compute.instanceGroupManagers.deleteInstances"),
     ("POST", re.compile(WAIT_PATH), "compute.zoneOperations.wait"),
+    ("POST", re.compile(r"^/v3/projects/[^/]+:testIamPermissions$"), "cloudresourcemanager.projects.testIamPermissions"),
 ]  # fmt: skip
 
 
@@ -494,3 +502,44 @@ def test_metadata_answer_must_come_from_a_metadata_server(
     fake.fail("GET", r"^/computeMetadata/", 200, times=1, body="<html>captive portal</html>")
     with pytest.raises(MetadataUnavailable, match="Metadata-Flavor"):
         get_metadata("project/project-id")
+
+
+# -- the start-up IAM check (Resource Manager projects.testIamPermissions) ---------------------------
+
+
+def make_checked_provider(fake: FakeGCE) -> GKEProvider:
+    return make_provider(fake, projects_client=make_projects_client(fake.url))
+
+
+def test_iam_check_passes_when_every_permission_is_granted(fake: FakeGCE) -> None:
+    provider = make_checked_provider(fake)
+    assert provider.missing_permissions(dry_run=False) == ""
+    (request,) = [r for r in fake.requests if r.path.endswith(":testIamPermissions")]
+    assert request.path == f"/v3/projects/{fake.project}:testIamPermissions"
+    assert sorted(request.json["permissions"]) == sorted(set(IAM_PERMISSIONS.values()))
+    assert call_of(request.method, request.path) in CHECK_CALLS
+
+
+def test_iam_check_names_the_missing_permission_and_the_call_needing_it(fake: FakeGCE) -> None:
+    reads = {IAM_PERMISSIONS[c] for c in READ_CALLS}
+    fake.iam_permissions = reads  # the dry-run role bound, real deletions asked
+    provider = make_checked_provider(fake)
+    problem = provider.missing_permissions(dry_run=False)
+    assert "compute.instanceGroupManagers.update" in problem
+    assert "compute.instanceGroupManagers.deleteInstances" in problem
+    assert f"projects/{fake.project}" in problem and "iam-role.yaml" in problem
+    # A dry-run only needs the reads, and asks only for them.
+    assert provider.missing_permissions(dry_run=True) == ""
+    asked = [r.json["permissions"] for r in fake.requests if r.path.endswith(":testIamPermissions")]
+    assert sorted(asked[-1]) == sorted(reads)
+    fake.iam_permissions = set()
+    assert "container.clusters.get" in provider.missing_permissions(dry_run=True)
+
+
+def test_iam_check_that_cannot_be_made_is_a_warning_not_a_failure(
+    fake: FakeGCE, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.fail("POST", r":testIamPermissions$", 403)  # Resource Manager API disabled, for instance
+    provider = make_checked_provider(fake)
+    assert provider.missing_permissions(dry_run=False) == ""
+    assert "cannot check the IAM permissions" in caplog.text and "403" in caplog.text

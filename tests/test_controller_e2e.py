@@ -80,12 +80,53 @@ def test_eviction_429_past_max_pod_eviction_time_rolls_back(tmp_path: Path) -> N
         assert c.gce.deleted_instances == []
         assert ctl.metrics.failed_scale_downs.labels("drain")._value.get() == 1
         assert ctl.metrics.evicted_pods.labels("failed")._value.get() >= 1
-        # Back in the pool with a fresh timer.
+        # The failure cools scale-down down, and the node waits out the recheck timeout.
         c.kube.reset_faults()
         c.advance(10)
         c.wait_cached_node(target)  # the roll-back's untaint has reached the watch cache
         again = ctl.run_once()
-        assert again.unneeded.get(target) == c.clock()
+        assert target not in again.unneeded
+        assert again.cooldown.startswith("scale-down-delay-after-failure until")
+        _, reason, detail = again.verdicts[target]
+        assert reason.value == "RecentlyUnremovable" and "scale-down failed at" in detail and "drain" in detail
+
+
+def test_a_failed_delete_cools_down_and_the_node_is_not_retried_before_the_recheck_timeout(tmp_path: Path) -> None:
+    """Not only a failed taint: a failure at the last step (the cloud refuses the deletion)
+    starts --scale-down-delay-after-failure, and the node is not tried again before
+    --unremovable-node-recheck-timeout, even with a short unneeded time."""
+    cfg = dict(scale_down_unneeded_time=0, scale_down_delay_after_failure=180, unremovable_node_recheck_timeout=300)
+    with E2ECluster(tmp_path) as c, c.controller(c.config(**cfg)) as ctl:
+        c.gce.fail("POST", r"deleteInstances", 403)
+        first = ctl.run_once()
+        target = first.drain[0].node.name
+        c.wait_idle(ctl)
+        assert not tainted(c, target) and c.gce.deleted_instances == []
+        assert ctl.metrics.failed_scale_downs.labels("delete")._value.get() == 1
+        c.gce.reset_faults()
+        for _ in range(5):  # every loop of the cooldown: nothing starts
+            c.advance(30)
+            node_lifecycle(c)
+            decision = ctl.run_once()
+            c.wait_idle(ctl)
+            assert decision.to_delete == (), decision.to_delete
+            assert decision.cooldown.startswith("scale-down-delay-after-failure until")
+            assert decision.verdicts[target][1].value == "RecentlyUnremovable"
+            assert not tainted(c, target)
+        assert ctl.metrics.in_cooldown._value.get() == 1
+        # After the cooldown, before the recheck timeout: scale-down resumes, without this node.
+        c.advance(60)
+        node_lifecycle(c)
+        decision = ctl.run_once()
+        c.wait_idle(ctl)
+        assert decision.cooldown == ""
+        assert target not in {r.node.name for r in decision.to_delete}
+        assert "not retried before" in decision.verdicts[target][2]
+        # After the recheck timeout it is a candidate again.
+        c.advance(200)
+        node_lifecycle(c)
+        decision = ctl.run_once()
+        assert decision.verdicts[target][1].value != "RecentlyUnremovable"
 
 
 def test_delete_instances_503_twice_then_success_deletes_once(tmp_path: Path) -> None:
@@ -194,3 +235,35 @@ def test_steady_loop_makes_exactly_two_api_requests(tmp_path: Path) -> None:
         paths = sorted(r.path for r in made)
         assert len(made) == 2 * loops, paths
         assert set(paths) == {"/apis/metrics.k8s.io/v1beta1/nodes", "/apis/metrics.k8s.io/v1beta1/pods"}
+
+
+def test_metrics_outage_is_reported_once_and_starts_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(scale_down_unneeded_time=60, max_inactivity=30)) as ctl:
+        first = ctl.run_once()
+        assert first.unneeded and ctl.metrics.metrics_api_available._value.get() == 1
+        c.kube.fail("/apis/metrics.k8s.io", 503)
+        for _ in range(5):
+            c.advance(20)
+            decision = ctl.run_once()  # no exception: a state, not a traceback
+            assert decision.to_delete == () and decision.unneeded == {}
+            assert ctl.healthy(), "the loop is alive although nothing can be decided"
+        assert not any(tainted(c, n) for n in c.nodes)
+        assert {v[1].value for v in decision.verdicts.values()} == {"MetricsUnavailable"}
+        assert set(decision.verdicts) == set(c.nodes)
+        assert decision.cooldown.startswith("metrics.k8s.io unavailable since")
+        assert ctl.metrics.metrics_api_available._value.get() == 0
+        assert ctl.metrics.unremovable_nodes.labels("MetricsUnavailable")._value.get() == len(c.nodes)
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "status: Unavailable" in status["data"]["status"]
+        assert "503" in status["data"]["status"]
+        c.kube.reset_faults()
+        c.advance(20)
+        back = ctl.run_once()
+        assert ctl.metrics.metrics_api_available._value.get() == 1
+        assert back.unneeded and set(back.unneeded.values()) == {c.clock()}, "timers restart after an outage"
+        assert back.to_delete == ()
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "status: Available" in status["data"]["status"]
+    warnings = [r.getMessage() for r in caplog.records if "metrics API" in r.getMessage()]
+    assert len(warnings) == 2 and "unavailable" in warnings[0] and "available again" in warnings[1], warnings
+    assert not [r for r in caplog.records if r.exc_info]

@@ -4,8 +4,9 @@ custom IAM role, and the least-privilege claims they make.
 * every overlay renders with ``kubectl kustomize`` (the kubectl wheel of the ``dev`` extra, else
   one on PATH) and validates, strictly, against the Kubernetes 1.28 and newest OpenAPI schemas
   (``kubernetes-validate``); the PodMonitoring CRD against a loose schema of its own;
-* the ClusterRole + Role grant exactly the (apiGroup, resource, verb) set derived from
-  ``READ_CALLS`` / ``WATCHED_CALLS`` / ``WRITE_CALLS``, and a real ``scaler run`` against the
+* the ClusterRole + Role grant exactly the (apiGroup, resource, verb) set ``scaler run`` checks
+  at start (``scaler.kube.permissions.required_calls``: ``READ_CALLS``, ``WATCH_CALLS``,
+  ``WRITE_CALLS`` and the provider's ``kube_calls``), and a real ``scaler run`` against the
   loopback fakes makes no request the rendered RBAC or the IAM role would refuse;
 * the IAM role holds exactly ``IAM_PERMISSIONS``; the Deployment's flags exist in
   ``scaler run --help``; the base's config copy equals config/default.yaml; no Secret or key;
@@ -40,16 +41,11 @@ from packaging.utils import canonicalize_name
 
 from scaler.cloud.base import DELETE_CALLS, IAM_PERMISSIONS
 from scaler.cloud.base import READ_CALLS as CLOUD_READ_CALLS
+from scaler.cloud.gke import GKEProvider
+from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
-from scaler.kube.writer import (
-    ACTUATION_CALLS,
-    ANNOTATION_STATUS,
-    DRY_RUN_WRITE_CALLS,
-    LABEL_STATUS,
-    WRITE_CALLS,
-)
-from scaler.sources.kube import READ_CALLS
-from scaler.sources.watch import WATCHED_CALLS
+from scaler.kube.permissions import required_calls
+from scaler.kube.writer import ACTUATION_CALLS, ANNOTATION_STATUS, LABEL_STATUS
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -198,18 +194,16 @@ def test_schema_validation_is_not_vacuous() -> None:
 # -- RBAC ------------------------------------------------------------------------------------------
 
 
-NODE_DELETE: Rule = ("", "nodes", "delete")
 
 
 def required_rules(overlay: str = "overlays/gke") -> set[Rule]:
-    """What the code calls: every READ_CALL and WRITE_CALL (a dry-run: DRY_RUN_WRITE_CALLS),
-    plus a WATCH per watched kind."""
-    writes = DRY_RUN_WRITE_CALLS if overlay == "overlays/dry-run" else WRITE_CALLS
-    rules = {(c.group, c.resource, c.verb) for c in (*READ_CALLS, *writes)}
-    if overlay != "base":  # the gke provider never deletes Node objects (only the kubernetes one)
-        rules.discard(NODE_DELETE)
-    rules |= {(c.group, c.resource, "watch") for c in WATCHED_CALLS}
-    return rules
+    """What the code calls (:func:`scaler.kube.permissions.required_calls`, which ``scaler run``
+    also checks at start): every READ_CALL and its WATCH, the writes (a dry-run:
+    DRY_RUN_WRITE_CALLS), and the cloud provider's own Kubernetes calls: the base is for
+    ``--cloud-provider=kubernetes`` (it deletes Node objects), the overlays for gke."""
+    provider = KubernetesProvider if overlay == "base" else GKEProvider
+    calls = required_calls(provider.kube_calls, dry_run=overlay == "overlays/dry-run")
+    return {(c.group, c.resource, c.verb) for c in calls}
 
 
 def expand(rules: list[dict[str, Any]]) -> set[Rule]:
@@ -346,6 +340,7 @@ _GCE_PERMISSION = (
     (r"/instanceGroupManagers/[^/]+/listManagedInstances$", "POST", "compute.instanceGroupManagers.get"),
     (r"/instanceGroupManagers/[^/]+/deleteInstances$", "POST", "compute.instanceGroupManagers.update"),
     (r"/zones/[^/]+/operations/[^/]+(/wait)?$", "GET|POST", "compute.zoneOperations.get"),
+    (r"^/v3/projects/[^/]+:testIamPermissions$", "POST", ""),  # needs no permission
 )
 
 
@@ -367,7 +362,16 @@ def run_scaler(
 
     docs = rendered(overlay)
     cluster_roles, roles = bound_roles(docs)
+
+    def authorize(a: Any) -> bool:  # the start-up SelfSubjectAccessReviews, against the same RBAC
+        resource = a["resource"] + (f"/{a['subresource']}" if a.get("subresource") else "")
+        rule = (a.get("group", ""), resource, a["verb"])
+        return allowed(cluster_roles[0]["rules"], rule, a.get("name")) or (
+            a.get("namespace") == NAMESPACE and allowed(roles[0]["rules"], rule, a.get("name"))
+        )
+
     with E2ECluster(tmp_path, clock=Clock(time.time())) as c:
+        c.kube.authorizer = authorize
         env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
         kubeconfig = c.kube.write_kubeconfig(tmp_path / "kubeconfig")
         args = [
@@ -398,7 +402,11 @@ def run_scaler(
         gce_requests = [r for r in c.gce.requests if not r.path.startswith("/computeMetadata/")]
     refused = []
     seen: set[Rule] = set()
+    reviews = [r for r in kube_requests if r.path.endswith("/selfsubjectaccessreviews")]
+    assert reviews, "scaler run checks its permissions at start"
     for r in kube_requests:
+        if r in reviews:
+            continue
         rule, namespace, name = kube_request_rule(r.method, r.path, dict(r.query))
         seen.add(rule)
         ok = allowed(cluster_roles[0]["rules"], rule, name) or (
@@ -407,7 +415,8 @@ def run_scaler(
         if not ok:
             refused.append(f"{r.method} {r.path} -> {rule} in {namespace}")
     assert refused == [], "requests the rendered RBAC would refuse:\n" + "\n".join(refused)
-    used = {gce_permission(r.method, r.path) for r in gce_requests}
+    used = {gce_permission(r.method, r.path) for r in gce_requests} - {""}
+    assert any(r.path.endswith(":testIamPermissions") for r in gce_requests), "IAM permissions checked at start"
     return kube_requests, gce_requests, used, seen
 
 
@@ -494,7 +503,7 @@ def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> No
     # The ClusterRole loses exactly the actuation calls; everything else is the gke overlay.
     gke_rules = expand(one(gke, "ClusterRole", "scaler")["rules"])
     dry_rules = expand(one(dry, "ClusterRole", "scaler")["rules"])
-    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS} - {NODE_DELETE}
+    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
     assert dry_rules < gke_rules
     one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
     assert dry == gke

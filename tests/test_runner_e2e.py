@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -11,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from e2e_cluster import E2ECluster
 
 from scaler.kube.writer import ANNOTATION_OWNER
 from scaler.model.records import TAINT_TO_BE_DELETED
-from scaler.runner import Runner
+from scaler.runner import Runner, StartupError, build_runner, default_identity
+from scaler.sources.watch import WATCHED_CALLS
 
 
 class WallClock:
@@ -137,3 +141,57 @@ def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
         finally:
             for r in runners:
                 r.stop(timeout=10)
+
+
+def test_a_permission_missing_on_becoming_leader_stops_the_replica_before_it_acts(tmp_path: Path) -> None:
+    """Permissions are checked again on becoming leader (they may have changed while the replica
+    followed): a missing one stops the replica with the reason, and nothing is touched."""
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=0)
+        checks: list[int] = []
+
+        def check() -> str:
+            checks.append(1)
+            return "missing Kubernetes permission(s) for scaler run: delete nodes"
+
+        runner = Runner(cfg, c.api, c.provider(), identity="r-0", lease=(1.0, 0.8, 0.1), permission_check=check)
+        runner.start(sync_timeout=10)
+        try:
+            wait_for(runner.stop_event.is_set, what="the replica to stop")
+        finally:
+            runner.stop(timeout=10)
+        assert checks == [1]
+        assert runner.fatal == "missing Kubernetes permission(s) for scaler run: delete nodes"
+        assert not runner.controller.leader.is_set()
+        assert not any(tainted(c, n) for n in c.nodes)
+        assert not [r for r in c.kube.requests if r.method == "PATCH"]
+        lease = c.kube.get_object("Lease", "scaler", "scaler-system")
+        assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
+
+
+def test_identity_is_pod_name_or_hostname_plus_a_random_suffix(monkeypatch: Any) -> None:
+    monkeypatch.setenv("POD_NAME", "scaler-7d9f-abcde")
+    a, b = default_identity(), default_identity()
+    assert a != b and re.fullmatch(r"scaler-7d9f-abcde_[0-9a-f-]{36}", a)
+    monkeypatch.delenv("POD_NAME")
+    assert re.fullmatch(re.escape(socket.gethostname()) + r"_[0-9a-f-]{36}", default_identity())
+
+
+def test_start_checks_permissions_before_reading_anything(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with E2ECluster(tmp_path) as c:
+        cfg = c.config(cloud_provider="kubernetes", address="127.0.0.1:0")
+        c.kube.authorizer = lambda a: not (a["resource"] == "nodes" and a["verb"] == "delete")
+        with pytest.raises(StartupError, match=r"missing Kubernetes permission\(s\) for scaler run: delete nodes \("):
+            build_runner(cfg, c.api, dry_run=False, identity="t")
+        assert c.kube.requests and all(r.path.endswith("/selfsubjectaccessreviews") for r in c.kube.requests)
+        reviews = [r.json()["spec"]["resourceAttributes"] for r in c.kube.requests]
+        assert {"resource": "pods", "subresource": "eviction", "verb": "create", "group": ""} in reviews
+        assert {"group": "coordination.k8s.io", "resource": "leases", "verb": "update",
+                "namespace": "scaler-system", "name": "scaler"} in reviews  # fmt: skip
+        # A dry-run neither evicts nor deletes: it starts. A kind the source may skip only warns.
+        c.kube.authorizer = lambda a: a["resource"] != "persistentvolumes"
+        runner = build_runner(cfg, c.api, dry_run=True, identity="t")
+        runner.cache.stop()
+        assert "no permission to list persistentvolumes; watch persistentvolumes" in caplog.text
+        lists = [r for r in c.kube.requests if r.method == "GET" and "watch" not in r.query]
+        assert sorted(r.path for r in lists) == sorted({c.path for c in WATCHED_CALLS}), "each kind listed once"

@@ -15,11 +15,12 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
 3. **Verify** with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to the node, then
    **delete** through the cloud provider.
 4. **Any failure** before the deletion: remove the taint, uncordon (unless the node was cordoned
-   before), Warning event ``ScaleDownFailed``, and the node returns to the candidate pool with a
-   fresh timer.
+   before), Warning event ``ScaleDownFailed``; the controller then starts
+   ``--scale-down-delay-after-failure`` and keeps the node out of the candidates for
+   ``--unremovable-node-recheck-timeout`` (:class:`NodeOutcome`).
 
-On stop (SIGTERM) no new node is started; a node not yet drained is rolled back, a drained one
-is deleted.
+On stop (SIGTERM) no new node is started; a node not yet drained is rolled back at once (an
+eviction being retried stops retrying), a drained one is deleted.
 """
 
 from __future__ import annotations
@@ -60,12 +61,14 @@ class _Abort(Exception):
 @dataclass(frozen=True, slots=True)
 class NodeOutcome:
     """How one node's removal ended. ``step`` names where it failed (``taint``, ``recheck``,
-    ``drain``, ``verify``, ``delete``, ``stopping``), ``""`` on success."""
+    ``drain``, ``verify``, ``delete``, ``stopping``), ``""`` on success; ``time`` is when it
+    ended (Unix seconds; 0 when unknown)."""
 
     node: str
     ok: bool
     step: str = ""
     message: str = ""
+    time: float = 0.0
 
 
 def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
@@ -128,7 +131,9 @@ class Actuator:
         self._threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
         self.drains: set[str] = set()
-        self.evictor = writer.evictor(config.max_pod_eviction_time, config.max_graceful_termination_sec)
+        self.evictor = writer.evictor(
+            config.max_pod_eviction_time, config.max_graceful_termination_sec, stop=self._stopping
+        )
 
     # ---- public ---------------------------------------------------------------------------------
     def start(self, plan: ScaleDownPlan) -> list[NodeOutcome]:
@@ -151,7 +156,7 @@ class Actuator:
                 msg = f"failed to mark the node as toBeDeleted/unschedulable: {e}"
                 self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Warning", "ScaleDownFailed", msg)
                 self.metrics.failed_scale_downs.labels("taint").inc()
-                return [NodeOutcome(x.node.name, False, "taint", msg) for x, _ in chosen]
+                return [NodeOutcome(x.node.name, False, "taint", msg, self.clock()) for x, _ in chosen]
             tainted.append(name)
             self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Normal", "ScaleDown",
                               "marked the node as toBeDeleted/unschedulable")  # fmt: skip
@@ -234,13 +239,13 @@ class Actuator:
             self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Warning", "ScaleDownFailed",
                               f"{what}: {message}{'' if rolled_back else ' (rollback failed)'}")  # fmt: skip
             self.metrics.failed_scale_downs.labels(step if isinstance(e, _Abort) else "error").inc()
-            outcome = NodeOutcome(node.name, False, step, message)
+            outcome = NodeOutcome(node.name, False, step, message, self.clock())
         else:
             self.metrics.scaled_down_nodes.labels(reason).inc()
             self.metrics.last_activity.labels("scaleDown").set(self.clock())
             self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDown",
                               "node removed by scaler")  # fmt: skip
-            outcome = NodeOutcome(node.name, True)
+            outcome = NodeOutcome(node.name, True, time=self.clock())
         finally:
             with self._lock:
                 self.in_flight.pop(node.name, None)
@@ -258,6 +263,8 @@ class Actuator:
         )
         self.metrics.evicted_pods.labels("succeeded").inc(len(result.evicted))
         self.metrics.evicted_pods.labels("failed").inc(len(result.failed))
+        if self._stopping.is_set():
+            raise _Abort("stopping: scaler is shutting down during the drain")
         if result.failed:
             pod, error = result.failed[0]
             raise _Abort(f"drain: {len(result.failed)} eviction(s) failed, first {pod.key}: {error}")
@@ -274,6 +281,8 @@ class Actuator:
             waiting = [p for p in waiting if not self.writer.pod_gone(p)]
             if not waiting:
                 return
+            if self._stopping.is_set():
+                raise _Abort(f"stopping: scaler is shutting down; {len(waiting)} evicted pod(s) not gone yet")
             if self.clock() >= deadline:
                 raise _Abort(f"drain: {len(waiting)} pod(s) remaining after timeout, first {waiting[0].key}")
             self._sleep(self.pod_poll_seconds)

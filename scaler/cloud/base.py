@@ -19,6 +19,7 @@ through its MIG; with the ``kubernetes`` provider by deleting the Node object).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -28,8 +29,10 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from scaler.eviction.executor import Evictor
 from scaler.kube.writer import ObjectRef
 from scaler.model.records import Node, Pod
+from scaler.sources.kube import ApiCall
 
 __all__ = [
+    "CHECK_CALLS",
     "DELETE_CALLS",
     "IAM_PERMISSIONS",
     "READ_CALLS",
@@ -61,6 +64,12 @@ operation (``zoneOperations.wait``)."""
 DELETE_CALLS: tuple[str, ...] = ("compute.instanceGroupManagers.deleteInstances",)
 """Mutating Google API methods: ``instanceGroupManagers.deleteInstances`` (CA:
 ``cloudprovider/gce/autoscaling_gce_client.go`` ``DeleteInstances``)."""
+
+CHECK_CALLS: tuple[str, ...] = ("cloudresourcemanager.projects.testIamPermissions",)
+"""Google API methods that check permissions before acting: Resource Manager's
+``projects.testIamPermissions`` (needs no permission of its own). Compute Engine v1 offers no
+``testIamPermissions`` for managed instance groups and GKE none for clusters, so the project is
+what can be asked; the IAM role is granted on the project (docs/gke.md)."""
 
 IAM_PERMISSIONS: Mapping[str, str] = {
     "container.clusters.nodePools.list": "container.clusters.get",
@@ -140,11 +149,15 @@ def check_min_size(group: NodeGroupInfo, count: int, in_flight: int) -> None:
 class CloudProvider(Protocol):
     """The scale-down surface of a cloud (CA's ``CloudProvider`` + ``NodeGroup``).
 
-    ``name`` identifies the provider (``gke``, ``kubernetes``). Groups are read by
-    :meth:`refresh`, once per control loop, and served from that cache until the next one.
+    ``name`` identifies the provider (``gke``, ``kubernetes``). ``kube_calls`` are the
+    Kubernetes API calls the provider makes itself, beyond the controller's own (for RBAC and the
+    start-up permission check: the ``kubernetes`` provider deletes Node objects, the ``gke``
+    provider makes none). Groups are read by :meth:`refresh`, once per control loop, and served
+    from that cache until the next one.
     """
 
     name: str
+    kube_calls: tuple[ApiCall, ...]
 
     def refresh(self) -> None:
         """Re-read the node groups and their sizes (one round of API reads).
@@ -160,6 +173,13 @@ class CloudProvider(Protocol):
 
     def node_groups(self) -> list[NodeGroupInfo]:
         """Every group, sorted by id, as of the last :meth:`refresh`."""
+        ...
+
+    def missing_permissions(self, dry_run: bool) -> str:
+        """Check, where the cloud's API allows it, that the provider may make the calls it will
+        make (with ``dry_run``: its reads only). ``""`` when nothing is missing or nothing can be
+        checked, else one line naming each missing permission and the call that needs it.
+        Never raises: a check that cannot be made is logged and passes."""
         ...
 
     def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
@@ -225,7 +245,12 @@ class ClusterWriter(Protocol):
         """One policy/v1 eviction of ``pod``: (success, HTTP status or ``None``, message)."""
         ...
 
-    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+    def evictor(
+        self,
+        max_pod_eviction_time: float,
+        max_graceful_termination_sec: int,
+        stop: threading.Event | None = None,
+    ) -> Evictor:
         """An :data:`~scaler.eviction.executor.Evictor` that retries one pod's eviction for up to
         ``max_pod_eviction_time`` seconds, with grace periods capped at
         ``max_graceful_termination_sec``."""

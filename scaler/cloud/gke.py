@@ -40,11 +40,13 @@ from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials, Credentials
-from google.cloud import compute_v1, container_v1
+from google.cloud import compute_v1, container_v1, resourcemanager_v3
 
 from scaler.cloud import metadata
 from scaler.cloud.base import (
+    CHECK_CALLS,
     DELETE_CALLS,
+    IAM_PERMISSIONS,
     READ_CALLS,
     CloudError,
     NodeGroupInfo,
@@ -53,6 +55,7 @@ from scaler.cloud.base import (
 )
 from scaler.config import NodeGroupSpec
 from scaler.model.records import Node
+from scaler.sources.kube import ApiCall
 
 __all__ = [
     "COMPUTE_URL",
@@ -61,6 +64,7 @@ __all__ = [
     "GKEProvider",
     "GceRef",
     "make_clients",
+    "make_projects_client",
     "pool_limits",
 ]
 
@@ -73,7 +77,7 @@ MAX_INSTANCES_PER_DELETE = 1000
 """``deleteInstances`` accepts at most this many instances per request (Compute API reference)."""
 _OPERATION_POLL_SECONDS = 0.1  # between zoneOperations.wait calls that return not DONE (CA: 100ms)
 
-_ALL_CALLS = frozenset(READ_CALLS) | frozenset(DELETE_CALLS)
+_ALL_CALLS = frozenset(READ_CALLS) | frozenset(DELETE_CALLS) | frozenset(CHECK_CALLS)
 _RETRYABLE_API_ERRORS = (
     gexc.TooManyRequests,
     gexc.InternalServerError,
@@ -171,6 +175,24 @@ def make_clients(api_endpoint: str | None = None) -> tuple[container_v1.ClusterM
         raise CloudError(f"cannot create Google API clients: {e}") from e
 
 
+def make_projects_client(api_endpoint: str | None = None) -> resourcemanager_v3.ProjectsClient:
+    """The Resource Manager client (REST) for ``projects.testIamPermissions``; ``api_endpoint``
+    as in :func:`make_clients`.
+
+    Raises:
+        CloudError: no default credentials could be found.
+    """
+    kwargs: dict[str, Any] = {"transport": "rest"}
+    if api_endpoint is not None:
+        anonymous: Callable[[], Credentials] = AnonymousCredentials
+        kwargs["credentials"] = anonymous()
+        kwargs["client_options"] = ClientOptions(api_endpoint=api_endpoint)
+    try:
+        return resourcemanager_v3.ProjectsClient(**kwargs)
+    except auth_exc.GoogleAuthError as e:
+        raise CloudError(f"cannot create the Resource Manager client: {e}") from e
+
+
 def pool_limits(
     autoscaling: container_v1.NodePoolAutoscaling | None,
     zone_count: int,
@@ -238,6 +260,8 @@ class GKEProvider:
         project, location, cluster: the cluster (``location`` is a region or a zone).
         container_client: a ``container_v1.ClusterManagerClient``; default: :func:`make_clients`.
         compute_clients: a :class:`ComputeClients`; default: :func:`make_clients`.
+        projects_client: a ``resourcemanager_v3.ProjectsClient`` for the permission check;
+            default: :func:`make_projects_client`, made on first use.
         limits: ``--nodes`` limits by pool name; they override the pool's autoscaling limits.
         retry_wait_seconds: wait between attempts of a retryable failure (seconds).
         max_attempts: attempts per API call before :class:`CloudError`.
@@ -250,6 +274,7 @@ class GKEProvider:
     """
 
     name = "gke"
+    kube_calls: tuple[ApiCall, ...] = ()  # VMs go through the MIG; GKE removes the Node objects
 
     def __init__(
         self,
@@ -259,6 +284,7 @@ class GKEProvider:
         *,
         container_client: container_v1.ClusterManagerClient | None = None,
         compute_clients: ComputeClients | None = None,
+        projects_client: resourcemanager_v3.ProjectsClient | None = None,
         limits: Mapping[str, NodeGroupSpec] | None = None,
         retry_wait_seconds: float = 1.0,
         max_attempts: int = 5,
@@ -274,6 +300,7 @@ class GKEProvider:
         self.cluster = cluster
         self._container = container_client
         self._compute = compute_clients
+        self._projects = projects_client
         self._limits: dict[str, NodeGroupSpec] = dict(limits or {})
         self._retry_wait = retry_wait_seconds
         self._max_attempts = max(1, max_attempts)
@@ -406,6 +433,41 @@ class GKEProvider:
             if not _operation_done(op):
                 time.sleep(min(_OPERATION_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
         return op
+
+    def missing_permissions(self, dry_run: bool) -> str:
+        """Ask Resource Manager's ``projects.testIamPermissions`` (one call) for the IAM
+        permissions of the calls the provider will make (:data:`IAM_PERMISSIONS` of
+        ``READ_CALLS``, plus ``DELETE_CALLS`` unless ``dry_run``) on the cluster's project,
+        where the role is granted. ``""`` when all are granted; a check that cannot be made (the
+        Resource Manager API disabled, no network) is logged as a warning and passes.
+        """
+        calls = READ_CALLS if dry_run else (*READ_CALLS, *DELETE_CALLS)
+        wanted = sorted({IAM_PERMISSIONS[c] for c in calls})
+        resource = f"projects/{self.project}"
+        try:
+            client = self._projects or make_projects_client()
+            self._projects = client
+            resp = self._call(
+                "cloudresourcemanager.projects.testIamPermissions",
+                resource,
+                lambda: client.test_iam_permissions(
+                    resource=resource, permissions=wanted, retry=None, timeout=self._request_timeout
+                ),
+            )
+        except CloudError as e:
+            log.warning("cannot check the IAM permissions of the gke provider (%s); going on", e)
+            return ""
+        missing = [p for p in wanted if p not in set(resp.permissions)]
+        if not missing:
+            return ""
+        needs = "; ".join(
+            f"{p} (for {', '.join(c for c in calls if IAM_PERMISSIONS[c] == p)})" for p in missing
+        )
+        return (
+            f"missing Google Cloud IAM permission(s) on {resource}: {needs} "
+            f"(projects.testIamPermissions; grant the role of deploy/gke/iam-role"
+            f"{'-dry-run' if dry_run else ''}.yaml)"
+        )
 
     # -- CloudProvider ---------------------------------------------------------------------------
 

@@ -26,14 +26,22 @@ from kubernetes.client.exceptions import ApiException
 from scaler.cloud.base import CloudError, NodeGroupInfo, call_with_retries, check_min_size
 from scaler.config import NodeGroupSpec
 from scaler.model.records import LABEL_NODEPOOL, Node
+from scaler.sources.kube import ApiCall
 
-__all__ = ["KubernetesProvider"]
+__all__ = ["KUBE_CALLS", "KubernetesProvider"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+
+KUBE_CALLS: tuple[ApiCall, ...] = (
+    ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
+    ApiCall("", "v1", "nodes", "list", namespaced=False, optional=False),
+)
+"""The Kubernetes calls :class:`KubernetesProvider` makes: delete a Node; LIST nodes (when it
+is not given ``node_source``)."""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -58,6 +66,7 @@ class KubernetesProvider:
     """
 
     name = "kubernetes"
+    kube_calls = KUBE_CALLS
 
     def __init__(
         self,
@@ -184,6 +193,11 @@ class KubernetesProvider:
         sizes = self._ensure()
         with self._lock:
             return [self._info(g, sizes[g]) for g in sorted(sizes)]
+
+    def missing_permissions(self, dry_run: bool) -> str:
+        """Always ``""``: this provider's calls (:data:`KUBE_CALLS`) are Kubernetes calls, checked
+        with the controller's own (:mod:`scaler.kube.permissions`)."""
+        return ""
 
     def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
         """Delete the Node objects of ``nodes`` (all labelled ``group_id``), one DELETE each. A node

@@ -4,9 +4,10 @@ Node taints, cordon and ownership annotations (with optimistic concurrency and C
 retry), policy/v1 evictions (retried with tenacity), pod and node reads used to verify a drain,
 Events and the status ConfigMap: :class:`KubeWriter` implements
 :class:`scaler.cloud.base.ClusterWriter`. Nodes are not deleted here but by the cloud provider
-(:meth:`scaler.cloud.base.CloudProvider.delete_nodes`). :data:`WRITE_CALLS` lists every write
-call the controller makes (the Node delete of :class:`scaler.cloud.kubernetes.KubernetesProvider`
-included); with :data:`scaler.sources.kube.READ_CALLS` it is the exact RBAC the controller needs.
+(:meth:`scaler.cloud.base.CloudProvider.delete_nodes`, whose Kubernetes calls are its
+:attr:`~scaler.cloud.base.CloudProvider.kube_calls`). :data:`WRITE_CALLS` lists every write call
+made here; with :data:`scaler.sources.kube.READ_CALLS` and the provider's calls it is the exact
+RBAC the controller needs (:func:`scaler.kube.permissions.required_calls`).
 
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,7 +27,15 @@ from typing import Any, cast
 
 from kubernetes.client import ApiClient, CoordinationV1Api, CoreV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
-from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_result,
+    stop_after_delay,
+    stop_never,
+    stop_when_event_set,
+    wait_fixed,
+)
 
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
@@ -68,16 +78,16 @@ STATE_DRAINED = "drained"
 
 ACTUATION_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "get", namespaced=False, optional=False),
-    ApiCall("", "v1", "nodes", "delete", namespaced=False, optional=False),
     ApiCall("", "v1", "pods", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "pods/eviction", "create", namespaced=True, optional=False),
 )
 """The calls only actuation makes: read a node before tainting, cordoning, annotating or rolling
 it back (every such patch is a read-modify-write with the node's resourceVersion, so it starts
-with this GET), delete a Node (made by :class:`scaler.cloud.kubernetes.KubernetesProvider`, not
-here), evict and wait for a pod. A ``--dry-run`` controller never makes them, and the dry-run
-overlay does not grant them: without the node GET it cannot taint or cordon a node even with
-``--dry-run`` removed by mistake, although it may patch nodes (for the status annotation)."""
+with this GET), evict and wait for a pod. A ``--dry-run`` controller never makes them, and the
+dry-run overlay does not grant them: without the node GET it cannot taint or cordon a node even
+with ``--dry-run`` removed by mistake, although it may patch nodes (for the status annotation).
+Deleting a node is the cloud provider's (:attr:`scaler.cloud.base.CloudProvider.kube_calls`:
+``nodes delete`` for :class:`scaler.cloud.kubernetes.KubernetesProvider`)."""
 
 DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
@@ -342,11 +352,17 @@ class KubeWriter:
         except Exception as e:  # connection errors: retried like 5xx
             return False, None, f"{type(e).__name__}: {e}"
 
-    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+    def evictor(
+        self,
+        max_pod_eviction_time: float,
+        max_graceful_termination_sec: int,
+        stop: threading.Event | None = None,
+    ) -> Evictor:
         """An :class:`~scaler.eviction.executor.Evictor` that retries 429, 5xx and connection
         errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
         (at least one attempt), emitting a ``ScaleDown`` event on success and ``ScaleDownFailed``
-        on final failure."""
+        on final failure. Once ``stop`` is set (SIGTERM) it makes no further attempt and the wait
+        between attempts ends at once."""
 
         def evict(pod: Pod) -> EvictResult:
             grace = min(pod.termination_grace_seconds, max_graceful_termination_sec)
@@ -360,11 +376,18 @@ class KubeWriter:
             def retryable(r: tuple[bool, int | None, str]) -> bool:
                 return not r[0] and (r[1] is None or r[1] in _RETRYABLE)
 
+            def pause(seconds: float) -> None:
+                if stop is None:
+                    self.sleep(seconds)
+                else:
+                    stop.wait(seconds)
+
             retrying = Retrying(
                 retry=retry_if_result(retryable),
                 wait=wait_fixed(self.eviction_retry_seconds),
-                stop=stop_after_delay(max_pod_eviction_time),
-                sleep=self.sleep,
+                stop=stop_after_delay(max_pod_eviction_time)
+                | (stop_when_event_set(stop) if stop is not None else stop_never),
+                sleep=pause,
                 reraise=False,
             )
             try:

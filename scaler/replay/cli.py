@@ -14,12 +14,21 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scaler.model.times import parse_duration_seconds, timestamp_seconds
+from scaler.model.times import format_time, parse_duration_seconds, timestamp_seconds
 from scaler.usage import UsageError, bundled_example
 
-__all__ = ["add_parser", "run"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from scaler.replay.policies import Policy
+    from scaler.replay.simulate import PolicyResult, ReplayInput
+
+__all__ = ["OUTPUT_FORMATS", "add_parser", "check_range", "run"]
+
+OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "html")
+"""``-o`` of ``scaler replay``: kubectl's table, ``wide``, ``json`` and ``yaml``, plus ``html``."""
 
 _EPILOG = """\
 policies: ca-requests (requests, threshold 0.5, no TargetUsage), seed (real usage, instantaneous,
@@ -72,7 +81,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="TIME",
         help="end of the replay, exclusive (default: the trace's last sample)",
     )
-    p.add_argument("--step", default="5m", help="time between controller loops (default 5m)")
+    p.add_argument("--step", default="5m", help="time between controller loops (default 5m0s)")
     p.add_argument(
         "--policies",
         action="append",
@@ -85,22 +94,34 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--provision-delay",
         default="2m",
-        help="scale-up: time from pods pending to the new node joining (default 2m)",
+        help="scale-up: time from pods pending to the new node joining (default 2m0s)",
     )
     p.add_argument(
         "--prices", metavar="FILE", help="YAML machine-type: USD/hour, merged over the bundled table"
     )
-    p.add_argument("--output", "-o", choices=("table", "json", "html"), default="table", help="report format")
-    p.add_argument("--out", metavar="FILE", help="write the json/html report here (html needs it)")
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (fits 80 columns), wide (adds node-hours, nodes added, absolute overload, "
+        "descriptions), json, yaml, or html (a self-contained page; needs --out)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
     p.add_argument(
         "--processes", type=int, default=None, help="policies replayed in parallel (default: CPU count)"
     )
     p.add_argument(
         "--profile-refresh",
         default="1h",
-        help="portrait policies: rebuild workload profiles this often (default 1h)",
+        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress on stderr (there is none when stderr is not a terminal)",
+    )
 
 
 def _seconds(value: str, flag: str) -> float:
@@ -124,12 +145,41 @@ def _time(value: str | None, flag: str) -> float | None:
         raise UsageError(f"{flag}: not an RFC 3339 time or Unix seconds: {value!r}") from None
 
 
+def check_range(first: float, last: float, start: float | None, end: float | None, step: float) -> str | None:
+    """Compare the replay's ``--from``/``--to`` (Unix seconds, ``None`` when not given) with the
+    trace's first and last sample of the series the pods follow.
+
+    Returns a warning naming both ranges (RFC 3339) when the range is only partly covered
+    (before the first sample usage holds the first one, after the last sample the last one;
+    up to one ``step`` past the last sample is covered), else ``None``.
+
+    Raises:
+        scaler.usage.UsageError: the range and the trace do not overlap at all.
+    """
+    covers = f"the trace covers {format_time(first)} to {format_time(last)}"
+    if start is not None and start > last:
+        raise UsageError(f"--from {format_time(start)} is outside the trace: {covers}")
+    if end is not None and end <= first:
+        raise UsageError(f"--to {format_time(end)} is outside the trace: {covers}")
+    lo = start if start is not None else first
+    hi = end if end is not None else last
+    gaps = []
+    if lo < first:
+        gaps.append(f"--from {format_time(lo)} is before its first sample")
+    if hi > last + step:
+        gaps.append(f"--to {format_time(hi)} is after its last sample")
+    if not gaps:
+        return None
+    return f"{' and '.join(gaps)}: {covers}; outside it the nearest sample is held"
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
     Raises:
         scaler.usage.UsageError: bad input (one line naming the bad value).
     """
+    import yaml
     from rich.console import Console
 
     from scaler.config import ConfigError, load_config_file
@@ -148,16 +198,17 @@ def run(args: argparse.Namespace) -> int:
     from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, build_policy, parse_policies
     from scaler.replay.prices import PriceError, load_prices
     from scaler.replay.report import ReplayMeta, print_table, report_dict
-    from scaler.replay.simulate import ReplayInput, run_policies
+    from scaler.replay.simulate import ReplayInput
     from scaler.replay.traces import TraceError, load_trace
     from scaler.simulator.registry import PluginError, load_filters, load_scorers
     from scaler.sources.files import load_snapshot
 
     started = time.perf_counter()
     err = Console(stderr=True)
+    interactive = not args.quiet and sys.stderr.isatty()
 
     def say(msg: str) -> None:
-        if not args.quiet:
+        if interactive:
             err.print(msg, highlight=False)
 
     if args.output == "html" and not args.out:
@@ -187,6 +238,16 @@ def run(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace, wanted=wanted or None)
         pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
         used = set(pod_series.values())
+        if used:
+            warning = check_range(
+                min(float(trace.series[s].times[0]) for s in used),
+                max(float(trace.series[s].times[-1]) for s in used),
+                start,
+                end,
+                step,
+            )
+            if warning:
+                sys.stderr.write(f"scaler: warning: {warning}\n")
         grid = build_grid(trace, used, start, end, step)
         history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
         full, start_step = with_history(trace, used, grid, history)
@@ -207,12 +268,8 @@ def run(args: argparse.Namespace) -> int:
         f"{len(used)} series) × {len(policies)} policies on {processes} process(es) …"
     )
 
-    def progress(name: str, done: int, total: int) -> None:
-        if done == total:
-            say(f"  {name}: done")
-
     try:
-        results = run_policies(inp, [*policies, baseline_policy], processes=processes, progress=progress)
+        results = _replay(inp, [*policies, baseline_policy], processes, err if interactive else None)
     except ImportError as e:  # a portrait policy without scaler.history
         raise UsageError(f"a policy needs a module that is not installed: {e}") from None
     baseline = results.pop()
@@ -233,12 +290,14 @@ def run(args: argparse.Namespace) -> int:
         skipped_rows=trace.skipped_rows,
     )
     report = report_dict(meta, results, baseline)
-    out = Console(width=None if sys.stdout.isatty() else 200)
-    if args.output == "table":
-        print_table(report, out)
+    wide = args.output == "wide"
+    if args.output in ("table", "wide"):
+        print_table(report, sys.stdout, wide)
         return 0
     if args.output == "json":
         text = json.dumps(report, separators=(",", ":")) + "\n"
+    elif args.output == "yaml":
+        text = yaml.safe_dump(report, sort_keys=False)
     else:
         try:
             text = render_html(report)
@@ -249,8 +308,73 @@ def run(args: argparse.Namespace) -> int:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as e:
             raise UsageError(f"--out {args.out}: {e}") from None
-        print_table(report, out)
+        print_table(report, sys.stdout)
         say(f"wrote {args.out}")
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _replay(
+    inp: ReplayInput, policies: list[Policy], processes: int, console: Console | None
+) -> list[PolicyResult]:
+    """Run the policies (:func:`scaler.replay.simulate.run_policies`) with log lines that name the
+    policy and the simulated time on stderr and, when ``console`` (a rich ``Console`` on a
+    terminal) is given, one progress bar per policy: simulated time reached, steps per second,
+    time left."""
+    import logging
+
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TaskID,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    from scaler.replay.simulate import ReplayLogContext, run_policies
+
+    class StepRate(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.0f} steps/s")
+
+    class StderrHandler(logging.Handler):
+        # sys.stderr at each record: while the bars are live, rich's proxy prints above them.
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                sys.stderr.write(self.format(record) + "\n")
+            except Exception:
+                self.handleError(record)
+
+    handler = StderrHandler(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.addFilter(ReplayLogContext())
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers = [handler]
+    try:
+        if console is None:
+            return run_policies(inp, policies, processes=processes)
+        steps = len(inp.usage.times) - inp.start_step
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=20),
+            TextColumn("{task.fields[simulated]}"),
+            StepRate(),
+            TimeRemainingColumn(),
+            console=console,
+        ) as bars:
+            tasks: dict[str, TaskID] = {
+                p.name: bars.add_task(p.name, total=steps, simulated="") for p in policies
+            }
+
+            def progress(name: str, done: int, total: int, now: float) -> None:
+                bars.update(tasks[name], completed=done, total=total, simulated=format_time(now))
+
+            return run_policies(inp, policies, processes=processes, progress=progress)
+    finally:
+        root.handlers = saved

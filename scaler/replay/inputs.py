@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.replay.bundled import known_map
 from scaler.replay.traces import Trace, TraceError, resample
 from scaler.replay.world import UsageTable, _workload_name
@@ -156,7 +157,7 @@ def build_grid(
     lo = start if start is not None else min(firsts)
     hi = end if end is not None else max(lasts) + 1e-6
     if not hi > lo:
-        raise TraceError(f"empty replay range: --from {lo:.0f} is not before --to {hi:.0f}")
+        raise TraceError(f"empty replay range: --from {format_time(lo)} is not before --to {format_time(hi)}")
     n = int(np.ceil((hi - lo) / step))
     return lo + step * np.arange(max(n, 1), dtype=np.float64)
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import Any, TextIO
 
 from scaler.model.times import format_time
 from scaler.replay.simulate import PolicyResult
+from scaler.report.columns import output_width, render_columns, wrap_text
 
-__all__ = ["ReplayMeta", "print_table", "report_dict"]
+__all__ = ["ReplayMeta", "print_table", "report_dict", "table_lines"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +108,7 @@ def report_dict(meta: ReplayMeta, results: Sequence[PolicyResult], baseline: Pol
 
 
 def _money(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.0f}"
+    return "-" if v is None else f"{v:,.0f}"
 
 
 def _delta(v: float, base: float, unit: str = "") -> str:
@@ -120,52 +118,56 @@ def _delta(v: float, base: float, unit: str = "") -> str:
     return f"{d:+,.0f}{unit}"
 
 
-def print_table(report: dict[str, Any], console: Console) -> None:
-    """Print the side-by-side table of a :func:`report_dict` report."""
+def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
+    """The side-by-side table of a :func:`report_dict` report, one policy per row and ``none``
+    (no scale-down) last, as ``kubectl get`` prints (:mod:`scaler.report.columns`): the default
+    view fits 80 columns with the built-in policy names; ``wide`` adds node-hours, nodes added,
+    the absolute overload, pods that fit no pool and the policy's description."""
     base = report["baseline"]
-    steps, step = report["steps"], report["stepSeconds"]
-    title = (
-        f"scaler replay: {report['from']} → {report['to']}, {steps} steps of {step / 60:g} min, "
-        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace"
-    )
-    table = Table(title=title, title_justify="left")
-    for col, just in (
-        ("policy", "left"),
-        ("node-hours", "right"),
-        ("saved", "right"),
-        ("cost USD", "right"),
-        ("nodes removed", "right"),
-        ("added", "right"),
-        ("pods evicted", "right"),
-        ("overload node-min", "right"),
-        ("vs none", "right"),
-        ("unplaceable pods", "right"),
-    ):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for p in [*report["policies"], {**base, "name": "none (baseline)"}]:
+    headers = ["POLICY"] + (["NODE-HOURS"] if wide else []) + ["SAVED", "COST-USD", "REMOVED"]
+    headers += (["ADDED"] if wide else []) + ["EVICTED", "OVERLOAD"]
+    headers += (["OVERLOAD-NODE-MIN"] if wide else []) + ["UNPLACEABLE"]
+    headers += ["FIT-NO-POOL", "DESCRIPTION"] if wide else []
+    rows = []
+    for p, is_base in [*((p, False) for p in report["policies"]), (base, True)]:
         saved = base["nodeHours"] - p["nodeHours"]
-        pct = f"{saved / base['nodeHours']:.1%}" if base["nodeHours"] else "—"
-        unplaceable = str(p["unplaceablePods"])
-        if p["unschedulablePods"]:
-            unplaceable += f" ({p['unschedulablePods']} fit no pool)"
-        table.add_row(
-            p["name"],
-            f"{p['nodeHours']:,.1f}",
-            pct,
+        row = ["none" if is_base else p["name"]] + ([f"{p['nodeHours']:,.1f}"] if wide else [])
+        row += [
+            f"{saved / base['nodeHours']:.1%}" if base["nodeHours"] and not is_base else "-",
             _money(p["costUsd"]),
             str(p["nodesRemoved"]),
-            str(p["nodesAdded"]),
-            str(p["podsEvicted"]),
-            f"{p['overloadNodeMinutes']:,.0f}",
-            _delta(p["overloadNodeMinutes"], base["overloadNodeMinutes"]),
-            unplaceable,
-        )
-    console.print(table)
+        ]
+        row += ([str(p["nodesAdded"])] if wide else []) + [str(p["podsEvicted"])]
+        row.append("-" if is_base else _delta(p["overloadNodeMinutes"], base["overloadNodeMinutes"]))
+        row += ([f"{p['overloadNodeMinutes']:,.0f}"] if wide else []) + [str(p["unplaceablePods"])]
+        row += [str(p["unschedulablePods"]), p["description"]] if wide else []
+        rows.append(row)
+    return render_columns(headers, rows)
+
+
+def print_table(report: dict[str, Any], stream: TextIO, wide: bool = False) -> None:
+    """Print a title line, the side-by-side table (:func:`table_lines`) and what the columns
+    mean; prose wraps at :func:`scaler.report.columns.output_width`, the table never does."""
+    steps, step = report["steps"], report["stepSeconds"]
+    width = output_width(stream)
+    lines = wrap_text(
+        f"scaler replay: {report['from']} → {report['to']}, {steps} steps of {step / 60:g} min, "
+        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace.",
+        width,
+        "  ",
+    )
+    lines += table_lines(report, wide)
+    lines.append("")
     missing = sorted({m for p in report["policies"] for m in p["missingPrices"]})
+    notes = []
     if missing:
-        console.print(f"no price for {', '.join(missing)}: cost not computed (add them with --prices FILE)")
-    console.print(
-        "overload: node-minutes with real usage above 100% of allocatable cpu or 95% of memory; "
-        "'vs none' compares with no scale-down at all. "
+        notes.append(f"No price for {', '.join(missing)}: cost not computed (add them with --prices FILE).")
+    notes.append(
+        "SAVED: node-hours saved against none (no scale-down). OVERLOAD: node-minutes with real usage "
+        "above 100% of allocatable cpu or 95% of memory, added to none's "
+        f"{report['baseline']['overloadNodeMinutes']:,.0f}. UNPLACEABLE: evicted pods that found no node. "
         f"Replayed in {report['elapsedSeconds']:.0f} s on {report['processes']} process(es)."
     )
+    for text in notes:
+        lines += wrap_text(text, width, "  ")
+    stream.write("\n".join(lines) + "\n")

@@ -22,6 +22,12 @@ snapshots carrying ``workload_profiles`` built by ``scaler.history.profiles.buil
 from the replay's own past usage (the last ``--history-days`` before the step), rebuilt every
 ``profile_refresh`` seconds.
 
+Progress and logs: ``progress(policy, steps done, steps, simulated time)`` is called after every
+step, in the calling process even when policies run in worker processes (they report through a
+queue). Log records emitted while a policy replays carry its name and the simulated time
+(:class:`ReplayLogContext`); records of worker processes are handed to the calling process's
+handlers.
+
 Per step, after the loop and the scheduler: every node present or being provisioned is counted
 for node-hours (and its pool's price for cost), and a node whose real usage is above 100% of its
 allocatable CPU or 95% of its allocatable memory counts one step of overload. Pods still pending
@@ -30,13 +36,17 @@ after the scheduler count as unplaceable.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import gc
+import logging
+import logging.handlers
 import multiprocessing
 import os
+import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import cast
@@ -52,6 +62,7 @@ from scaler.history.profiles import build_profiles_from_arrays, workload_key
 from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
 from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.replay.policies import Policy
@@ -213,7 +224,12 @@ class ReplayController(Controller):
     """The live :class:`Controller`, unchanged but for the status ConfigMap and the nodes'
     status annotations, which a replay does not write."""
 
-    def _write_status(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
+    def _write_status(
+        self,
+        decision: ScaleDownPlan,
+        snapshot: ClusterSnapshot | None,
+        metrics_api: dict[str, str] | None = None,
+    ) -> None:
         """No status ConfigMap in a replay."""
 
     def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
@@ -423,10 +439,41 @@ def _trim_history(controller: Controller, now: float, window: float) -> None:
     controller.state = replace(controller.state, usage_history={n: s for n, s in trimmed.items() if s})
 
 
-def run_policy(
-    inp: ReplayInput, policy: Policy, progress: Callable[[str, int, int], None] | None = None
-) -> PolicyResult:
-    """Replay ``policy`` over ``inp`` and measure it (see the module doc)."""
+Progress = Callable[[str, int, int, float], None]
+"""``progress(policy name, steps done, steps in all, simulated time in Unix seconds)``."""
+
+_LOG_CONTEXT: contextvars.ContextVar[tuple[str, float] | None] = contextvars.ContextVar(
+    "replay_log_context", default=None
+)
+
+
+class ReplayLogContext(logging.Filter):
+    """A handler filter that prefixes records emitted during a replay with the policy's name and
+    the simulated time: ``policy scaler at 2013-07-08T03:05:00Z: scale-down of node … failed``.
+    Records emitted outside a replay pass unchanged; a record is prefixed once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Prefix ``record.msg`` (always keeps the record)."""
+        ctx = _LOG_CONTEXT.get()
+        if ctx is not None and not getattr(record, "replay_context", None):
+            where = f"policy {ctx[0]} at {format_time(ctx[1])}"
+            record.replay_context = where  # marks it as prefixed
+            record.msg = f"{where}: {record.getMessage()}"
+            record.args = None
+        return True
+
+
+def run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None = None) -> PolicyResult:
+    """Replay ``policy`` over ``inp`` and measure it (see the module doc); ``progress`` is called
+    after every step."""
+    token = _LOG_CONTEXT.set((policy.name, float(inp.usage.times[inp.start_step])))
+    try:
+        return _run_policy(inp, policy, progress)
+    finally:
+        _LOG_CONTEXT.reset(token)
+
+
+def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> PolicyResult:
     started = time.perf_counter()
     cfg = policy.config
     world = World(
@@ -473,6 +520,7 @@ def run_policy(
     n_steps = len(inp.usage.times)
     for k in range(inp.start_step, n_steps):
         world.advance(k)
+        _LOG_CONTEXT.set((policy.name, world.now))
         if policy.scale_down:
             if trim:
                 _trim_history(controller, world.now, cast(float, window))
@@ -509,8 +557,8 @@ def run_policy(
         result.nodes.append(sum(sizes.values()) + other)
         result.overloaded.append(over)
         result.cost_per_step.append(step_cost)
-        if progress is not None and k == n_steps - 1:
-            progress(policy.name, k + 1, n_steps)
+        if progress is not None:
+            progress(policy.name, k + 1 - inp.start_step, n_steps - inp.start_step, world.now)
     # The last step's pending time.
     if world.pending:
         world.stats.pending_pod_seconds += len(world.pending) * inp.step
@@ -545,12 +593,42 @@ def run_policy(
 # ---- several policies, in parallel ---------------------------------------------------------------------
 
 _SHARED: ReplayInput | None = None
+_QUEUE: multiprocessing.queues.Queue[object] | None = None
 
 
 def _worker(policy: Policy) -> PolicyResult:
-    assert _SHARED is not None
+    assert _SHARED is not None and _QUEUE is not None
     gc.freeze()  # the shared input is never collected: keep the collector off it
-    return run_policy(_SHARED, policy)
+    q = _QUEUE
+    # Log records go to the parent, which hands them to its own handlers.
+    handler = logging.handlers.QueueHandler(q)
+    handler.addFilter(ReplayLogContext())
+    root = logging.getLogger()
+    root.handlers = [handler]
+    last = 0.0
+
+    def report(name: str, done: int, total: int, now: float) -> None:
+        nonlocal last
+        t = time.monotonic()
+        if t - last >= 0.1 or done == total:  # at most ten messages a second per policy
+            last = t
+            q.put(("progress", name, done, total, now))
+
+    return run_policy(_SHARED, policy, report)
+
+
+def _drain(q: multiprocessing.queues.Queue[object], progress: Progress | None) -> None:
+    """Hand every queued message to ``progress`` or, for a log record, to its logger."""
+    while True:
+        try:
+            item = q.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(item, logging.LogRecord):
+            logging.getLogger(item.name).handle(item)
+        elif isinstance(item, tuple) and progress is not None:
+            _, name, done, total, now = item
+            progress(name, done, total, now)
 
 
 def _expected_cost(policy: Policy) -> int:
@@ -567,30 +645,33 @@ def run_policies(
     policies: Sequence[Policy],
     *,
     processes: int | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[PolicyResult]:
     """Replay every policy on an identical copy of ``inp``; results in the order of ``policies``.
 
     Policies run in parallel worker processes (``processes``, default: the CPU count, at most
     one per policy), forked so the loaded snapshot and trace are shared, not copied; with one
-    process (or where ``fork`` is unavailable) they run here one after the other.
+    process (or where ``fork`` is unavailable) they run here one after the other. Either way
+    ``progress`` and the log handlers are called in this process (see the module doc).
     """
-    global _SHARED
+    global _SHARED, _QUEUE
     n = max(1, min(processes or os.cpu_count() or 1, len(policies)))
     if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
         return [run_policy(inp, p, progress) for p in policies]
-    _SHARED = inp
+    ctx = multiprocessing.get_context("fork")
+    _SHARED, _QUEUE = inp, ctx.Queue()
     try:
-        ctx = multiprocessing.get_context("fork")
         # Longest first, so that the last policy to finish is a short one.
         order = sorted(range(len(policies)), key=lambda i: -_expected_cost(policies[i]))
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-            futures = {i: pool.submit(_worker, policies[i]) for i in order}
-            results: dict[int, PolicyResult] = {}
-            for i in order:
-                results[i] = futures[i].result()
-                if progress is not None:
-                    progress(policies[i].name, len(inp.usage.times), len(inp.usage.times))
-            return [results[i] for i in range(len(policies))]
+            futures: dict[int, Future[PolicyResult]] = {i: pool.submit(_worker, policies[i]) for i in order}
+            pending = set(futures.values())
+            while pending:
+                _, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                _drain(_QUEUE, progress)
+            results = {i: f.result() for i, f in futures.items()}
+        _drain(_QUEUE, progress)
+        return [results[i] for i in range(len(policies))]
     finally:
-        _SHARED = None
+        _QUEUE.close()
+        _SHARED, _QUEUE = None, None

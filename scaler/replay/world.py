@@ -57,6 +57,7 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -90,6 +91,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, NodeTable, ScorePlugin
+from scaler.sources.kube import ApiCall
 
 __all__ = [
     "LABEL_INSTANCE_TYPE",
@@ -797,7 +799,12 @@ class SimWriter:
         self.world.evict(pod)
         return True, 201, "evicted"
 
-    def evictor(self, max_pod_eviction_time: float, max_graceful_termination_sec: int) -> Evictor:
+    def evictor(
+        self,
+        max_pod_eviction_time: float,
+        max_graceful_termination_sec: int,
+        stop: threading.Event | None = None,
+    ) -> Evictor:
         """An evictor that evicts in the world at once."""
         return self.world.evict
 
@@ -821,6 +828,7 @@ class SimCloud:
     ``--nodes`` (min 0 and max 1000 without)."""
 
     name = "replay"
+    kube_calls: tuple[ApiCall, ...] = ()
 
     def __init__(self, world: World) -> None:
         self.world = world
@@ -828,6 +836,10 @@ class SimCloud:
 
     def refresh(self) -> None:
         """Nothing to read: sizes are always current."""
+
+    def missing_permissions(self, dry_run: bool) -> str:
+        """Nothing to check in a replay."""
+        return ""
 
     def node_groups(self) -> list[NodeGroupInfo]:
         """Every pool with its size, sorted by name."""

@@ -1,4 +1,5 @@
-"""Turn an :class:`~scaler.engine.Evaluation` into the report models, JSON, or a terminal table."""
+"""Turn an :class:`~scaler.engine.Evaluation` into the report models, JSON or YAML, or the
+terminal table (:mod:`scaler.report.table`)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,13 @@ import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+import yaml
 
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.reasons import NodeStatus
 from scaler.replay.prices import PriceTable, load_price_table
 from scaler.report.models import (
     BlockingPodModel,
@@ -31,13 +30,12 @@ from scaler.report.models import (
     TolerationModel,
     UtilizationModel,
 )
-from scaler.utilization import MetricsStatus
 
 __all__ = [
     "build_report",
     "effective_flags",
-    "print_table",
     "report_json",
+    "report_yaml",
     "savings",
     "savings_line",
     "usd_month",
@@ -152,25 +150,38 @@ def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str
 
 
 def build_report(
-    evaluation: Evaluation, snapshot: ClusterSnapshot, source: str, prices: PriceTable | None = None
+    evaluation: Evaluation,
+    snapshot: ClusterSnapshot,
+    source: str,
+    prices: PriceTable | None = None,
+    *,
+    compare: bool = True,
 ) -> DryRunReport:
     """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
-    with node costs from ``prices`` (default: the bundled table)."""
+    with node costs from ``prices`` (default: the bundled table).
+
+    With ``compare`` (default) the report also carries cluster-autoscaler's rule side by side and
+    what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations).
+
+    Raises:
+        scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
+    """
     from scaler.engine import counted_pods
+    from scaler.report.compare import compare_with_requests_rule, removal_outcome, requests_bound
 
     prices = prices if prices is not None else load_price_table()
     counted = counted_pods(snapshot, evaluation.config)
     nodes = [_node_report(r, snapshot, counted, prices) for r in evaluation.nodes]
-    removable = [r for r in evaluation.nodes if r.removable]
+    outcome = removal_outcome(evaluation, "scaler")
     summary = SummaryModel(
         nodes=len(nodes),
-        removable=len(removable),
-        removable_empty=sum(1 for r in removable if r.status is NodeStatus.REMOVABLE_EMPTY),
-        removable_drain=sum(1 for r in removable if r.status is NodeStatus.REMOVABLE_DRAIN),
-        unremovable=len(nodes) - len(removable),
-        pods_to_move=sum(len(r.moves) for r in removable),
-        freed_cpu_millicores=sum(r.node.allocatable.cpu_millicores for r in removable),
-        freed_memory_bytes=sum(r.node.allocatable.memory_bytes for r in removable),
+        removable=outcome.removable,
+        removable_empty=outcome.removable_empty,
+        removable_drain=outcome.removable_drain,
+        unremovable=len(nodes) - outcome.removable,
+        pods_to_move=outcome.pods_to_move,
+        freed_cpu_millicores=outcome.freed_cpu_millicores,
+        freed_memory_bytes=outcome.freed_memory_bytes,
         unremovable_by_reason=dict(sorted(evaluation.reason_counts().items())),
         savings=savings(nodes, prices),
     )
@@ -180,13 +191,24 @@ def build_report(
         source=source,
         nodes=nodes,
         summary=summary,
+        comparison=compare_with_requests_rule(snapshot, evaluation.config, evaluation) if compare else None,
+        requests_bound=requests_bound(snapshot, evaluation.config, evaluation) if compare else None,
         flags=flags,
     )
 
 
+def _document(report: DryRunReport) -> dict[str, Any]:
+    return report.model_dump(mode="json", by_alias=True)
+
+
 def report_json(report: DryRunReport) -> str:
     """The report as JSON text (camelCase keys, as in the schema)."""
-    return report.model_dump_json(by_alias=True, indent=2)
+    return report.model_dump_json(by_alias=True, indent=2)  # the same text as json.dumps, in Rust
+
+
+def report_yaml(report: DryRunReport) -> str:
+    """The report as YAML text (the same document as :func:`report_json`, keys in schema order)."""
+    return yaml.safe_dump(_document(report), sort_keys=False, allow_unicode=True)
 
 
 def usd_month(v: float | None) -> str:
@@ -204,78 +226,3 @@ def savings_line(report: DryRunReport) -> str:
         f"Removable nodes cost {usd_month(sv.monthly_usd)}/month{unpriced} "
         f"(prices: {sv.price_source}, {sv.price_date})."
     )
-
-
-def _pct(v: float | None) -> str:
-    return "—" if v is None else f"{v:.0%}"
-
-
-_STATUS_STYLE = {
-    NodeStatus.REMOVABLE_EMPTY.value: "bold green",
-    NodeStatus.REMOVABLE_DRAIN.value: "green",
-    NodeStatus.UNREMOVABLE.value: "dim",
-}
-
-
-def print_table(report: DryRunReport, console: Console) -> None:
-    """Print the node table (removable nodes first, in removal order) and the summary."""
-    rows = sorted(
-        report.nodes,
-        key=lambda n: (
-            not n.removable,
-            n.rank if n.rank is not None else 0,
-            n.utilization.value or 9.0,
-            n.name,
-        ),
-    )
-    src = rows[0].utilization.source if rows else "usage"
-    sv = report.summary.savings
-    title = f"scaler dry-run — {report.source} at {report.generated_at}; prices: {sv.price_source}, {sv.price_date}"
-    table = Table(title=title, show_lines=False)
-    table.add_column("node", no_wrap=True)
-    table.add_column("group", no_wrap=True)
-    table.add_column("zone", no_wrap=True)
-    table.add_column(f"cpu% {src}", justify="right")
-    table.add_column(f"mem% {src}", justify="right")
-    table.add_column("cpu% req", justify="right")
-    table.add_column("mem% req", justify="right")
-    table.add_column("status", no_wrap=True)
-    table.add_column("reason")
-    table.add_column("pods to move", justify="right")
-    table.add_column("$/month", justify="right")
-    for n in rows:
-        reason = n.reason if n.removable is False else ""
-        if n.blocking_pod is not None:
-            reason = f"{n.reason}: {n.blocking_pod.namespace}/{n.blocking_pod.name} ({n.blocking_pod.reason})"
-        elif not n.removable:
-            reason = f"{n.reason}: {n.detail}"
-        table.add_row(
-            n.name,
-            n.node_group or "—",
-            n.zone or "—",
-            _pct(n.utilization.cpu),
-            _pct(n.utilization.memory),
-            _pct(n.request_utilization.cpu),
-            _pct(n.request_utilization.memory),
-            f"[{_STATUS_STYLE[n.status]}]{n.status}[/]",
-            reason,
-            str(len(n.moves)) if n.moves else ("0" if n.removable else ""),
-            usd_month(n.cost.monthly_usd),
-        )
-    console.print(table)
-    s = report.summary
-    console.print(
-        f"[bold]{s.removable} of {s.nodes} nodes removable[/] "
-        f"({s.removable_empty} empty, {s.removable_drain} by drain, {s.pods_to_move} pods to move); "
-        f"frees {s.freed_cpu_millicores / 1000:.1f} vCPU and {s.freed_memory_bytes / 2**30:.1f} GiB allocatable."
-    )
-    console.print(savings_line(report))
-    if s.unremovable_by_reason:
-        parts = ", ".join(
-            f"{k} {v}" for k, v in sorted(s.unremovable_by_reason.items(), key=lambda kv: -kv[1])
-        )
-        console.print(f"Unremovable: {parts}.")
-    if any(n.metrics == MetricsStatus.MISSING.value for n in report.nodes):
-        console.print(
-            "[yellow]Some nodes have no metrics.k8s.io NodeMetrics; they are never treated as idle.[/]"
-        )

@@ -16,16 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "API_VERSION",
     "BlockingPodModel",
+    "ComparisonModel",
     "CostModel",
     "DryRunReport",
     "MoveModel",
     "NodeReport",
+    "RemovalOutcomeModel",
+    "RequestsBoundModel",
     "ResourceFigures",
     "SavingsModel",
     "SummaryModel",
     "TaintModel",
     "TolerationModel",
     "UtilizationModel",
+    "WorkloadRequestsModel",
 ]
 
 API_VERSION = "scaler.io/v1alpha1"
@@ -176,6 +180,68 @@ class SummaryModel(_Model):
     savings: SavingsModel
 
 
+class RemovalOutcomeModel(_Model):
+    """What one scale-down rule removes from the same snapshot. Freed figures are the removable
+    nodes' allocatable."""
+
+    rule: str = Field(description="cluster-autoscaler or scaler")
+    settings: list[str] = Field(description="flags that turn this report's evaluation into this rule")
+    removable: int
+    removable_empty: int = Field(alias="removableEmpty")
+    removable_drain: int = Field(alias="removableDrain")
+    pods_to_move: int = Field(alias="podsToMove")
+    freed_cpu_millicores: int = Field(alias="freedCpuMillicores")
+    freed_memory_bytes: int = Field(alias="freedMemoryBytes")
+    nodes: list[str] = Field(description="removable nodes in removal order")
+
+
+class ComparisonModel(_Model):
+    """cluster-autoscaler's requests rule beside scaler, both evaluated on this snapshot."""
+
+    cluster_autoscaler: RemovalOutcomeModel = Field(alias="clusterAutoscaler")
+    scaler: RemovalOutcomeModel
+    additional_nodes: int = Field(alias="additionalNodes", description="scaler's removable minus CA's")
+
+
+class WorkloadRequestsModel(_Model):
+    """One workload's requests against its real usage (sums over its pods), and the per-pod
+    p95 usage its requests are set to in the re-evaluation."""
+
+    namespace: str
+    kind: str = Field(description="Deployment, StatefulSet, DaemonSet, Job, …; Pod for a bare pod")
+    name: str
+    pods: int
+    requested: ResourceFigures
+    used: ResourceFigures = Field(description="PodMetrics usage summed over the pods")
+    p95_per_pod: ResourceFigures = Field(
+        alias="p95PerPod", description="95th percentile (nearest rank) of the pods' usage"
+    )
+
+
+class RequestsBoundModel(_Model):
+    """What keeps nodes that real usage would let go (a cluster bound by requests)."""
+
+    threshold: float = Field(description="--scale-down-utilization-threshold, fraction 0-1")
+    underused_nodes: int = Field(
+        alias="underusedNodes", description="unremovable nodes whose real usage is at or below the threshold"
+    )
+    underused_by_reason: dict[str, int] = Field(alias="underusedByReason")
+    kept_by_requests: int = Field(
+        alias="keptByRequests",
+        description="underused nodes that become removable when every workload requests its p95 usage",
+    )
+    workloads: list[WorkloadRequestsModel] = Field(
+        description="workloads whose requests exceed their usage the most (share of cluster allocatable)"
+    )
+    removable_if_rightsized: int = Field(
+        alias="removableIfRightsized",
+        description="removable nodes when every workload requests its p95 usage",
+    )
+    nodes_if_rightsized: list[str] = Field(
+        alias="nodesIfRightsized", description="nodes removable only when requests match p95 usage"
+    )
+
+
 class DryRunReport(_Model):
     """Top-level document printed by ``scaler dry-run --output json``."""
 
@@ -185,6 +251,12 @@ class DryRunReport(_Model):
     source: str = Field(description="where the cluster state came from")
     nodes: list[NodeReport]
     summary: SummaryModel
+    comparison: ComparisonModel | None = Field(
+        None, description="cluster-autoscaler's requests rule beside scaler on the same snapshot"
+    )
+    requests_bound: RequestsBoundModel | None = Field(
+        None, alias="requestsBound", description="what keeps nodes that real usage would let go"
+    )
     flags: dict[str, Any] = Field(
         description="effective configuration, flag names as keys; node-pools: the effective per-pool "
         "values of every node pool"

@@ -40,10 +40,13 @@ __all__ = [
     "ApiCall",
     "ClusterUnreachable",
     "LiveSourceError",
+    "MetricsUnavailable",
+    "NoClusterConfig",
     "fetch_objects",
     "list_pages",
     "load_live_snapshot",
     "make_api_client",
+    "unreachable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,10 +65,26 @@ class ClusterUnreachable(Exception):
     """
 
 
+class NoClusterConfig(ClusterUnreachable):
+    """No cluster was named anywhere: no kubeconfig argument, no kubeconfig file in
+    ``$KUBECONFIG`` or at ``~/.kube/config``, no context, and no in-cluster service account.
+
+    The only case in which a command may fall back to the bundled example snapshot; a cluster
+    that was named but cannot be reached is a plain :class:`ClusterUnreachable`.
+    """
+
+
 class LiveSourceError(ValueError):
     """The API server answered, but badly: an HTTP error status (other than on an optional
     kind), a body that is not a JSON List, or the metrics API missing (404/503 on
     ``metrics.k8s.io``). The one-line message names the resource, the path and the status."""
+
+
+class MetricsUnavailable(LiveSourceError):
+    """``metrics.k8s.io`` did not answer a metrics LIST with a List: an HTTP error (404: the
+    APIService is missing; 503: metrics-server is down), a malformed body. The API server itself
+    answered. ``scaler dry-run`` exits 2 on it; ``scaler run`` treats it as an outage (a state
+    it reports and waits out, acting on nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +188,9 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         context: kubeconfig context to use (default: its ``current-context``).
 
     Raises:
-        ClusterUnreachable: no config found, or the one found is unusable (unknown context,
-            malformed file, failing credential plugin); the message says which.
+        NoClusterConfig: no kubeconfig file, no context named, and no in-cluster config.
+        ClusterUnreachable: the config found (or named) is unusable (missing named file, unknown
+            context, malformed file, failing credential plugin); the message says which.
     """
     cfg = k8s_client.Configuration()
     if kubeconfig is not None:
@@ -197,7 +217,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     try:
         k8s_config.load_incluster_config(client_configuration=cfg)
     except Exception as e:
-        raise ClusterUnreachable(
+        raise NoClusterConfig(
             f"no kubeconfig found ({searched}) and no in-cluster config: {_one_line(str(e))}"
         ) from e
     return ApiClient(configuration=cfg)
@@ -256,9 +276,18 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def unreachable(api: ApiClient, what: str, error: BaseException) -> ClusterUnreachable:
+    """The one-line :class:`ClusterUnreachable` for a request ``what`` (e.g. ``"list pods"``)
+    that could not reach the API server of ``api``: it names the server's URL and the cause
+    (refused, DNS, TLS, timeout), e.g. ``cannot reach API server https://10.0.0.1:443 (list
+    pods): connection refused``."""
+    host = getattr(api.configuration, "host", "?")
+    reason = getattr(error, "reason", None) or error
+    return ClusterUnreachable(f"cannot reach API server {host} ({what}): {_one_line(str(reason))}")
+
+
 def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> bytes:
     """One GET for ``call``; returns the response body (checked later by the decoder)."""
-    host = getattr(api.configuration, "host", "?")
     try:
         response = _list_method(api, call)(_preload_content=False, _request_timeout=timeout, **params)
         try:
@@ -268,17 +297,12 @@ def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> by
             response.release_conn()
     except ApiException as e:
         if not e.status:  # the client's REST layer reports TLS failures as status 0
-            raise ClusterUnreachable(
-                f"cannot reach API server {host} ({call.display}): {_one_line(str(e.reason))}"
-            ) from e
+            raise unreachable(api, call.display, e) from e
         raise _HttpStatusError(int(e.status), str(e.reason or ""), _status_message(e.body)) from e
     except urllib3.exceptions.DecodeError as e:
         raise LiveSourceError(f"{call.display} ({call.path}): undecodable response: {e}") from e
     except (urllib3.exceptions.HTTPError, OSError) as e:  # refused, DNS, timeouts, resets
-        reason = getattr(e, "reason", None) or e
-        raise ClusterUnreachable(
-            f"cannot reach API server {host} ({call.display}): {_one_line(str(reason))}"
-        ) from e
+        raise unreachable(api, call.display, e) from e
     if not 200 <= status <= 299:  # older clients may not raise on their own
         raise _HttpStatusError(status, "", _status_message(raw))
     return bytes(raw)

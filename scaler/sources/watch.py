@@ -57,6 +57,7 @@ from scaler.sources.kube import (
     ApiCall,
     ClusterUnreachable,
     LiveSourceError,
+    MetricsUnavailable,
     _HttpStatusError,
     _list_method,
     _one_line,
@@ -490,16 +491,19 @@ def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[NodeMetri
 
     Raises:
         ClusterUnreachable: connection refused, DNS or TLS failure, timeout.
-        LiveSourceError: an HTTP error (404/503: metrics-server missing) or a body that is not a
-            JSON List.
-        SnapshotError: a metrics item is malformed (names it).
+        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down), a body that is
+            not a JSON List, or a malformed metrics item (named).
     """
     records: list[NodeMetrics | PodMetrics] = []
     for call in METRICS_CALLS:
         try:
             records.extend(list_pages(api, call, 1, timeout_seconds)[0])
         except _HttpStatusError as e:
-            raise LiveSourceError(e.describe(call)) from None
+            raise MetricsUnavailable(e.describe(call)) from None
+        except MetricsUnavailable:
+            raise
+        except (LiveSourceError, SnapshotError) as e:
+            raise MetricsUnavailable(str(e)) from None
     return records
 
 
@@ -517,8 +521,8 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
 
     Raises:
         CacheNotSynced: some kind has not been listed yet.
-        ClusterUnreachable, LiveSourceError: as :func:`fetch_metrics`.
-        SnapshotError: a cached or fetched object is malformed (names it).
+        ClusterUnreachable, MetricsUnavailable: as :func:`fetch_metrics`.
+        SnapshotError: a cached object is malformed (names it).
     """
     if not cache.synced:
         missing = sorted(k for k, e in cache._synced.items() if not e.is_set())

@@ -14,6 +14,8 @@ lowerCamelCase, errors as ``{"error": {"code", "message", "status", "errors"}}``
   ``requestId`` returns the first call's Operation and deletes nothing, as Compute does;
 * compute v1 ``GET …/zones/{z}/operations/{op}`` and ``POST …/operations/{op}/wait``:
   ``DONE`` after :attr:`FakeGCE.operation_pending_polls` polls;
+* Resource Manager v3 ``POST /v3/projects/{p}:testIamPermissions``: the asked permissions
+  among :attr:`FakeGCE.iam_permissions`;
 * metadata ``GET /computeMetadata/v1/{path}`` (requires ``Metadata-Flavor: Google``, answers
   text with the same header) from :attr:`FakeGCE.metadata`; point ``GCE_METADATA_HOST`` at
   :attr:`FakeGCE.host`.
@@ -67,6 +69,7 @@ _MIG_LIST = re.compile(_ZONE + r"/instanceGroupManagers/(?P<mig>[^/]+)/listManag
 _OPERATION = re.compile(_ZONE + r"/operations/(?P<op>[^/]+)$")
 _OPERATION_WAIT = re.compile(_ZONE + r"/operations/(?P<op>[^/]+)/wait$")
 _METADATA = re.compile(r"^/computeMetadata/v1/(?P<path>.+)$")
+_TEST_IAM = re.compile(r"^/v3/projects/(?P<project>[^/:]+):testIamPermissions$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,9 @@ class FakeGCE(LoopbackServer[RecordedRequest]):
         one (and deletes nothing). Use :meth:`fail_next_operation`."""
         self.deleted_instances: list[str] = []
         """Every instance a deleteInstances removed, in order (a name twice = deleted twice)."""
+        self.iam_permissions: set[str] | None = None
+        """The IAM permissions the caller holds on the project (``projects.testIamPermissions``
+        answers the asked ones among them); ``None``: every permission asked."""
         self.metadata: dict[str, str] = {
             "project/project-id": project,
             "instance/attributes/cluster-name": cluster,
@@ -201,6 +207,7 @@ class FakeGCE(LoopbackServer[RecordedRequest]):
             ("GET", _OPERATION, self._poll_operation),
             ("POST", _OPERATION_WAIT, self._poll_operation),
             ("GET", _METADATA, self._metadata),
+            ("POST", _TEST_IAM, self._test_iam_permissions),
         ]
         self._op_polls: dict[tuple[str, str], int] = {}
         self._by_request_id: dict[str, dict[str, Any]] = {}
@@ -436,6 +443,13 @@ class FakeGCE(LoopbackServer[RecordedRequest]):
             op["status"] = "DONE"
             op["progress"] = 100
         return Response(200, dict(op))
+
+    def _test_iam_permissions(self, req: RecordedRequest, m: re.Match[str]) -> Response:
+        if m["project"] != self.project:
+            return Response(403, error_body(403, f"project {m['project']!r}: permission denied", "forbidden"))
+        asked = list((req.json or {}).get("permissions") or [])
+        granted = [p for p in asked if self.iam_permissions is None or p in self.iam_permissions]
+        return Response(200, {"permissions": granted} if granted else {})
 
     def _metadata(self, req: RecordedRequest, m: re.Match[str]) -> Response:
         flavor = {"Metadata-Flavor": "Google"}

@@ -42,6 +42,8 @@ but their watch events carry their resourceVersion)
     * ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` (policy/v1 ``Eviction``): see
       :meth:`FakeKubeAPI._handle_eviction`: PDBs honoured (``429``), the pod marked terminating
       and deleted after its grace period times :attr:`FakeKubeAPI.grace_scale`.
+    * ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: answered by
+      :attr:`FakeKubeAPI.authorizer` (everything allowed by default).
     * ``dryRun=All`` is honoured by every write (validated, nothing stored).
     * The metrics API (``metrics.k8s.io``) is read-only (``405``).
 
@@ -184,6 +186,7 @@ OBJECT_PATH = re.compile(
     r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
 EVICTION_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/eviction$")
+ACCESS_REVIEW_PATH = re.compile(r"^/apis/authorization\.k8s\.io/v1/selfsubjectaccessreviews$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,6 +429,10 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
             ``ERROR`` event.
         default_watch_timeout: seconds a watch without ``timeoutSeconds`` stays open.
         clock: the wall clock used for timestamps (``time.time``).
+        authorizer: answers ``SelfSubjectAccessReview`` s: called with the review's
+            ``spec.resourceAttributes`` (group, resource, subresource, verb, namespace, name),
+            returns whether the caller may; ``None`` allows everything. Only the reviews consult
+            it (other requests are not authorized).
     """
 
     thread_name = "fake-kube-api"
@@ -449,7 +456,9 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         self.watch_gone_as_http = False
         self.default_watch_timeout = 1800.0
         self.clock: Callable[[], float] = time.time
+        self.authorizer: Callable[[Mapping[str, str]], bool] | None = None
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = [
+            ("POST", ACCESS_REVIEW_PATH, self._handle_access_review),
             ("GET", OBJECT_PATH, self._handle_get),
             ("POST", EVICTION_PATH, self._handle_eviction),
             ("POST", OBJECT_PATH, self._handle_create),
@@ -1022,6 +1031,21 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         return Response(200, _success(200, details))
 
     # -- eviction --------------------------------------------------------------------------------
+
+    def _handle_access_review(self, req: RecordedRequest, m: re.Match[str]) -> Response:
+        """``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: ``status.allowed``
+        from :attr:`authorizer` (everything allowed without one); ``400`` without
+        ``spec.resourceAttributes``."""
+        try:
+            body = req.json() or {}
+        except ValueError as e:
+            raise _ApiError(400, f"invalid JSON in the review: {e}") from None
+        attributes = ((body.get("spec") or {}) if isinstance(body, dict) else {}).get("resourceAttributes")
+        if not isinstance(attributes, dict):
+            raise _ApiError(400, "spec.resourceAttributes is required")
+        allowed = self.authorizer is None or self.authorizer(attributes)
+        out = {**body, "status": {"allowed": allowed, **({} if allowed else {"reason": "denied by the fake"})}}
+        return Response(201, out)
 
     def _handle_eviction(self, req: RecordedRequest, m: re.Match[str]) -> Response:
         """``POST .../pods/{name}/eviction``: a policy/v1 ``Eviction``.

@@ -1,0 +1,893 @@
+"""A real Kubernetes v1.28.4 control plane for end-to-end tests, from ``../shared/k8s``.
+
+``../shared/k8s/control-plane.sh`` starts etcd, kube-apiserver (RBAC, ServiceAccount tokens, an
+audit log, the aggregation layer), kube-controller-manager and kube-scheduler on loopback ports.
+There is no kubelet and no metrics-server; this module supplies what a test needs instead:
+
+* :class:`ControlPlane` starts and stops it (``stop`` in a ``finally``; it only ever stops the
+  PIDs the script recorded), talks to it as the admin (:meth:`ControlPlane.request` and the
+  small object helpers), registers Nodes the way a kubelet would (:meth:`ControlPlane.add_node`),
+  applies manifests, writes a kubeconfig acting as a ServiceAccount
+  (:meth:`ControlPlane.service_account_kubeconfig`) and reads the audit log
+  (:meth:`ControlPlane.audit`).
+* :class:`Kubelet` plays the kubelet for every node: a pod bound to a node is marked Running
+  and Ready (or Running and not Ready, for pods it is told to hold), a pod being deleted is
+  removed at once (``gracePeriodSeconds: 0``).
+* :class:`MetricsServer` serves ``metrics.k8s.io/v1beta1`` over HTTPS on loopback, registered
+  through an ``APIService`` and an ``ExternalName`` Service, with per-node usage set by the test;
+  :attr:`MetricsServer.fail_status` makes it answer an HTTP error (an outage).
+* :class:`ScalerProcess` runs ``scaler run`` as a subprocess, its output in a file.
+* :func:`running_cluster` starts the first three together and stops them on exit.
+
+:func:`unavailable` says why the control plane cannot run here (no ``../shared/k8s``, no etcd, …)
+so that tests skip with that reason. The module is a library for tests (the real-apiserver suite
+``tests/test_real_apiserver.py``, and side-by-side runs of other autoscalers), not a test itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_K8S = REPO.parent / "shared" / "k8s"
+SCRIPT = SHARED_K8S / "control-plane.sh"
+GI = 2**30
+MI = 2**20
+
+_CLUSTER_SCOPED = frozenset(
+    {"Namespace", "Node", "ClusterRole", "ClusterRoleBinding", "APIService", "PersistentVolume", "PriorityClass"}
+)
+
+
+def unavailable() -> str:
+    """Why the real control plane cannot start here (``""`` when it can)."""
+    if not SCRIPT.is_file():
+        return f"no real control plane: {SCRIPT} is missing (../shared/k8s beside the clone)"
+    for tool, package in (("etcd", "etcd-server"), ("openssl", "openssl"), ("xz", "xz-utils")):
+        if shutil.which(tool) is None:
+            return f"{tool} is not on PATH (Debian package {package}; `make test-deps` installs it as root)"
+    return ""
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition", poll: float = 0.1) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(poll)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (closed again: race-prone, fine for tests)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def iso(ts: float) -> str:
+    """RFC 3339 UTC, seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def collection_path(kind: str, api_version: str, namespace: str | None = None) -> str:
+    """``/api/v1/namespaces/NS/pods``-style path of a kind's collection (plural: ``kind`` lower
+    case plus ``s``, true of every kind this module handles)."""
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    plural = kind.lower() + "s"
+    if kind in _CLUSTER_SCOPED or namespace is None:
+        return f"{prefix}/{plural}"
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def object_path(obj: Mapping[str, Any]) -> str:
+    """The path of one object."""
+    meta = obj["metadata"]
+    ns = None if obj["kind"] in _CLUSTER_SCOPED else meta.get("namespace", "default")
+    return f"{collection_path(obj['kind'], obj['apiVersion'], ns)}/{meta['name']}"
+
+
+class ApiError(Exception):
+    """An unexpected HTTP status from the API server."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(f"HTTP {status}: {text[:300]}")
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One audit log line (Metadata level): who, what, and the answer."""
+
+    user: str
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    code: int
+    uri: str
+    user_agent: str
+    time: float
+
+    @property
+    def display(self) -> str:
+        """``verb resource[/subresource][.group] ns/name -> code``."""
+        res = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        res += f".{self.group}" if self.group else ""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.verb} {res} {where} -> {self.code}"
+
+
+def _audit_event(doc: Mapping[str, Any]) -> AuditEvent:
+    ref = doc.get("objectRef") or {}
+    stamp = doc.get("stageTimestamp") or doc.get("requestReceivedTimestamp") or ""
+    try:
+        ts = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        ts = 0.0
+    return AuditEvent(
+        user=str((doc.get("user") or {}).get("username") or ""),
+        verb=str(doc.get("verb") or ""),
+        group=str(ref.get("apiGroup") or ""),
+        resource=str(ref.get("resource") or ""),
+        subresource=str(ref.get("subresource") or ""),
+        namespace=str(ref.get("namespace") or ""),
+        name=str(ref.get("name") or ""),
+        code=int((doc.get("responseStatus") or {}).get("code") or 0),
+        uri=str(doc.get("requestURI") or ""),
+        user_agent=str(doc.get("userAgent") or ""),
+        time=ts,
+    )
+
+
+class ControlPlane:
+    """etcd, kube-apiserver, kube-controller-manager and kube-scheduler on loopback.
+
+    Args:
+        state_dir: where ``control-plane.sh`` keeps certificates, data, logs and PIDs.
+        components: ``CONTROL_PLANE_COMPONENTS`` (default all three).
+
+    Use as a context manager, or :meth:`start` then :meth:`stop` in a ``finally``.
+    """
+
+    def __init__(self, state_dir: Path, components: str = "apiserver kcm scheduler") -> None:
+        self.state_dir = Path(state_dir)
+        self.components = components
+        self.env: dict[str, str] = {}
+        self._client: httpx.Client | None = None
+        self._started = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self, timeout: float = 180.0) -> ControlPlane:
+        """Start everything and wait for ``/readyz``.
+
+        Raises:
+            RuntimeError: the script failed (its output is in the message).
+        """
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._started = True  # from here on, stop() must run even if start fails half-way
+        env = dict(os.environ, CONTROL_PLANE_COMPONENTS=self.components)
+        out = subprocess.run(
+            ["bash", str(SCRIPT), "start", str(self.state_dir)],
+            capture_output=True, text=True, timeout=timeout, env=env, check=False,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise RuntimeError(f"control-plane.sh start failed:\n{out.stdout}\n{out.stderr}")
+        for line in (self.state_dir / "env").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key:
+                self.env[key] = value
+        self._client = self.client()
+        wait_for(self._default_service_account, 60, "the default ServiceAccount (controllers running)")
+        return self
+
+    def stop(self) -> None:
+        """Stop exactly what :meth:`start` started (the PIDs recorded by the script)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._started:
+            subprocess.run(["bash", str(SCRIPT), "stop", str(self.state_dir)], timeout=60, check=False)
+            self._started = False
+
+    def __enter__(self) -> ControlPlane:
+        """Start (stopped again if the start fails)."""
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop."""
+        self.stop()
+
+    def _default_service_account(self) -> bool:
+        if "kcm" not in self.components.split():
+            return True
+        return self.get("ServiceAccount", "default", "default") is not None
+
+    # -- paths -----------------------------------------------------------------------------------
+    @property
+    def server(self) -> str:
+        """``https://127.0.0.1:PORT``."""
+        return self.env["RK_SERVER"]
+
+    @property
+    def ca(self) -> Path:
+        """The cluster CA certificate."""
+        return Path(self.env["RK_CA"])
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """A kubeconfig for ``system:masters``."""
+        return Path(self.env["RK_KUBECONFIG"])
+
+    @property
+    def audit_log(self) -> Path:
+        """The audit log (JSON lines)."""
+        return Path(self.env["RK_AUDIT_LOG"])
+
+    @property
+    def pki(self) -> Path:
+        """The certificates folder (``apiserver.crt``/``.key`` serve loopback HTTPS too)."""
+        return Path(self.env["RK_STATE"]) / "pki"
+
+    # -- admin requests --------------------------------------------------------------------------
+    def client(self) -> httpx.Client:
+        """A new admin client (one per thread)."""
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return httpx.Client(base_url=self.server, verify=ctx, timeout=30.0)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        ok: Iterable[int] = (200, 201, 202),
+        client: httpx.Client | None = None,
+    ) -> dict[str, Any] | None:
+        """One admin request; the decoded body, ``None`` on 404.
+
+        Raises:
+            ApiError: any status not in ``ok`` and not 404.
+        """
+        c = client or self._client
+        assert c is not None, "control plane not started"
+        content = None if body is None else json.dumps(body)
+        r = c.request(method, path, content=content, params=params, headers={"Content-Type": content_type})
+        if r.status_code == 404:
+            return None
+        if r.status_code not in set(ok):
+            raise ApiError(r.status_code, r.text)
+        return r.json() if r.content else {}
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (a dict with apiVersion, kind, metadata)."""
+        ns = obj["metadata"].get("namespace", "default")
+        out = self.request("POST", collection_path(obj["kind"], obj["apiVersion"], ns), obj)
+        assert out is not None
+        return out
+
+    def apply(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        """Create each object, or replace it when it exists."""
+        for obj in docs:
+            current = self.request("GET", object_path(obj))
+            if current is None:
+                self.create(obj)
+                continue
+            body = json.loads(json.dumps(obj))
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            self.request("PUT", object_path(obj), body)
+
+    def get(self, kind: str, name: str, namespace: str | None = None, api_version: str = "v1") -> dict[str, Any] | None:
+        """One object, ``None`` when absent."""
+        return self.request("GET", f"{collection_path(kind, api_version, namespace)}/{name}")
+
+    def list(
+        self, kind: str, namespace: str | None = None, api_version: str = "v1", **params: str
+    ) -> list[dict[str, Any]]:
+        """Items of a kind (cluster-wide when ``namespace`` is None); ``params`` are query
+        parameters (``labelSelector=...``, ``fieldSelector=...``)."""
+        doc = self.request("GET", collection_path(kind, api_version, namespace), params=params)
+        return list((doc or {}).get("items") or [])
+
+    def patch(
+        self, kind: str, name: str, patch: Mapping[str, Any], namespace: str | None = None,
+        api_version: str = "v1", subresource: str = "",
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """A JSON merge patch (``None`` when the object is gone)."""
+        path = f"{collection_path(kind, api_version, namespace)}/{name}" + (f"/{subresource}" if subresource else "")
+        return self.request("PATCH", path, patch, content_type="application/merge-patch+json")
+
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, api_version: str = "v1", grace: int | None = None
+    ) -> None:
+        """Delete one object (absent is fine)."""
+        body = None if grace is None else {"gracePeriodSeconds": grace}
+        self.request("DELETE", f"{collection_path(kind, api_version, namespace)}/{name}", body, ok=(200, 202))
+
+    def delete_all(self, kind: str, namespace: str | None = None, api_version: str = "v1", grace: int | None = None) -> None:
+        """``deletecollection`` of a kind (in ``namespace``, or cluster-scoped)."""
+        params = {} if grace is None else {"gracePeriodSeconds": str(grace)}
+        self.request("DELETE", collection_path(kind, api_version, namespace), params=params, ok=(200, 202))
+
+    def events(self, reason: str | None = None, namespace: str | None = None) -> list[dict[str, Any]]:
+        """core/v1 Events (cluster-wide), optionally of one reason."""
+        return [e for e in self.list("Event", namespace) if reason is None or e.get("reason") == reason]
+
+    # -- nodes and workloads -----------------------------------------------------------------------
+    def add_node(
+        self,
+        name: str,
+        pool: str = "pool-a",
+        zone: str = "zone-a",
+        *,
+        cpu_millicores: int = 4000,
+        memory_bytes: int = 16 * GI,
+        labels: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Register a Ready node as a kubelet would: create it, set its status (capacity,
+        allocatable, Ready) through the ``status`` subresource, and remove the
+        ``node.kubernetes.io/not-ready`` taint admission put on it."""
+        all_labels = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "cloud.google.com/gke-nodepool": pool,
+            "topology.kubernetes.io/zone": zone,
+            **(labels or {}),
+        }
+        self.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels}})
+        now = iso(time.time())
+        resources = {"cpu": f"{cpu_millicores}m", "memory": str(memory_bytes), "pods": "110"}
+        status = {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "played by the test",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now},
+            ],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.28.4", "architecture": "amd64", "operatingSystem": "linux"},
+        }
+        self.patch("Node", name, {"status": status}, subresource="status")
+        node = wait_for(lambda: self.get("Node", name), 10, f"node {name}")
+        taints = [t for t in node["spec"].get("taints") or [] if not t["key"].startswith("node.kubernetes.io/")]
+        out = self.patch("Node", name, {"spec": {"taints": taints or None}})
+        assert out is not None
+        return out
+
+    def set_schedulable(self, names: Iterable[str], schedulable: bool) -> None:
+        """Cordon (``False``) or uncordon nodes."""
+        for name in names:
+            self.patch("Node", name, {"spec": {"unschedulable": None if schedulable else True}})
+
+    def deployment(
+        self,
+        name: str,
+        namespace: str,
+        replicas: int,
+        *,
+        cpu_millicores: int = 100,
+        memory_bytes: int = 256 * MI,
+        labels: Mapping[str, str] | None = None,
+        grace_seconds: int = 5,
+    ) -> dict[str, Any]:
+        """Create a Deployment of ``replicas`` pods labelled ``app: name``."""
+        pod_labels = {"app": name, **(labels or {})}
+        return self.create({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": pod_labels},
+                    "spec": {
+                        "terminationGracePeriodSeconds": grace_seconds,
+                        "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9", "resources": {
+                            "requests": {"cpu": f"{cpu_millicores}m", "memory": str(memory_bytes)}}}],
+                    },
+                },
+            },
+        })  # fmt: skip
+
+    def pdb(self, name: str, namespace: str, app: str, *, max_unavailable: int = 1) -> dict[str, Any]:
+        """A policy/v1 PodDisruptionBudget over ``app: <app>``."""
+        return self.create({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"maxUnavailable": max_unavailable, "selector": {"matchLabels": {"app": app}}},
+        })  # fmt: skip
+
+    def pods(self, namespace: str | None = None, app: str | None = None) -> list[dict[str, Any]]:
+        """Pods (of ``app``), cluster-wide or in ``namespace``."""
+        params = {"labelSelector": f"app={app}"} if app else {}
+        return self.list("Pod", namespace, **params)
+
+    def ready_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """Pods of ``app`` bound, Running and Ready, not being deleted."""
+        return [p for p in self.pods(namespace, app) if pod_ready(p) and not p["metadata"].get("deletionTimestamp")]
+
+    def place(self, deployment: Callable[[], Any], namespace: str, app: str, replicas: int, on: Iterable[str]) -> None:
+        """Create a workload (``deployment()``) whose pods all land on the nodes ``on``: every
+        other node is cordoned until its ``replicas`` pods are Running and Ready there."""
+        targets = set(on)
+        others = [n["metadata"]["name"] for n in self.list("Node") if n["metadata"]["name"] not in targets
+                  and not n["spec"].get("unschedulable")]  # fmt: skip
+        self.set_schedulable(others, False)
+        try:
+            deployment()
+            wait_for(lambda: len(self.ready_pods(namespace, app)) >= replicas, 60, f"{replicas} ready {app} pods")
+        finally:
+            self.set_schedulable(others, True)
+
+    def pdb_allows(self, name: str, namespace: str) -> int | None:
+        """``status.disruptionsAllowed`` of a PDB once the disruption controller has seen its
+        current generation (``None`` before)."""
+        pdb = self.get("PodDisruptionBudget", name, namespace, "policy/v1")
+        if pdb is None:
+            return None
+        status = pdb.get("status") or {}
+        if status.get("observedGeneration") != pdb["metadata"].get("generation"):
+            return None
+        return int(status.get("disruptionsAllowed") or 0)
+
+    # -- acting as a ServiceAccount --------------------------------------------------------------
+    def service_account_kubeconfig(self, name: str, namespace: str, path: Path, seconds: int = 3600) -> Path:
+        """Write a kubeconfig acting as ServiceAccount ``namespace/name`` (a TokenRequest)."""
+        token = self.request(
+            "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+        )  # fmt: skip
+        assert token is not None, f"no ServiceAccount {namespace}/{name}"
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "real", "cluster": {"server": self.server, "certificate-authority": str(self.ca)}}],
+            "users": [{"name": name, "user": {"token": token["status"]["token"]}}],
+            "contexts": [{"name": "real", "context": {"cluster": "real", "user": name}}],
+            "current-context": "real",
+        }))  # fmt: skip
+        return path
+
+    # -- audit -----------------------------------------------------------------------------------
+    def audit_offset(self) -> int:
+        """The audit log's current size: pass it to :meth:`audit` to read only what follows."""
+        try:
+            return self.audit_log.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def audit(self, since: int = 0, user: str | None = None) -> list[AuditEvent]:
+        """Audit events written after byte ``since`` (of ``user``, e.g.
+        ``system:serviceaccount:NS:NAME``), in log order."""
+        with self.audit_log.open("rb") as f:
+            f.seek(since)
+            data = f.read()
+        out = []
+        for line in data.splitlines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue  # a line being written
+            event = _audit_event(doc)
+            if user is None or event.user == user:
+                out.append(event)
+        return out
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """Bound, Running, with condition Ready True."""
+    status = pod.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return bool((pod.get("spec") or {}).get("nodeName")) and status.get("phase") == "Running" and ready
+
+
+def pod_status(pod: Mapping[str, Any], ready: bool) -> dict[str, Any]:
+    """The status a kubelet would write for a started pod."""
+    now = iso(time.time())
+    flag = "True" if ready else "False"
+    containers = pod["spec"].get("containers") or []
+    return {
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "podIP": "10.244.0.1",
+        "startTime": now,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": flag, "lastTransitionTime": now},
+            {"type": "Ready", "status": flag, "lastTransitionTime": now},
+        ],
+        "containerStatuses": [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": ready, "started": True,
+             "restartCount": 0, "state": {"running": {"startedAt": now}}}
+            for c in containers
+        ],
+    }
+
+
+class Kubelet:
+    """Plays the kubelet of every node: watches pods (as the admin) and
+
+    * marks a pod bound to a node Running and Ready (status subresource), or Running and not
+      Ready (for a while, or for good) when it matches a :meth:`hold` rule;
+    * deletes a pod being deleted (``deletionTimestamp`` set) at once, with ``gracePeriodSeconds: 0``.
+
+    Args:
+        control_plane: the started control plane.
+    """
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self.cp = control_plane
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._holds: list[tuple[str, str, float, float | None]] = []  # (namespace, app, created after, delay)
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+
+    def start(self) -> Kubelet:
+        """Start the watch thread."""
+        self._thread = threading.Thread(target=self._run, name="kubelet", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the watch thread (within a few seconds)."""
+        self.release_holds()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(15)
+
+    def hold(self, namespace: str, app: str, seconds: float | None = None) -> None:
+        """Pods of ``app`` in ``namespace`` created from now on start not Ready, and become Ready
+        after ``seconds`` (``None``: never), like a slow readiness probe."""
+        with self._lock:
+            self._holds.append((namespace, app, time.time() - 1.0, seconds))
+
+    def release_holds(self) -> None:
+        """Forget every :meth:`hold` (pods already held stay as they are)."""
+        with self._lock:
+            self._holds.clear()
+            timers, self._timers = self._timers, []
+        for t in timers:
+            t.cancel()
+
+    def _held(self, pod: Mapping[str, Any]) -> tuple[bool, float | None]:
+        """(held, seconds until Ready or ``None`` for never) for a pod being started."""
+        meta = pod["metadata"]
+        app = (meta.get("labels") or {}).get("app")
+        created = meta.get("creationTimestamp") or ""
+        ts = dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp() if created else 0.0
+        with self._lock:
+            for ns, a, after, seconds in self._holds:
+                if ns == meta.get("namespace") and a == app and ts >= after:
+                    return True, seconds
+        return False, None
+
+    def _ready_later(self, pod: Mapping[str, Any], path: str, seconds: float) -> None:
+        def ready() -> None:
+            with self.cp.client() as client:
+                r = client.patch(path + "/status", content=json.dumps({"status": pod_status(pod, ready=True)}),
+                                 headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+                if r.status_code not in (200, 404, 409):
+                    self.errors.append(f"status {path}: {r.status_code} {r.text[:200]}")
+
+        timer = threading.Timer(seconds, ready)
+        timer.daemon = True
+        with self._lock:
+            self._timers.append(timer)
+        timer.start()
+
+    def _handle(self, client: httpx.Client, pod: Mapping[str, Any]) -> None:
+        meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        if meta.get("deletionTimestamp"):
+            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            r = client.request("DELETE", path, content=json.dumps(body), headers={"Content-Type": "application/json"})
+            if r.status_code not in (200, 404, 409):
+                self.errors.append(f"delete {path}: {r.status_code} {r.text[:200]}")
+            return
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return
+        if (pod.get("status") or {}).get("phase") not in (None, "Pending"):
+            return
+        held, seconds = self._held(pod)
+        status = pod_status(pod, ready=not held)
+        if held and seconds is not None:
+            self._ready_later(pod, path, seconds)
+        r = client.patch(path + "/status", content=json.dumps({"status": status}),
+                         headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+        if r.status_code not in (200, 404, 409):
+            self.errors.append(f"status {path}: {r.status_code} {r.text[:200]}")
+
+    def _run(self) -> None:
+        client = self.cp.client()
+        rv = ""
+        try:
+            while not self._stop.is_set():
+                try:
+                    if not rv:
+                        r = client.get("/api/v1/pods")
+                        r.raise_for_status()
+                        doc = r.json()
+                        for pod in doc.get("items") or []:
+                            self._handle(client, pod)
+                        rv = doc["metadata"]["resourceVersion"]
+                    params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "2"}
+                    with client.stream("GET", "/api/v1/pods", params=params, timeout=10) as resp:
+                        if resp.status_code == 410:
+                            rv = ""
+                            continue
+                        resp.raise_for_status()
+                        for line in resp.iter_lines():
+                            if not line.strip():
+                                continue
+                            event = json.loads(line)
+                            obj = event.get("object") or {}
+                            if event.get("type") == "ERROR":
+                                rv = ""
+                                break
+                            rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                            if event.get("type") in ("ADDED", "MODIFIED"):
+                                self._handle(client, obj)
+                except (httpx.HTTPError, ValueError, KeyError) as e:
+                    if self._stop.is_set():
+                        break
+                    self.errors.append(f"watch: {e}")
+                    rv = ""
+                    self._stop.wait(0.5)
+        finally:
+            client.close()
+
+
+class MetricsServer:
+    """``metrics.k8s.io/v1beta1`` for the real API server: an HTTPS server on loopback (the
+    API server's own certificate; the APIService skips verification) answering discovery,
+    ``nodes`` and ``pods`` from the cluster's current Nodes and Pods, plus empty OpenAPI
+    documents.
+
+    Attributes:
+        node_usage: node name → (CPU millicores, memory bytes); nodes not in it use
+            :attr:`default_node_usage`.
+        default_node_usage: (CPU millicores, memory bytes) of other nodes.
+        pod_usage: (CPU millicores, memory bytes) per container of every pod.
+        fail_status: when set, every metrics request answers this HTTP status (an outage).
+        requests: paths served, in order.
+    """
+
+    def __init__(self, control_plane: ControlPlane) -> None:
+        self.cp = control_plane
+        self.node_usage: dict[str, tuple[int, int]] = {}
+        self.default_node_usage = (200, 2 * GI)
+        self.pod_usage = (10, 64 * MI)
+        self.fail_status: int | None = None
+        self.requests: list[str] = []
+        self._local = threading.local()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                status, body = outer._answer(urlsplit(self.path).path)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(control_plane.pki / "apiserver.crt"), str(control_plane.pki / "apiserver.key"))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, name="metrics-server", daemon=True)
+
+    def start(self, register: bool = True) -> MetricsServer:
+        """Serve, and (``register``) create the Service and APIService and wait until the API
+        server serves node metrics through it."""
+        self._thread.start()
+        if register:
+            self.cp.apply([
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+                 "spec": {"type": "ExternalName", "externalName": "localhost",
+                          "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}]}},
+                {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1beta1.metrics.k8s.io"},
+                 "spec": {"group": "metrics.k8s.io", "version": "v1beta1", "insecureSkipTLSVerify": True,
+                          "groupPriorityMinimum": 100, "versionPriority": 100,
+                          "service": {"namespace": "kube-system", "name": "metrics-server", "port": self.port}}},
+            ])  # fmt: skip
+            wait_for(self._served, 60, "metrics.k8s.io served through the aggregator")
+        return self
+
+    def _served(self) -> bool:
+        try:
+            return self.cp.request("GET", "/apis/metrics.k8s.io/v1beta1/nodes", ok=(200,)) is not None
+        except ApiError:
+            return False
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _client(self) -> httpx.Client:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self.cp.client()
+        return client  # type: ignore[no-any-return]
+
+    def _answer(self, path: str) -> tuple[int, Any]:
+        self.requests.append(path)
+        base = "/apis/metrics.k8s.io/v1beta1"
+        if path == "/openapi/v2":
+            return 200, {"swagger": "2.0", "info": {"title": "metrics", "version": "v1beta1"}, "paths": {}}
+        if path.startswith("/openapi/v3"):
+            return 200, {"paths": {}}
+        if not path.startswith(base):
+            return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
+        if self.fail_status is not None:
+            return self.fail_status, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                      "message": "injected outage", "code": self.fail_status}  # fmt: skip
+        now = iso(time.time())
+        if path in (base, base + "/"):
+            return 200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.k8s.io/v1beta1",
+                         "resources": [
+                             {"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics", "verbs": ["get", "list"]},
+                             {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]},
+                         ]}  # fmt: skip
+        client = self._client()
+        if path == base + "/nodes":
+            items = []
+            for node in client.get("/api/v1/nodes").json().get("items") or []:
+                name = node["metadata"]["name"]
+                cpu, mem = self.node_usage.get(name, self.default_node_usage)
+                items.append({"metadata": {"name": name, "creationTimestamp": now}, "timestamp": now, "window": "30s",
+                              "usage": {"cpu": f"{cpu}m", "memory": str(mem)}})  # fmt: skip
+            return 200, {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+        if path == base + "/pods" or (path.startswith(base + "/namespaces/") and path.endswith("/pods")):
+            ns = path.split("/")[5] if "/namespaces/" in path else None
+            url = f"/api/v1/namespaces/{ns}/pods" if ns else "/api/v1/pods"
+            items = []
+            cpu, mem = self.pod_usage
+            for pod in client.get(url).json().get("items") or []:
+                if (pod.get("status") or {}).get("phase") != "Running":
+                    continue
+                meta = pod["metadata"]
+                containers = [{"name": c["name"], "usage": {"cpu": f"{cpu}m", "memory": str(mem)}}
+                              for c in pod["spec"].get("containers") or []]  # fmt: skip
+                items.append({"metadata": {"name": meta["name"], "namespace": meta["namespace"], "creationTimestamp": now},
+                              "timestamp": now, "window": "30s", "containers": containers})  # fmt: skip
+            return 200, {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
+        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
+
+
+class ScalerProcess:
+    """``scaler run`` as a subprocess of this interpreter, its output appended to ``log``.
+
+    Args:
+        kubeconfig: the kubeconfig it uses.
+        args: flags after ``scaler run --kubeconfig …``.
+        log: output file (stdout and stderr).
+        env: extra environment variables.
+    """
+
+    def __init__(self, kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> None:
+        self.args = [sys.executable, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
+        self.log = log
+        self.env = dict(os.environ, **(env or {}))
+        if "POD_NAME" not in (env or {}):
+            self.env.pop("POD_NAME", None)  # the hostname-based identity, as on a plain host
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._offset = 0
+
+    def start(self) -> ScalerProcess:
+        """Start it."""
+        self._offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    @property
+    def output(self) -> str:
+        """What this run printed so far."""
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self) -> bool:
+        """Still running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_output(self, text: str, timeout: float = 30.0) -> None:
+        """Wait until ``text`` appears in the output (fails early if the process exits)."""
+
+        def seen() -> bool:
+            if text in self.output:
+                return True
+            assert self.alive(), f"scaler exited ({self.proc.returncode if self.proc else None}):\n{self.output[-3000:]}"
+            return False
+
+        wait_for(seen, timeout, f"{text!r} in scaler's output")
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM, wait; returns the exit status."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        """Wait for it to exit; returns the exit status."""
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+
+@contextlib.contextmanager
+def running_cluster(state_dir: Path) -> Iterator[tuple[ControlPlane, Kubelet, MetricsServer]]:
+    """A started control plane with its :class:`Kubelet` and a registered :class:`MetricsServer`;
+    all three stopped on exit, whatever happened."""
+    cp = ControlPlane(state_dir)
+    kubelet: Kubelet | None = None
+    metrics: MetricsServer | None = None
+    try:
+        cp.start()
+        kubelet = Kubelet(cp).start()
+        metrics = MetricsServer(cp).start()
+        yield cp, kubelet, metrics
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        if kubelet is not None:
+            kubelet.stop()
+        cp.stop()
+
+
+@contextlib.contextmanager
+def scaler_process(kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> Iterator[ScalerProcess]:
+    """A started :class:`ScalerProcess`, killed on exit if still running."""
+    proc = ScalerProcess(kubeconfig, args, log, env).start()
+    try:
+        yield proc
+    finally:
+        proc.kill()

@@ -1,0 +1,423 @@
+"""`scaler run` against a real kube-apiserver v1.28.4 (with kube-controller-manager and
+kube-scheduler), as its own ServiceAccount with the RBAC rendered from ``deploy/``.
+
+One control plane (``../shared/k8s``, see :mod:`realk8s`) serves the whole module; each test
+starts from a cluster without nodes or workloads. The test plays the kubelet (pods bound to a
+node become Running and Ready; pods being deleted disappear) and serves ``metrics.k8s.io``
+through an APIService. ReplicaSets replace evicted pods, the scheduler places them, the
+disruption controller keeps PDB status and the Eviction API enforces PDBs: all real.
+
+Every test checks, from the API server's audit log, that the ServiceAccount's requests were
+never denied and that pods were only removed through ``pods/eviction``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from realk8s import (
+    GI,
+    MI,
+    AuditEvent,
+    ControlPlane,
+    Kubelet,
+    MetricsServer,
+    ScalerProcess,
+    free_port,
+    running_cluster,
+    scaler_process,
+    unavailable,
+    wait_for,
+)
+from test_deploy import rendered
+
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS
+from scaler.model.records import TAINT_TO_BE_DELETED
+from scaler.sources.watch import WATCHED_CALLS
+
+pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "available")
+
+NAMESPACE = "scaler-system"  # the deploy/ manifests' namespace
+APPS = "apps"  # the test workloads' namespace
+SA = "scaler"
+SA_USER = f"system:serviceaccount:{NAMESPACE}:{SA}"
+BUSY_USAGE = (1000, int(9.6 * GI))  # 25% cpu, 60% memory of 4 cpu / 16 GiB: utilization 0.6
+IDLE_USAGE = (120, GI)  # utilization 0.06
+
+FAST = [
+    "--cloud-provider=kubernetes", "--scale-down-unneeded-time=0s", "--scan-interval=1s",
+    "--node-delete-delay-after-taint=0s", "--scale-down-delay-after-add=0s", f"--namespace={NAMESPACE}",
+]  # fmt: skip
+
+
+def rbac(overlay: str, name: str) -> list[dict[str, Any]]:
+    """The overlay's Namespace, ServiceAccount and RBAC objects, renamed to ``name`` (bindings
+    follow), so several overlays can be bound side by side to different ServiceAccounts."""
+    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    docs = [d for d in rendered(overlay) if d["kind"] in kinds]
+    for d in docs:
+        d["metadata"].pop("annotations", None)
+        if d["kind"] != "Namespace":
+            d["metadata"]["name"] = name
+        if "roleRef" in d:
+            d["roleRef"]["name"] = name
+            for s in d["subjects"]:
+                s["name"] = name
+    return docs
+
+
+@dataclass
+class World:
+    """The shared control plane, its kubelet and metrics server, and per-ServiceAccount
+    kubeconfigs; :meth:`reset` empties the cluster between tests."""
+
+    cp: ControlPlane
+    kubelet: Kubelet
+    metrics: MetricsServer
+    tmp: Path
+    kubeconfigs: dict[str, Path]
+    since: int = 0  # audit log offset at the start of the current test
+
+    def reset(self) -> None:
+        self.kubelet.release_holds()
+        self.metrics.node_usage.clear()
+        self.metrics.fail_status = None
+        for kind, version in (("Deployment", "apps/v1"), ("ReplicaSet", "apps/v1"),
+                              ("PodDisruptionBudget", "policy/v1")):  # fmt: skip
+            self.cp.delete_all(kind, APPS, version)
+        self.cp.delete_all("Pod", APPS, grace=0)
+        wait_for(lambda: not self.cp.pods(APPS), 30, "the previous test's pods to go")
+        self.cp.delete_all("Node")
+        self.cp.delete("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
+        self.cp.delete("ConfigMap", "scaler-status", NAMESPACE)
+        self.since = self.cp.audit_offset()
+
+    def node(self, name: str, usage: tuple[int, int]) -> str:
+        self.cp.add_node(name)
+        self.metrics.node_usage[name] = usage
+        return name
+
+    def busy_nodes(self, prefix: str, count: int = 2) -> list[str]:
+        """``count`` nodes at utilization 0.6, each running one ``backend`` pod."""
+        names = [self.node(f"{prefix}-busy-{i}", BUSY_USAGE) for i in range(count)]
+        self.cp.place(lambda: self.cp.deployment("backend", APPS, count, cpu_millicores=500, memory_bytes=GI),
+                      APPS, "backend", count, on=names)  # fmt: skip
+        return names
+
+    def audit(self, user: str = SA_USER) -> list[AuditEvent]:
+        return self.cp.audit(self.since, user)
+
+    def scaler(self, *args: str, sa: str = SA, log: str = "scaler.log", env: dict[str, str] | None = None) -> Any:
+        return scaler_process(self.kubeconfigs[sa], [*FAST, *args], self.tmp / log, env)
+
+    def events_for(self, node: str, reason: str) -> list[dict[str, Any]]:
+        return [e for e in self.cp.events(reason) if e["involvedObject"].get("name") == node]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("real-apiserver")
+    with running_cluster(tmp / "control-plane") as (cp, kubelet, metrics):
+        cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS}}])
+        cp.apply(rbac("base", SA))  # --cloud-provider=kubernetes deletes Node objects: the base's RBAC
+        cp.apply(rbac("overlays/gke", "scaler-gke"))
+        cp.apply(rbac("overlays/dry-run", "scaler-dry-run"))
+        kubeconfigs = {
+            name: cp.service_account_kubeconfig(name, NAMESPACE, tmp / f"{name}.kubeconfig")
+            for name in (SA, "scaler-gke", "scaler-dry-run")
+        }
+        yield World(cp, kubelet, metrics, tmp, kubeconfigs)
+
+
+@pytest.fixture
+def w(world: World) -> Iterator[World]:
+    world.reset()
+    yield world
+    assert not world.kubelet.errors, world.kubelet.errors
+    assert_audit_clean(world.audit())
+
+
+def assert_audit_clean(events: list[AuditEvent]) -> None:
+    """No request of the ServiceAccount was denied; no pod was removed except by eviction."""
+    denied = [e.display for e in events if e.code in (401, 403)]
+    assert denied == [], f"requests denied: {denied}"
+    deleted = [e.display for e in events if e.resource == "pods" and e.verb in ("delete", "deletecollection")]
+    assert deleted == [], f"pods deleted, not evicted: {deleted}"
+
+
+def tainted(cp: ControlPlane, name: str) -> bool:
+    node = cp.get("Node", name)
+    return node is not None and any(t["key"] == TAINT_TO_BE_DELETED for t in node["spec"].get("taints") or [])
+
+
+def untouched(cp: ControlPlane, name: str) -> bool:
+    """The node exists, without scaler's taint, cordon or removal annotations (its status
+    annotation, the verdict, may be there)."""
+    node = cp.get("Node", name)
+    if node is None:
+        return False
+    annotations = node["metadata"].get("annotations") or {}
+    return not tainted(cp, name) and not node["spec"].get("unschedulable") and not any(
+        k.startswith("scaler.io/") and k != ANNOTATION_STATUS for k in annotations
+    )
+
+
+def evictions(events: list[AuditEvent], pod: str | None = None) -> list[AuditEvent]:
+    return [e for e in events if e.subresource == "eviction" and (pod is None or e.name == pod)]
+
+
+def stuck_drain(w: World, prefix: str) -> tuple[list[str], str, list[str]]:
+    """Two busy nodes and an underused one running two ``stuck`` pods under a PDB allowing one
+    disruption; replacement ``stuck`` pods never become Ready, so after the first eviction the
+    PDB refuses (429) for good. Returns (busy nodes, the underused node, its stuck pods)."""
+    busy = w.busy_nodes(prefix)
+    under = w.node(f"{prefix}-under", IDLE_USAGE)
+    w.cp.place(lambda: w.cp.deployment("stuck", APPS, 2), APPS, "stuck", 2, on=[under])
+    w.cp.pdb("stuck", APPS, "stuck", max_unavailable=1)
+    wait_for(lambda: w.cp.pdb_allows("stuck", APPS) == 1, 30, "PDB stuck to allow 1")
+    w.kubelet.hold(APPS, "stuck")
+    pods = [p["metadata"]["name"] for p in w.cp.pods(APPS, "stuck")]
+    return busy, under, pods
+
+
+# -- point 1: the live controller on a real API server --------------------------------------------
+
+
+def test_empty_and_underused_nodes_removed_429_retried_and_kinds_listed_once(w: World) -> None:
+    """An empty node and an underused one go (Node objects deleted); the underused node's two
+    ``web`` pods are evicted under a PDB allowing one disruption: the second eviction answers
+    429 until the first replacement is Ready, and is retried. Start-up LISTs each kind once."""
+    busy = w.busy_nodes("rm")
+    under = w.node("rm-under", IDLE_USAGE)
+    empty = w.node("rm-empty", (50, 512 * MI))
+    w.cp.place(lambda: w.cp.deployment("web", APPS, 2), APPS, "web", 2, on=[under])
+    w.cp.pdb("web", APPS, "web", max_unavailable=1)
+    wait_for(lambda: w.cp.pdb_allows("web", APPS) == 1, 30, "PDB web to allow 1")
+    w.kubelet.hold(APPS, "web", seconds=3.0)  # replacements pass their readiness probe after 3 s
+    web_pods = {p["metadata"]["name"] for p in w.cp.pods(APPS, "web")}
+    with w.scaler() as proc:
+        wait_for(lambda: w.cp.get("Node", empty) is None, 60, "the empty node to be deleted")
+        wait_for(lambda: w.cp.get("Node", under) is None, 90, "the underused node to be deleted")
+        assert proc.terminate(30) == 0, proc.output
+    for name in busy:
+        assert untouched(w.cp, name), f"busy node {name} was touched"
+    wait_for(lambda: len(w.cp.ready_pods(APPS, "web")) == 2, 10, "2 web pods Ready")
+    ready = w.cp.ready_pods(APPS, "web")
+    assert {p["spec"]["nodeName"] for p in ready} <= set(busy)
+    events = w.audit()
+    evicted = evictions(events)
+    assert {e.name for e in evicted if e.code == 201} == web_pods, [e.display for e in evicted]
+    refused = [e for e in evicted if e.code == 429]
+    assert refused, f"the second eviction should have met the PDB (429): {[e.display for e in evicted]}"
+    assert all(any(e.name == r.name and e.code == 201 and e.time >= r.time for e in evicted) for r in refused)
+    deleted_nodes = sorted(e.name for e in events if e.resource == "nodes" and e.verb == "delete" and e.code == 200)
+    assert deleted_nodes == sorted([empty, under])
+    # Start-up lists every kind once: node-group sizing and the watch caches share the LIST.
+    lists = Counter(
+        (e.group, e.resource) for e in events
+        if e.verb == "list" and e.group != "metrics.k8s.io" and "fieldSelector" not in e.uri
+    )  # fmt: skip
+    assert lists == Counter({(c.group, c.resource): 1 for c in WATCHED_CALLS}), lists
+
+
+def test_pdb_that_never_allows_rolls_the_node_back(w: World) -> None:
+    busy, under, pods = stuck_drain(w, "never")
+    with w.scaler("--max-pod-eviction-time=5s") as proc:
+        wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 60, "the failed scale-down")
+        wait_for(lambda: untouched(w.cp, under), 20, "the node rolled back")
+        assert proc.terminate(30) == 0, proc.output
+    failed = w.events_for(under, "ScaleDownFailed")
+    assert len(failed) == 1 and "429" in failed[0]["message"], failed
+    remaining = [p["metadata"]["name"] for p in w.cp.pods(APPS, "stuck") if p["spec"].get("nodeName") == under]
+    assert len(remaining) == 1 and remaining[0] in pods, "one pod evicted, the other refused by the PDB"
+    refused = [e for e in evictions(w.audit(), remaining[0])]
+    assert refused and all(e.code == 429 for e in refused), [e.display for e in refused]
+    assert all(untouched(w.cp, n) for n in busy)
+
+
+def test_kill_9_mid_drain_then_restart_rolls_back(w: World) -> None:
+    _, under, _ = stuck_drain(w, "kill")
+    with w.scaler("--max-pod-eviction-time=120s", "--leader-elect=false") as proc:
+        wait_for(lambda: any(e.code == 429 for e in evictions(w.audit())), 60, "a refused eviction (drain in flight)")
+        proc.kill()
+    node = w.cp.get("Node", under)
+    assert node is not None and node["spec"].get("unschedulable") and tainted(w.cp, under)
+    assert (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == "scaler"
+    with w.scaler("--max-pod-eviction-time=120s", "--leader-elect=false", log="restart.log") as proc:
+        wait_for(lambda: untouched(w.cp, under), 30, "the restart to roll the node back")
+        assert w.events_for(under, "ScaleDownRolledBack")
+        assert proc.terminate(30) == 0, proc.output
+    assert w.cp.get("Node", under) is not None
+
+
+def test_sigterm_mid_drain_rolls_back_releases_the_lease_and_exits(w: World) -> None:
+    _, under, _ = stuck_drain(w, "term")
+    with w.scaler("--max-pod-eviction-time=120s") as proc:
+        wait_for(lambda: any(e.code == 429 for e in evictions(w.audit())), 60, "a refused eviction (drain in flight)")
+        start = time.monotonic()
+        assert proc.terminate(60) == 0, proc.output
+        took = time.monotonic() - start
+    print(f"SIGTERM mid-drain to exit: {took:.2f}s")
+    assert took < 5.0, f"SIGTERM took {took:.1f}s"
+    assert untouched(w.cp, under)
+    lease = w.cp.get("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
+    assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
+
+
+def metrics_text(port: int) -> str:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return ""
+
+
+def test_two_replicas_on_one_host_elect_one_leader_and_fail_over(w: World) -> None:
+    """Two processes on one host, without POD_NAME: each holds its own identity (hostname plus
+    a random suffix, as client-go), exactly one leads, and the other takes over on SIGTERM."""
+    w.busy_nodes("ha", count=1)
+    ports = [free_port(), free_port()]
+    procs = [
+        ScalerProcess(w.kubeconfigs[SA], [*FAST, "--leader-elect=true", f"--address=127.0.0.1:{p}"],
+                      w.tmp / f"replica-{i}.log").start()
+        for i, p in enumerate(ports)
+    ]  # fmt: skip
+    try:
+        wait_for(lambda: all("scaler_is_leader" in metrics_text(p) for p in ports), 60, "both replicas serving")
+        lease = wait_for(lambda: (w.cp.get("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1") or {})
+                         .get("spec", {}).get("holderIdentity") and w.cp.get("Lease", "scaler", NAMESPACE,
+                                                                             "coordination.k8s.io/v1"), 30, "a leader")  # fmt: skip
+        holder = lease["spec"]["holderIdentity"]
+        assert re.fullmatch(re.escape(socket.gethostname()) + r"_[0-9a-f-]{36}", holder), holder
+        time.sleep(3)  # more than the 2 s retry period: a second "leader" would show by now
+        leading = [i for i, p in enumerate(ports) if "scaler_is_leader 1.0" in metrics_text(p)]
+        assert len(leading) == 1, f"replicas leading: {leading}"
+        leader, follower = leading[0], 1 - leading[0]
+        assert procs[leader].terminate(30) == 0, procs[leader].output
+        wait_for(lambda: "scaler_is_leader 1.0" in metrics_text(ports[follower]), 30, "fail-over")
+        lease = w.cp.get("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
+        assert lease is not None and lease["spec"]["holderIdentity"] not in ("", holder)
+        # The new leader acts: a new empty node goes.
+        empty = w.node("ha-empty", (50, 512 * MI))
+        wait_for(lambda: w.cp.get("Node", empty) is None, 60, "the new leader to delete the empty node")
+        assert procs[follower].terminate(30) == 0, procs[follower].output
+    finally:
+        for p in procs:
+            p.kill()
+
+
+# -- point 2: permissions checked before acting ------------------------------------------------------
+
+
+def test_gke_rbac_with_the_kubernetes_provider_exits_2_naming_nodes_delete(w: World) -> None:
+    """The gke overlay's ClusterRole has no ``nodes delete`` (GKE removes Node objects itself);
+    run with ``--cloud-provider kubernetes`` it would drain a node and then fail to delete it.
+    The start-up check refuses instead, before any taint or eviction."""
+    w.busy_nodes("perm")
+    under = w.node("perm-under", IDLE_USAGE)
+    w.cp.place(lambda: w.cp.deployment("web", APPS, 2), APPS, "web", 2, on=[under])
+    with w.scaler(sa="scaler-gke") as proc:
+        code = proc.wait(60)
+        out = proc.output
+    assert code == 2, out
+    errors = [line for line in out.splitlines() if line.startswith("scaler: error:")]
+    assert len(errors) == 1 and "delete nodes" in errors[0], out
+    assert "Traceback" not in out
+    gke_user = f"system:serviceaccount:{NAMESPACE}:scaler-gke"
+    acted = [e.display for e in w.audit(gke_user) if e.verb not in ("create", "get", "list", "watch")
+             or e.subresource == "eviction" or (e.verb == "create" and e.resource != "selfsubjectaccessreviews")]  # fmt: skip
+    assert acted == [], acted
+    assert untouched(w.cp, under)
+    assert_audit_clean(w.audit(gke_user))
+
+
+def test_dry_run_rbac_passes_the_check_only_with_dry_run(w: World) -> None:
+    w.busy_nodes("dry", count=1)
+    with w.scaler("--dry-run", sa="scaler-dry-run", log="dry.log") as proc:
+        proc.wait_output("scaler run started")
+        assert proc.terminate(30) == 0, proc.output
+    with w.scaler(sa="scaler-dry-run", log="dry-active.log") as proc:
+        code = proc.wait(60)
+        out = proc.output
+    assert code == 2, out
+    assert "get nodes" in out and "create pods/eviction" in out and "delete nodes" in out, out
+    assert_audit_clean(w.audit(f"system:serviceaccount:{NAMESPACE}:scaler-dry-run"))
+
+
+# -- point 3: a failed removal cools down, whatever step failed -----------------------------------
+
+
+def test_failed_drain_cools_down_and_the_node_is_not_retried(w: World) -> None:
+    """A pod covered by two PDBs cannot be evicted (the Eviction API answers 500: more than one
+    PodDisruptionBudget), although each PDB allows a disruption, so the plan picks its node and
+    the drain fails for good. The failure starts --scale-down-delay-after-failure (an empty node
+    that appears meanwhile waits) and the node is not tainted again before
+    --unremovable-node-recheck-timeout; today's main re-taints it every loop."""
+    busy = w.busy_nodes("cool")
+    under = w.node("cool-under", IDLE_USAGE)
+    w.cp.place(lambda: w.cp.deployment("twin", APPS, 1), APPS, "twin", 1, on=[under])
+    w.cp.pdb("twin-a", APPS, "twin", max_unavailable=1)
+    w.cp.pdb("twin-b", APPS, "twin", max_unavailable=1)
+    wait_for(lambda: w.cp.pdb_allows("twin-a", APPS) == 1 and w.cp.pdb_allows("twin-b", APPS) == 1, 30, "PDBs")
+    args = ["--max-pod-eviction-time=1s", "--scale-down-delay-after-failure=12s", "--unremovable-node-recheck-timeout=5m"]
+    with w.scaler(*args) as proc:
+        failed = wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 60, "the failed drain")
+        assert "500" in failed[0]["message"], failed
+        wait_for(lambda: untouched(w.cp, under), 20, "the rollback")
+        rolled_back = time.monotonic()
+        empty = w.node("cool-empty", (50, 512 * MI))
+        wait_for(lambda: "scale-down-delay-after-failure" in status_text(w.cp), 10, "the cooldown in the status")
+        assert "RecentlyUnremovable" in status_text(w.cp)
+        time.sleep(max(0.0, rolled_back + 6 - time.monotonic()))
+        assert w.cp.get("Node", empty) is not None, "an empty node was removed during the cooldown"
+        wait_for(lambda: w.cp.get("Node", empty) is None, 30, "the empty node, after the cooldown")
+        time.sleep(2)
+        assert untouched(w.cp, under)
+        assert proc.terminate(30) == 0, proc.output
+    taints = [e for e in w.events_for(under, "ScaleDown") if "marked the node" in e["message"]]
+    assert len(taints) == 1, f"the failed node was tainted {len(taints)} times"
+    assert len(w.events_for(under, "ScaleDownFailed")) == 1
+    assert all(untouched(w.cp, n) for n in busy)
+
+
+def status_text(cp: ControlPlane) -> str:
+    cm = cp.get("ConfigMap", "scaler-status", NAMESPACE)
+    return str(((cm or {}).get("data") or {}).get("status") or "")
+
+
+# -- point 4: a metrics outage is a state -----------------------------------------------------------
+
+
+def test_metrics_outage_is_a_state_reported_once_healthy_and_acting_on_nothing(w: World) -> None:
+    """metrics.k8s.io answers 503 (its APIService's backend is down): one warning, /healthz
+    stays green past --max-inactivity, the status ConfigMap and scaler_metrics_api_available say
+    so, nothing is removed; when metrics return, one more warning and scale-down resumes."""
+    w.busy_nodes("out", count=1)
+    empty = w.node("out-empty", (50, 512 * MI))
+    port = free_port()
+    w.metrics.fail_status = 503
+    args = ["--scan-interval=0.5s", "--max-inactivity=2s", "--scale-down-unneeded-time=3s", f"--address=127.0.0.1:{port}"]
+    with w.scaler(*args) as proc:
+        wait_for(lambda: "Unavailable" in status_text(w.cp), 60, "the outage in the status ConfigMap")
+        time.sleep(4)  # twice --max-inactivity
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        assert "scaler_metrics_api_available 0.0" in metrics_text(port)
+        assert w.cp.get("Node", empty) is not None and untouched(w.cp, empty)
+        assert "MetricsUnavailable" in status_text(w.cp)
+        w.metrics.fail_status = None
+        wait_for(lambda: "scaler_metrics_api_available 1.0" in metrics_text(port), 20, "metrics back")
+        wait_for(lambda: w.cp.get("Node", empty) is None, 30, "scale-down to resume")
+        assert proc.terminate(30) == 0, proc.output
+        out = proc.output
+    assert "Traceback" not in out, out[-3000:]
+    warnings = [line for line in out.splitlines() if " WARNING " in line and "metrics API" in line]
+    assert len(warnings) == 2, warnings
+    assert "unavailable" in warnings[0] and "503" in warnings[0] and "available again" in warnings[1]

@@ -1,0 +1,184 @@
+"""``scaler replay`` as a person runs it: the table under a pseudo-terminal at 80 and 200
+columns, progress on a terminal and nothing extra when piped, log lines that name the policy and
+the simulated time, and ``--from``/``--to`` against the trace's own range."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+from ptyrun import ROOT, run_in_pty
+
+from scaler.cli import main
+from scaler.replay.cli import check_range
+from scaler.usage import UsageError
+
+LOWREQ = ROOT / "scaler" / "examples" / "bitbrains-gke-night-lowreq"
+T0 = 1_793_577_600  # 2026-11-02T00:00:00Z
+MI = 2**20
+
+
+def write_trace(tmp_path: Path, steps: int = 12) -> Path:
+    """A long-format trace (5-minute samples from T0) for two workloads of the examples."""
+    rows = ["timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes"]
+    for k in range(steps):
+        rows.append(f"{T0 + k * 300},catalog,catalog-svc001,{0.05 + 0.01 * k},{300 * MI}")
+        rows.append(f"{T0 + k * 300},checkout,checkout-svc008,0.02,{200 * MI}")
+    f = tmp_path / "trace.csv"
+    f.write_text("\n".join(rows) + "\n")
+    return f
+
+
+def policy_rows(out: str) -> dict[str, dict[str, str]]:
+    """The replay table's rows by policy, cut at the header's column starts."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("POLICY "))
+    end = lines.index("", start)
+    header = lines[start]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    rows = {}
+    for line in lines[start + 1 : end]:
+        bounds = [*starts[1:], None]
+        row = {names[i]: line[starts[i] : bounds[i]].strip() for i in range(len(names))}
+        for s in starts[1:]:
+            assert line[s - 1] == " ", (line, s)
+        rows[row["POLICY"]] = row
+    return rows
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_replay_table_under_a_terminal_cuts_no_policy_name(tmp_path: Path, columns: int) -> None:
+    trace = write_trace(tmp_path)
+    code, out = run_in_pty(["replay", "--trace", str(trace), "--processes", "2"], columns)
+    assert code == 0, out
+    table = out[out.index("POLICY ") :]
+    assert "…" not in table
+    rows = policy_rows(table)
+    assert list(rows) == ["ca-requests", "seed", "scaler", "scaler-portrait", "none"]
+    header = next(line for line in table.splitlines() if line.startswith("POLICY "))
+    assert header.split() == ["POLICY", "SAVED", "COST-USD", "REMOVED", "EVICTED", "OVERLOAD", "UNPLACEABLE"]
+    assert all(len(line) <= 80 for line in table.splitlines()[: len(rows) + 1]), "fits 80 columns"
+    assert all(len(line) <= columns for line in table.splitlines())
+
+
+def without_timings(doc: object) -> object:
+    """``doc`` without its ``elapsedSeconds`` (wall-clock figures differ between two runs)."""
+    if isinstance(doc, dict):
+        return {k: without_timings(v) for k, v in doc.items() if k != "elapsedSeconds"}
+    if isinstance(doc, list):
+        return [without_timings(v) for v in doc]
+    return doc
+
+
+def test_replay_wide_json_yaml_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path)
+    argv = ["replay", "--trace", str(trace), "--policies", "scaler", "--processes", "1"]
+    assert main([*argv, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert main([*argv, "-o", "yaml"]) == 0
+    assert without_timings(yaml.safe_load(capsys.readouterr().out)) == without_timings(report)
+    assert main([*argv, "-o", "wide"]) == 0
+    rows = policy_rows(capsys.readouterr().out)
+    scaler = next(p for p in report["policies"] if p["name"] == "scaler")
+    assert rows["scaler"]["NODE-HOURS"] == f"{scaler['nodeHours']:,.1f}"
+    assert rows["scaler"]["DESCRIPTION"] == scaler["description"]
+    assert rows["none"]["NODE-HOURS"] == f"{report['baseline']['nodeHours']:,.1f}"
+
+
+def test_progress_on_a_terminal_nothing_extra_when_piped(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path)
+    code, out = run_in_pty(["replay", "--trace", str(trace), "--policies", "seed,scaler"], 80)
+    assert code == 0, out
+    # One bar per policy: its name, the simulated time reached, steps per second, time left.
+    for name in ("seed", "scaler", "none"):
+        assert re.search(rf"{name}\s.*2026-11-02T00:55:00Z.*steps/s.*\d:\d\d:\d\d", out), name
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "seed,scaler"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", "piped: no progress, no chatter"
+    assert proc.stdout.startswith("scaler replay: ") and "\x1b[" not in proc.stdout
+
+
+NOISY = """
+    import logging
+
+
+    class Noisy:
+        name = "Noisy"
+
+        def __init__(self, config):
+            self.said = False
+
+        def filter(self, pod, node, state):
+            if not self.said:
+                self.said = True
+                logging.getLogger("noisy").warning("noisy filter consulted for %s", pod.key)
+            return None
+"""
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_controller_log_lines_name_the_policy_and_the_simulated_time(tmp_path: Path, processes: str) -> None:
+    """A plugin that logs from inside the controller's evaluation, in this process or a worker."""
+    plugin = tmp_path / "plugin"
+    (plugin / "noisy-0.1.dist-info").mkdir(parents=True)
+    (plugin / "noisy_plugin.py").write_text(textwrap.dedent(NOISY))
+    (plugin / "noisy-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: noisy\nVersion: 0.1\n")
+    (plugin / "noisy-0.1.dist-info" / "entry_points.txt").write_text("[scaler.plugins]\nNoisy = noisy_plugin:Noisy\n")
+    trace = write_trace(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaler.cli", "replay", "--snapshot", str(LOWREQ), "--trace", str(trace),
+         "--policies", "loud=--filter-plugins=TargetUsage,Noisy", "--processes", processes, "-o", "json"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines, "the plugin was consulted"
+    times = set()
+    for line in lines:
+        m = re.fullmatch(r"WARNING policy loud at (2026-11-02T00:\d\d:00Z): noisy filter consulted for \S+", line)
+        assert m, line
+        times.add(m[1])
+    assert "2026-11-02T00:00:00Z" in times and len(times) > 1
+
+
+def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) -> None:
+    first, last, step = float(T0), float(T0 + 11 * 300), 300.0
+    assert check_range(first, last, None, None, step) is None
+    assert check_range(first, last, first + 600, last + step, step) is None
+    assert check_range(first, first, None, None, step) is None, "a trace of one sample covers itself"
+    with pytest.raises(UsageError, match=r"--from 2026-11-03T00:00:00Z is outside the trace: the trace covers "
+                       r"2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z"):  # fmt: skip
+        check_range(first, last, T0 + 86400.0, None, step)
+    with pytest.raises(UsageError, match=r"--to 2026-11-01T00:00:00Z is outside the trace"):
+        check_range(first, last, None, T0 - 86400.0, step)
+    warning = check_range(first, last, T0 - 3600.0, T0 + 86400.0, step)
+    assert warning is not None
+    assert "--from 2026-11-01T23:00:00Z is before its first sample" in warning
+    assert "--to 2026-11-03T00:00:00Z is after its last sample" in warning
+    assert "2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z" in warning
+    # Through the command: one line, exit 2; a warning on stderr and the replay runs.
+    trace = write_trace(tmp_path)
+    base = [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "scaler", "-o", "json"]
+    proc = subprocess.run([*base, "--from", "2027-01-01"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "scaler: error: --from 2027-01-01T00:00:00Z is outside the trace: the trace covers "
+        "2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z"
+    ]
+    proc = subprocess.run([*base, "--from", "2026-11-01T23:00:00Z"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("scaler: warning: --from 2026-11-01T23:00:00Z is before its first sample")
+    assert json.loads(proc.stdout)["from"] == "2026-11-01T23:00:00Z"
