@@ -29,7 +29,7 @@ from typing import Any
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
-from scaler.eligibility import node_group_limits
+from scaler.eligibility import GroupLimits, node_group_limits
 from scaler.kube.writer import KubeWriter
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
@@ -46,7 +46,7 @@ def _iso(ts: float) -> str:
 
 def start_controller(
     api: Any, config: ScalerConfig, clock: Callable[[], float], sync_timeout: float
-) -> tuple[Controller, WatchCache, list[ClusterSnapshot], dict[str, Any], float]:
+) -> tuple[Controller, WatchCache, list[ClusterSnapshot], GroupLimits, float]:
     """A leader controller built as ``scaler run`` builds it, its watch cache started and synced.
 
     Returns:

@@ -28,6 +28,7 @@ from scaler.model.records import (
     Controller,
     LabelSelector,
     LabelSelectorRequirement,
+    Namespace,
     Node,
     NodeMetrics,
     NodeSelectorRequirement,
@@ -59,7 +60,8 @@ __all__ = [
 ]
 
 Record = (
-    Node
+    Namespace
+    | Node
     | Pod
     | PodDisruptionBudget
     | NodeMetrics
@@ -362,14 +364,15 @@ def _affinity_terms(terms: list[wire.PodAffinityTermW] | None, w: wire.PodW) -> 
     for t in terms or ():
         if not t.topology_key:
             raise ObjectError(f"{describe(w)}: pod affinity term without topologyKey")
+        selector = _label_selector(t.namespace_selector)
+        empty = selector is not None and not selector.match_labels and not selector.match_expressions
         out.append(
             PodAffinityTerm(
                 _label_selector(t.label_selector),
                 t.topology_key,
                 tuple(t.namespaces or ()),
-                # Namespace labels are not in the snapshot: any namespaceSelector is taken as "all
-                # namespaces", which over-counts conflicts for anti-affinity (the safe side).
-                t.namespace_selector is not None,
+                empty,  # namespaceSelector {}: every namespace
+                None if empty else selector,
             )
         )
     return tuple(out)
@@ -493,6 +496,7 @@ def _pod(w: wire.PodW) -> Pod:
         restart_policy=spec.restart_policy or "Always",
         creation_ts=creation_ts,
         deletion_ts=deletion_ts,
+        start_ts=_time(status.start_time, "status.startTime", w),
         termination_grace_seconds=30
         if spec.termination_grace_period_seconds is None
         else spec.termination_grace_period_seconds,
@@ -633,6 +637,11 @@ def _pv(w: wire.PersistentVolumeW) -> PersistentVolume:
     )
 
 
+def _namespace(w: wire.NamespaceW) -> Namespace:
+    """A v1 Namespace: its name and labels (for pod affinity's ``namespaceSelector``)."""
+    return Namespace(w.metadata.name or _missing(w, "metadata.name"), w.metadata.labels or {})
+
+
 def _pvc(w: wire.PersistentVolumeClaimW) -> PersistentVolumeClaim:
     return PersistentVolumeClaim(
         namespace=w.metadata.namespace or "default",
@@ -649,6 +658,7 @@ _CONVERTERS: dict[type[wire.ObjectW], Callable[[Any], Record]] = {
     wire.PodDisruptionBudgetW: _pdb,
     wire.PersistentVolumeW: _pv,
     wire.PersistentVolumeClaimW: _pvc,
+    wire.NamespaceW: _namespace,
     **{t: _controller for t in wire.CONTROLLER_TYPES},
 }
 

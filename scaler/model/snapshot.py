@@ -20,6 +20,7 @@ from scaler.model.parse import ObjectError, Record, ident
 from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
     Controller,
+    Namespace,
     Node,
     NodeMetrics,
     PersistentVolume,
@@ -58,6 +59,15 @@ class ClusterSnapshot:
     ``workload_kinds`` are the controller kinds that were listed: the ReplicaCount drain rule
     only reports ``ControllerNotFound`` for a kind that was listed (a snapshot without
     ReplicationControllers says nothing about them).
+
+    ``namespaces`` (by name) give pod affinity terms' ``namespaceSelector`` the namespaces'
+    labels; empty when Namespaces were not listed (:attr:`namespace_labels` is then ``None``).
+
+    ``node_metrics`` and ``pod_metrics`` are what nodes and pods are judged by; in ``scaler run``
+    they hold usage aggregated over the unneeded window
+    (:func:`scaler.planner.with_aggregated_usage`), and ``newest_node_metrics`` /
+    ``newest_pod_metrics`` then keep the newest readings as listed (empty otherwise: the
+    metrics are themselves the newest readings). See :meth:`newest_node_metric`.
     """
 
     now: float
@@ -72,6 +82,9 @@ class ClusterSnapshot:
     has_pvs: bool = False
     workload_kinds: frozenset[str] = frozenset()
     workload_profiles: Mapping[str, WorkloadProfile] = field(default_factory=dict)
+    namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+    newest_node_metrics: Mapping[str, NodeMetrics] = field(default_factory=dict)
+    newest_pod_metrics: Mapping[tuple[str, str], PodMetrics] = field(default_factory=dict)
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
 
@@ -87,6 +100,7 @@ class ClusterSnapshot:
         pvs: Iterable[PersistentVolume] | None = None,
         pvcs: Iterable[PersistentVolumeClaim] = (),
         workload_kinds: Iterable[str] | None = None,
+        namespaces: Iterable[Namespace] = (),
     ) -> ClusterSnapshot:
         """Build a snapshot from records, computing the indexes.
 
@@ -115,9 +129,28 @@ class ClusterSnapshot:
             workload_kinds=frozenset(c.kind for c in ctrl)
             if workload_kinds is None
             else frozenset(workload_kinds),
+            namespaces={ns.name: ns for ns in namespaces},
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
             node_by_name={n.name: n for n in node_t},
         )
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
+        """Namespace name → labels, ``None`` when no Namespace was listed (every cluster has
+        some, so none means unknown)."""
+        if not self.namespaces:
+            return None
+        return {name: ns.labels for name, ns in self.namespaces.items()}
+
+    def newest_node_metric(self, name: str) -> NodeMetrics | None:
+        """The newest NodeMetrics reading of node ``name`` as listed (``None`` without one)."""
+        m = self.newest_node_metrics.get(name)
+        return m if m is not None else self.node_metrics.get(name)
+
+    def newest_pod_metric(self, namespace: str, name: str) -> PodMetrics | None:
+        """The newest PodMetrics reading of pod ``namespace/name`` as listed (``None`` without one)."""
+        m = self.newest_pod_metrics.get((namespace, name))
+        return m if m is not None else self.pod_metrics.get((namespace, name))
 
     @property
     def has_workloads(self) -> bool:
@@ -141,6 +174,7 @@ _KIND_OF: dict[type, str] = {
     PodMetrics: "PodMetrics",
     PodDisruptionBudget: "PodDisruptionBudget",
     PersistentVolumeClaim: "PersistentVolumeClaim",
+    Namespace: "Namespace",
 }
 
 
@@ -148,7 +182,7 @@ def record_key(rec: Record) -> tuple[str, str, str]:
     """(kind, namespace, name) of a record: what makes two objects the same object."""
     if isinstance(rec, Controller):
         return rec.kind, rec.namespace, rec.name
-    if isinstance(rec, Node | NodeMetrics | PersistentVolume):
+    if isinstance(rec, Node | NodeMetrics | PersistentVolume | Namespace):
         return _KIND_OF[type(rec)], "", rec.name
     return _KIND_OF[type(rec)], rec.namespace, rec.name
 
@@ -176,7 +210,7 @@ class RecordSet:
                 added before (the message names both places).
         """
         t = type(rec)
-        if t is Node or t is NodeMetrics or t is PersistentVolume:
+        if t is Node or t is NodeMetrics or t is PersistentVolume or t is Namespace:
             kind, key = _KIND_OF[t], ("", rec.name)
         else:
             kind, key = rec.kind if t is Controller else _KIND_OF[t], (rec.namespace, rec.name)  # type: ignore[union-attr]
@@ -224,6 +258,7 @@ class RecordSet:
             pod_metrics=self.values("PodMetrics"),
             pvs=self.values("PersistentVolume") if "PersistentVolume" in self.by_kind else None,
             pvcs=self.values("PersistentVolumeClaim"),
+            namespaces=self.values("Namespace"),
             workload_kinds=(k for k in CONTROLLER_KINDS if k in self.by_kind)
             if workload_kinds is None
             else workload_kinds,

@@ -27,6 +27,7 @@ __all__ = [
     "ControllerW",
     "LabelSelectorW",
     "MetaW",
+    "NamespaceW",
     "NodeMetricsW",
     "NodeSelectorTermW",
     "NodeW",
@@ -277,6 +278,7 @@ class PodStatusW(_W, frozen=True):
 
     phase: str = ""
     qos_class: Literal["", "BestEffort", "Burstable", "Guaranteed"] = ""
+    start_time: str | None = None
 
 
 _NO_POD_STATUS = PodStatusW()
@@ -449,6 +451,10 @@ class PersistentVolumeClaimW(ObjectW, frozen=True, tag="PersistentVolumeClaim"):
     spec: PVCSpecW = PVCSpecW()
 
 
+class NamespaceW(ObjectW, frozen=True, tag="Namespace"):
+    """A v1 Namespace (its labels, for pod affinity's ``namespaceSelector``)."""
+
+
 CONTROLLER_TYPES: tuple[type[ControllerW], ...] = (
     ReplicaSetW,
     ReplicationControllerW,
@@ -467,6 +473,7 @@ _KINDS: tuple[type[ObjectW], ...] = (
     PodMetricsW,
     PersistentVolumeW,
     PersistentVolumeClaimW,
+    NamespaceW,
     *CONTROLLER_TYPES,
 )
 KIND_TYPES: dict[str, type[ObjectW]] = {str(t.__struct_config__.tag): t for t in _KINDS}
@@ -480,6 +487,7 @@ ANY_KIND = Union[  # noqa: UP007 (a runtime value: the decoders' type)
     PodMetricsW,
     PersistentVolumeW,
     PersistentVolumeClaimW,
+    NamespaceW,
     ReplicaSetW,
     ReplicationControllerW,
     StatefulSetW,

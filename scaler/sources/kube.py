@@ -146,6 +146,7 @@ _KINDS: dict[tuple[str, str], str] = {
     ("batch", "jobs"): "Job",
     ("", "persistentvolumes"): "PersistentVolume",
     ("", "persistentvolumeclaims"): "PersistentVolumeClaim",
+    ("", "namespaces"): "Namespace",
     (METRICS_GROUP, "nodes"): "NodeMetrics",
     (METRICS_GROUP, "pods"): "PodMetrics",
 }
@@ -161,6 +162,9 @@ READ_CALLS: tuple[ApiCall, ...] = (
     ApiCall("batch", "v1", "jobs", "list", namespaced=True, optional=False),
     ApiCall("", "v1", "persistentvolumes", "list", namespaced=False, optional=True),
     ApiCall("", "v1", "persistentvolumeclaims", "list", namespaced=True, optional=True),
+    # Namespace labels, for pod affinity terms' namespaceSelector (unknown without: see
+    # scaler.simulator.filters.InterPodAffinity).
+    ApiCall("", "v1", "namespaces", "list", namespaced=False, optional=True),
     ApiCall(METRICS_GROUP, "v1beta1", "nodes", "list", namespaced=False, optional=False),
     ApiCall(METRICS_GROUP, "v1beta1", "pods", "list", namespaced=True, optional=False),
 )
