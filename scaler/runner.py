@@ -300,6 +300,8 @@ class Runner:
             raise CacheNotSynced(f"watch caches not synced after {sync_timeout:.0f}s")
         if serve:
             self.health = HealthServer(self.config.address, self.metrics, self.controller.healthy).start()
+            host = self.config.address.rpartition(":")[0] or "0.0.0.0"
+            log.info("serving /metrics and /healthz on %s:%d", host, self.health.port)
         if self.elector is not None:
             t = threading.Thread(
                 target=self.elector.run, args=(self._leading, self._lost), name="leader", daemon=True
