@@ -57,7 +57,7 @@ class Forked(Generic[T]):
             try:
                 try:
                     payload = pickle.dumps((True, fn()), protocol=pickle.HIGHEST_PROTOCOL)
-                except BaseException as e:  # noqa: BLE001 - handed to the parent as is
+                except BaseException as e:
                     payload = pickle.dumps((False, e), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(write, "wb") as out:
                     out.write(payload)
