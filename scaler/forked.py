@@ -66,6 +66,11 @@ class Forked(Generic[T]):
         os.close(write)
         self._pid, self._read, self._fn = pid, read, None
 
+    @property
+    def in_child(self) -> bool:
+        """Whether ``fn`` runs in a forked child (``False``: it will run in :meth:`result`)."""
+        return self._pid != 0
+
     def result(self) -> T:
         """The value of ``fn()``; waits for the child.
 

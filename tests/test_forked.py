@@ -14,10 +14,22 @@ from scaler.forked import Forked, ForkedError
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and 2 CPUs")
 
 
+@pytest.fixture(autouse=True)
+def _only_this_thread() -> None:
+    """Forked falls back to running in the caller while other threads run; wait for the ones an
+    earlier test left (a fake server's last connection) to end, and name any that do not."""
+    deadline = time.monotonic() + 15
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    assert not others, f"threads left running by an earlier test: {others}"
+
+
 @needs_fork
 def test_the_value_comes_from_a_child_process() -> None:
     parent = os.getpid()
     job = Forked(os.getpid)
+    assert job.in_child
     assert job.result() != parent  # computed elsewhere
 
 
@@ -48,13 +60,17 @@ def test_a_child_that_dies_is_an_error() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         return 0
 
+    job = Forked(die)
+    assert job.in_child  # never run die() in pytest's own process
     with pytest.raises(ForkedError, match="signal 9"):
-        Forked(die).result()
+        job.result()
 
 
 def test_serial_without_fork_or_with_threads_running() -> None:
     parent = os.getpid()
-    assert Forked(os.getpid, parallel=False).result() == parent
+    serial = Forked(os.getpid, parallel=False)
+    assert not serial.in_child
+    assert serial.result() == parent
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
