@@ -14,7 +14,7 @@ from test_runner_e2e import WallClock, start_process, wait_for
 
 from scaler.config import ScalerConfig
 from scaler.kube.writer import ANNOTATION_HOT_OWNER, TAINT_HOT
-from scaler.model.parse import parse_node, parse_pod
+from scaler.model.decode import parse_node, parse_pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay.world import kube_scheduler_choice
 from scaler.simulator.registry import load_filters

@@ -4,7 +4,6 @@ terminal table (:mod:`scaler.report.table`)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from dataclasses import asdict
 from typing import Any
 
@@ -17,6 +16,7 @@ from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.relief import ReliefPlan
 from scaler.replay.prices import PriceTable, load_price_table
+from scaler.report.compare import Variants, compare_with_requests_rule, removal_outcome, requests_bound
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
@@ -59,9 +59,11 @@ def _node_report(
     node, u = res.node, res.utilization
     price = prices.node_price(node)
     pods = counted.get(node.name, [])
-    requested = Resources()
-    for p in pods:
-        requested = requested + p.requests
+    requested = ResourceFigures(
+        cpu_millicores=sum(p.requests.cpu_millicores for p in pods),
+        memory_bytes=sum(p.requests.memory_bytes for p in pods),
+        pods=sum(p.requests.pods for p in pods),
+    )
     bp = res.blocking_pod
     return NodeReport(
         name=node.name,
@@ -81,7 +83,7 @@ def _node_report(
         ),
         metrics=u.metrics.value,
         allocatable=_figures(node.allocatable),
-        requested=_figures(requested),
+        requested=requested,
         usage=ResourceFigures(cpu_millicores=u.usage_cpu_millicores, memory_bytes=u.usage_memory_bytes),
         labels=dict(node.labels),
         taints=[TaintModel(key=t.key, value=t.value, effect=t.effect) for t in node.taints],
@@ -215,21 +217,21 @@ def build_report(
     source: str,
     prices: PriceTable | None = None,
     *,
-    compare: bool = True,
+    variants: Variants | None = None,
     relief: ReliefPlan | None = None,
 ) -> DryRunReport:
     """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
     with node costs from ``prices`` (default: the bundled table).
 
-    With ``compare`` (default) the report also carries cluster-autoscaler's rule side by side and
-    what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations); with
-    ``relief`` (``--hot-node-relief``), the hot nodes and their relief.
+    With ``variants`` (:func:`scaler.report.compare.start_variants` of the same snapshot and
+    configuration) the report also carries cluster-autoscaler's rule side by side and what keeps
+    underused nodes; with ``relief`` (``--hot-node-relief``), the hot nodes and their relief.
 
     Raises:
-        scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
+        scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`, from a variant.
+        scaler.forked.ForkedError: a variant's process died.
     """
     from scaler.engine import counted_pods
-    from scaler.report.compare import compare_with_requests_rule, removal_outcome, requests_bound
 
     prices = prices if prices is not None else load_price_table()
     counted = counted_pods(snapshot, evaluation.config)
@@ -253,8 +255,8 @@ def build_report(
         source=source,
         nodes=nodes,
         summary=summary,
-        comparison=compare_with_requests_rule(snapshot, evaluation.config, evaluation) if compare else None,
-        requests_bound=requests_bound(snapshot, evaluation.config, evaluation) if compare else None,
+        comparison=compare_with_requests_rule(variants.ca_rule.result(), evaluation) if variants else None,
+        requests_bound=requests_bound(variants.rightsized.result(), evaluation) if variants else None,
         relief=relief_model(relief, evaluation.config, snapshot) if relief is not None else None,
         flags=flags,
     )
@@ -266,7 +268,7 @@ def _document(report: DryRunReport) -> dict[str, Any]:
 
 def report_json(report: DryRunReport) -> str:
     """The report as JSON text (camelCase keys, as in the schema)."""
-    return json.dumps(_document(report), indent=2)
+    return report.model_dump_json(by_alias=True, indent=2)  # the same text as json.dumps, in Rust
 
 
 def report_yaml(report: DryRunReport) -> str:
