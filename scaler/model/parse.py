@@ -240,6 +240,27 @@ def _rr(r: wire.ResourceRequirementsW | None) -> Pair:
     return requests, limits
 
 
+def _aggregate(spec: wire.PodSpecW, of: Callable[[wire.ContainerW], Resources]) -> Resources:
+    """``resourcehelper``'s container aggregation of ``of(container)`` (requests or limits): the
+    containers summed, restartable init containers (sidecars) added, and the maximum taken with
+    each other init container plus the sidecars started before it. Each container is visited
+    once, containers first, then init containers in order."""
+    total = Resources()
+    for c in spec.containers or ():
+        total = total + of(c)
+    sidecars = Resources()
+    init_max = Resources()
+    for c in spec.init_containers or ():
+        r = of(c)
+        if c.restart_policy == "Always":
+            total = total + r
+            sidecars = sidecars + r
+            init_max = init_max.max(sidecars)
+        else:
+            init_max = init_max.max(r + sidecars)
+    return total.max(init_max)
+
+
 def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
     """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``,
     ``qos.ComputePodQOS``).
@@ -253,7 +274,6 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
     Raises:
         ObjectError: a malformed quantity.
     """
-    total = Resources()
     container_rl: list[Pair] = []
 
     def container(c: wire.ContainerW) -> Resources:
@@ -263,19 +283,7 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
         container_rl.append((reqs, lims))
         return parse_resources(reqs, where, field)
 
-    for c in spec.containers or ():
-        total = total + container(c)
-    sidecars = Resources()
-    init_max = Resources()
-    for c in spec.init_containers or ():
-        r = container(c)
-        if c.restart_policy == "Always":
-            total = total + r
-            sidecars = sidecars + r
-            init_max = init_max.max(sidecars)
-        else:
-            init_max = init_max.max(r + sidecars)
-    total = total.max(init_max)
+    total = _aggregate(spec, container)
     pod_res = spec.resources or wire.ResourceRequirementsW()
     pod_lims = {k: v for k, v in (pod_res.limits or {}).items() if k in _POD_LEVEL_RESOURCES}
     pod_level = {k: v for k, v in (pod_res.requests or {}).items() if k in _POD_LEVEL_RESOURCES}
@@ -342,20 +350,7 @@ def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int
                 declared[name] = False
         return parse_resources({k: v for k, v in lims.items() if k in _POD_LEVEL_RESOURCES}, where, field)
 
-    total = Resources()
-    for c in spec.containers:
-        total = total + limits(c)
-    sidecars = Resources()
-    init_max = Resources()
-    for c in spec.init_containers or ():
-        r = limits(c)
-        if c.restart_policy == "Always":
-            total = total + r
-            sidecars = sidecars + r
-            init_max = init_max.max(sidecars)
-        else:
-            init_max = init_max.max(r + sidecars)
-    total = total.max(init_max)
+    total = _aggregate(spec, limits)
     cpu: int | None = total.cpu_millicores if declared["cpu"] else None
     mem: int | None = total.memory_bytes if declared["memory"] else None
     pod_lims = (spec.resources.limits if spec.resources else None) or _NO_RESOURCES
