@@ -1,0 +1,408 @@
+"""Run the real cluster-autoscaler and scaler side by side on one loaded cluster.
+
+The pieces come from the real-control-plane harness of the test suite (``tests/realk8s.py``:
+:class:`ControlPlane`, :class:`MetricsServer`, :class:`ClusterAutoscaler`, :class:`ScalerProcess`);
+this module puts them together:
+
+* :func:`loaded_cluster` starts kube-apiserver and etcd alone (``CONTROL_PLANE_COMPONENTS=
+  apiserver``: no controller-manager, no scheduler, so nothing reconciles the loaded objects and
+  both autoscalers read exactly the snapshot's state), loads a snapshot with
+  :mod:`benchmarks.peer.loader`, writes the kwok provider's ConfigMaps, and serves the
+  snapshot's metrics through ``metrics.k8s.io`` (an APIService backed by the harness).
+* :func:`ca_decisions` runs cluster-autoscaler until it completed its loops and reads the nodes
+  it found unneeded from its ``--v=4`` log, with the reason it logged for the others;
+  :func:`scaler_decisions` runs ``scaler dry-run`` against the same API server (a subprocess,
+  while CA is still running) and reads its JSON report.
+* :func:`loop_times` runs ``cluster-autoscaler`` and ``scaler run --dry-run`` at the same time
+  and reads each one's loop durations from its own Prometheus metrics.
+
+Both autoscalers run in their own processes; the API server, etcd and the metrics server in
+others (the metrics server is a thread of this process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.peer.loader import LoadReport, load
+from benchmarks.peer.objects import LoadPlan, kwok_config_maps, load_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+
+import realk8s  # type: ignore[import-not-found]  # noqa: E402  (tests/realk8s.py)
+
+__all__ = [
+    "CA_DECISION_FLAGS",
+    "SCALER_CA_MODE",
+    "Decisions",
+    "Loaded",
+    "LoopTimes",
+    "ca_decisions",
+    "loaded_cluster",
+    "loop_times",
+    "scaler_decisions",
+    "unavailable",
+]
+
+CA_DECISION_FLAGS = (
+    "--v=4", "--scan-interval=10s", "--scale-down-unneeded-time=1h",
+    "--max-scale-down-parallelism=100000", "--scale-down-simulation-timeout=10m",
+)  # fmt: skip
+"""Flags of a decision run beyond :data:`realk8s.CA_FLAGS`: the log that names unneeded nodes,
+nothing deleted within the run, and neither the unneeded-node search limit (2 ×
+``--max-scale-down-parallelism`` in the first loop) nor the 30 s simulation budget cutting the
+search short, so that CA's unneeded set is its whole answer, comparable with a full evaluation."""
+
+SCALER_CA_MODE = ("--utilization-source=requests", "--filter-plugins=")
+"""scaler in cluster-autoscaler's mode: utilization by requests, no TargetUsage."""
+
+_SIMULATING = re.compile(r"^Simulating node (\S+) removal")
+
+
+def unavailable() -> str:
+    """Why a side-by-side run cannot happen here (``""`` when it can)."""
+    return str(realk8s.ca_unavailable())
+
+
+@dataclass
+class Loaded:
+    """A started control plane holding a loaded snapshot.
+
+    Attributes:
+        cp: the :class:`realk8s.ControlPlane`.
+        metrics: its :class:`realk8s.MetricsServer`, serving the snapshot's metrics.
+        counts: objects per load wave; ``pools``: nodes per node pool.
+        report: the load's :class:`~benchmarks.peer.loader.LoadReport`.
+        workdir: where logs go.
+    """
+
+    cp: Any
+    metrics: Any
+    counts: dict[str, int]
+    pools: dict[str, int]
+    report: LoadReport
+    workdir: Path
+    notes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig."""
+        return Path(self.cp.admin_kubeconfig)
+
+
+@contextlib.contextmanager
+def loaded_cluster(
+    objects: Iterable[Mapping[str, Any]], workdir: Path, concurrency: int = 32
+) -> Iterator[Loaded]:
+    """kube-apiserver and etcd with ``objects`` (a snapshot's) loaded and their metrics served;
+    stopped on exit, whatever happened.
+
+    Raises:
+        benchmarks.peer.loader.LoadError: the API server refused an object.
+        RuntimeError: the control plane did not start.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    cp = realk8s.ControlPlane(workdir / "control-plane", components="apiserver")
+    metrics = None
+    try:
+        cp.start()
+        plan: LoadPlan | None = load_plan(objects, realk8s.iso(time.time()))
+        assert plan is not None
+        counts, notes = plan.counts(), dict(plan.notes)
+        pools = {p: len(nodes) for p, nodes in plan.pools.items()}
+        report = load(cp.server, cp.ssl_context(), plan, concurrency)
+        cp.apply(kwok_config_maps(plan.pools, realk8s.CA_NAMESPACE))
+        metrics = realk8s.MetricsServer(cp)
+        metrics.serve_snapshot(plan.node_metrics, plan.pod_metrics)
+        plan = None  # the objects are in the API server now
+        metrics.start()
+        yield Loaded(cp, metrics, counts, pools, report, workdir, notes)
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        cp.stop()
+
+
+@dataclass
+class Decisions:
+    """One autoscaler's answer on one cluster.
+
+    Attributes:
+        removable: nodes found unneeded (CA) or removable (scaler), sorted.
+        reasons: node → why it stays (CA: the message it logged, where it logged one; scaler:
+            ``Reason: detail``).
+        simulated: nodes whose removal was simulated in the loop read.
+        seconds: wall time of the evaluation read (CA: its ``main`` loop; scaler: the command).
+    """
+
+    removable: list[str]
+    reasons: dict[str, str]
+    simulated: int
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _ca_status_candidates(text: str) -> int | None:
+    """``clusterWide.scaleDown.candidates`` of CA's status ConfigMap (YAML since 1.30)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text) or {}
+        return int(doc["clusterWide"]["scaleDown"]["candidates"])
+    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _ca_status_text(cp: Any) -> str:
+    cm = cp.get("ConfigMap", "cluster-autoscaler-status", realk8s.CA_NAMESPACE)
+    return str(((cm or {}).get("data") or {}).get("status") or "")
+
+
+@contextlib.contextmanager
+def running_ca(loaded: Loaded, args: Iterable[str], log: str = "cluster-autoscaler.log") -> Iterator[Any]:
+    """A started :class:`realk8s.ClusterAutoscaler`, killed with SIGKILL on exit."""
+    ca = realk8s.ClusterAutoscaler(loaded.kubeconfig, loaded.workdir / log, list(args)).start()
+    try:
+        yield ca
+    finally:
+        ca.kill()
+
+
+def ca_decisions(ca: Any, cp: Any, loops: int = 2, timeout: float = 600.0) -> Decisions:
+    """Wait for ``loops`` complete loops of a running CA (``--v=4``) on the control plane ``cp``
+    and read the last one (and CA's status ConfigMap, into ``extra``)."""
+    done = ca.wait_loops(loops, timeout)
+    last = done[-1]
+    simulated = sum(1 for line in last.lines if _SIMULATING.match(line))
+    durations = realk8s.prometheus_samples(
+        ca.metrics_text(), "cluster_autoscaler_function_duration_seconds_sum"
+    )
+    counts = realk8s.prometheus_samples(
+        ca.metrics_text(), "cluster_autoscaler_function_duration_seconds_count"
+    )
+    main = 'function="main"'
+    mean = durations.get(main, 0.0) / counts[main] if counts.get(main) else 0.0
+    reasons: dict[str, str] = {}
+    for loop in done:  # a node found unremovable is not re-simulated for 5 minutes: its reason is older
+        reasons.update(loop.unremovable())
+    reasons = {n: r for n, r in reasons.items() if n not in last.unneeded}
+    status = _ca_status_text(cp)
+    return Decisions(sorted(last.unneeded), reasons, simulated, mean,
+                     {"statusConfigMap": status, "statusCandidates": _ca_status_candidates(status)})  # fmt: skip
+
+
+def scaler_decisions(loaded: Loaded, args: Iterable[str] = ()) -> Decisions:
+    """``scaler dry-run -o json`` against the loaded cluster (a subprocess).
+
+    Raises:
+        RuntimeError: the command failed (its stderr in the message).
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "scaler.cli",
+        "dry-run",
+        "--kubeconfig",
+        str(loaded.kubeconfig),
+        "-o",
+        "json",
+        *args,
+    ]
+    start = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
+    took = time.perf_counter() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[2:])} failed ({out.returncode}): {out.stderr[-2000:]}")
+    doc = json.loads(out.stdout)
+    nodes = doc["nodes"]
+    removable = sorted(n["name"] for n in nodes if n["removable"])
+    reasons = {
+        n["name"]: f"{n['reason']}: {n.get('detail') or ''}".rstrip(": ") for n in nodes if not n["removable"]
+    }
+    simulated = sum(1 for n in nodes if n["reason"] in _SIMULATED_REASONS)
+    freed = sum(_cpu_millicores(n) for n in nodes if n["removable"])
+    return Decisions(removable, reasons, simulated, took, {"freedCpuMillicores": freed,
+                                                           "reasonCounts": dict(Counter(n["reason"] for n in nodes))})  # fmt: skip
+
+
+_SIMULATED_REASONS = frozenset({"NoReason", "NoPlaceToMovePods", "BlockedByPod", "BlockedByOnCompletionPod"})
+"""scaler verdicts given after the drain rules ran on the node (CA logs ``Simulating node``
+before its drain rules, so both count the same nodes)."""
+
+
+def _cpu_millicores(node: Mapping[str, Any]) -> int:
+    return int((node.get("allocatable") or {}).get("cpuMillicores") or 0)
+
+
+# -- loop time ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoopTimes:
+    """Loop time of one autoscaler over a steady window, from its own metrics.
+
+    Attributes:
+        functions: function label → mean seconds per observation in the window.
+        loops: ``main`` observations in the window.
+        window_seconds: wall time of the window.
+        cpu_seconds_per_loop: the process's user+system CPU in the window / loops.
+        rss_peak_bytes: the process's peak resident size (``VmHWM``).
+        simulated_per_loop: nodes whose removal was simulated, per loop of the window (CA: its
+            ``Simulating node`` lines; scaler: verdicts after the drain rules, from its status
+            ConfigMap at the end).
+        candidates: what else was read about its candidates.
+    """
+
+    functions: dict[str, float]
+    loops: int
+    window_seconds: float
+    cpu_seconds_per_loop: float
+    rss_peak_bytes: int
+    simulated_per_loop: float
+    candidates: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """As a JSON-able dict."""
+        return asdict(self)
+
+
+def _cpu_seconds(pid: int) -> float:
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_peak(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _durations(text: str, prefix: str) -> dict[str, tuple[float, float]]:
+    sums = realk8s.prometheus_samples(text, f"{prefix}_function_duration_seconds_sum")
+    counts = realk8s.prometheus_samples(text, f"{prefix}_function_duration_seconds_count")
+    out = {}
+    for labels, total in sums.items():
+        m = re.search(r'function="([^"]*)"', labels)
+        if m:
+            out[m.group(1)] = (total, counts.get(labels, 0.0))
+    return out
+
+
+def _window(
+    before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]]
+) -> dict[str, float]:
+    out = {}
+    for name, (s1, c1) in after.items():
+        s0, c0 = before.get(name, (0.0, 0.0))
+        if c1 > c0:
+            out[name] = (s1 - s0) / (c1 - c0)
+    return out
+
+
+def loop_times(loaded: Loaded, ca_args: Iterable[str], scaler_args: Iterable[str], *, warm_loops: int = 2,
+               window_loops: int = 5, timeout: float = 3600.0) -> dict[str, Any]:  # fmt: skip
+    """Run CA and ``scaler run --dry-run`` at the same time on the loaded cluster; once each has
+    completed ``warm_loops`` loops, measure a window in which each completes at least
+    ``window_loops`` more. Returns ``{"ca": LoopTimes, "scaler": LoopTimes, ...}`` as JSON.
+
+    Raises:
+        AssertionError: a process exited, or the loops did not come within ``timeout`` s.
+    """
+    port = realk8s.free_port()
+    scaler_cmd = ["--dry-run", "--leader-elect=false", f"--namespace={realk8s.CA_NAMESPACE}",
+                  f"--address=127.0.0.1:{port}", *scaler_args]  # fmt: skip
+    log = loaded.workdir / "scaler-run.log"
+    with running_ca(loaded, ca_args, "cluster-autoscaler-loops.log") as ca, \
+            realk8s.scaler_process(loaded.kubeconfig, scaler_cmd, log) as scaler:  # fmt: skip
+
+        def texts() -> tuple[str, str]:
+            try:
+                s = httpx_get(f"http://127.0.0.1:{port}/metrics")
+            except OSError:
+                s = ""
+            return ca.metrics_text(), s
+
+        def main_count(text: str, prefix: str) -> float:
+            return _durations(text, prefix).get("main", (0.0, 0.0))[1]
+
+        def counts() -> tuple[float, float]:
+            assert ca.alive(), f"cluster-autoscaler exited:\n{ca.output[-3000:]}"
+            assert scaler.alive(), f"scaler exited:\n{scaler.output[-3000:]}"
+            c, s = texts()
+            return main_count(c, "cluster_autoscaler"), main_count(s, "scaler")
+
+        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        realk8s.wait_for(lambda: min(counts()) >= warm_loops, timeout, "warm-up loops of both", poll=1.0)
+        warm_seconds = time.monotonic() - started
+        c0, s0 = texts()
+        t0 = time.monotonic()
+        cpu0 = (_cpu_seconds(ca.proc.pid), _cpu_seconds(scaler.proc.pid))
+        ca_loops0 = len(ca.loops())
+        base = (main_count(c0, "cluster_autoscaler"), main_count(s0, "scaler"))
+        realk8s.wait_for(lambda: all(n - b >= window_loops for n, b in zip(counts(), base, strict=True)),
+                         max(60.0, deadline - time.monotonic()), "the measurement window", poll=1.0)  # fmt: skip
+        c1, s1 = texts()
+        t1 = time.monotonic()
+        cpu1 = (_cpu_seconds(ca.proc.pid), _cpu_seconds(scaler.proc.pid))
+        rss = (_rss_peak(ca.proc.pid), _rss_peak(scaler.proc.pid))
+        ca_window = ca.loops()[ca_loops0:]
+        ca_sim = [sum(1 for line in lp.lines if _SIMULATING.match(line)) for lp in ca_window]
+        ca_skipped = [
+            line for lp in ca_window for line in lp.lines if "nodes skipped in scale down simulation" in line
+        ]
+        status = loaded.cp.get("ConfigMap", "scaler-status", realk8s.CA_NAMESPACE) or {}
+    ca_f, sc_f = (
+        _window(_durations(c0, "cluster_autoscaler"), _durations(c1, "cluster_autoscaler")),
+        _window(_durations(s0, "scaler"), _durations(s1, "scaler")),
+    )
+    n_ca = main_count(c1, "cluster_autoscaler") - base[0]
+    n_sc = main_count(s1, "scaler") - base[1]
+    verdicts = _scaler_verdicts(status)
+    ca_times = LoopTimes(
+        ca_f, int(n_ca), t1 - t0, (cpu1[0] - cpu0[0]) / max(n_ca, 1), rss[0],
+        sum(ca_sim) / len(ca_sim) if ca_sim else 0.0,
+        {"unneededLastLoop": len(ca_window[-1].unneeded) if ca_window else 0,
+         "skippedMessages": ca_skipped[-3:], "simulatedPerLoop": ca_sim},
+    )  # fmt: skip
+    sc_times = LoopTimes(
+        sc_f, int(n_sc), t1 - t0, (cpu1[1] - cpu0[1]) / max(n_sc, 1), rss[1],
+        float(sum(1 for r in verdicts.values() if r in _SIMULATED_REASONS)),
+        {"reasons": dict(Counter(verdicts.values())), "unneeded": sum(1 for r in verdicts.values() if r == "NoReason")},
+    )  # fmt: skip
+    return {"ca": ca_times.to_json(), "scaler": sc_times.to_json(), "warmupSeconds": warm_seconds}
+
+
+def httpx_get(url: str) -> str:
+    """GET ``url`` (``""`` on HTTP errors)."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=30).text
+    except httpx.HTTPError:
+        return ""
+
+
+def _scaler_verdicts(cm: Mapping[str, Any]) -> dict[str, str]:
+    import yaml
+
+    text = str(((cm or {}).get("data") or {}).get("status") or "")
+    if not text:
+        return {}
+    doc = yaml.safe_load(text) or {}
+    return {str(n["name"]): str(n["reason"]) for n in doc.get("nodes") or []}
