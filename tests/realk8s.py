@@ -176,13 +176,17 @@ class ControlPlane:
     Args:
         state_dir: where ``control-plane.sh`` keeps certificates, data, logs and PIDs.
         components: ``CONTROL_PLANE_COMPONENTS`` (default all three).
+        etcd_quota_bytes: etcd's backend quota instead of the script's 2 GiB (big snapshots).
 
     Use as a context manager, or :meth:`start` then :meth:`stop` in a ``finally``.
     """
 
-    def __init__(self, state_dir: Path, components: str = "apiserver kcm scheduler") -> None:
+    def __init__(
+        self, state_dir: Path, components: str = "apiserver kcm scheduler", etcd_quota_bytes: int | None = None
+    ) -> None:
         self.state_dir = Path(state_dir)
         self.components = components
+        self.etcd_quota_bytes = etcd_quota_bytes
         self.env: dict[str, str] = {}
         self._client: httpx.Client | None = None
         self._started = False
@@ -197,6 +201,16 @@ class ControlPlane:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._started = True  # from here on, stop() must run even if start fails half-way
         env = dict(os.environ, CONTROL_PLANE_COMPONENTS=self.components)
+        if self.etcd_quota_bytes:
+            # control-plane.sh runs the etcd on PATH with a 2 GiB backend quota; a snapshot of
+            # 150,000 pods needs more: a wrapper first on PATH raises it (the last flag wins).
+            etcd = shutil.which("etcd")
+            assert etcd is not None
+            wrapper = self.state_dir / "bin" / "etcd"
+            wrapper.parent.mkdir(parents=True, exist_ok=True)
+            wrapper.write_text(f'#!/bin/sh\nexec {etcd} "$@" --quota-backend-bytes={self.etcd_quota_bytes}\n')
+            wrapper.chmod(0o755)
+            env["PATH"] = f"{wrapper.parent}{os.pathsep}{env.get('PATH', '')}"
         out = subprocess.run(
             ["bash", str(SCRIPT), "start", str(self.state_dir)],
             capture_output=True, text=True, timeout=timeout, env=env, check=False,

@@ -23,8 +23,9 @@ through its ``status`` subresource afterwards:
   (Running, Ready) without ``qosClass`` (computed by the server). ``priority`` and
   ``preemptionPolicy`` are dropped so that the Priority admission plugin computes them from
   the class; a pod with a priority but no class gets the class ``peer-priority-<value>``.
-  Mirror pods lose ``serviceAccountName`` (the ServiceAccount admission refuses a mirror pod
-  naming one); other pods do not mount a token (``automountServiceAccountToken: false``).
+  Mirror pods lose ``serviceAccountName`` and any projected token volume (the ServiceAccount
+  admission refuses a mirror pod with either); other pods get no new token volume
+  (``automountServiceAccountToken: false``) and keep the ones they had.
 * **Namespaces**, their ``default`` ServiceAccount (no controller-manager creates it) and the
   **PriorityClasses** the pods name are created first.
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -293,6 +295,52 @@ def _pod_status(pod: Mapping[str, Any]) -> Obj | None:
     return status or None
 
 
+def _dns_label(name: str) -> str:
+    """``name`` as an RFC 1123 label (lower case, ``[a-z0-9-]``), as container names must be."""
+    label = re.sub(r"[^a-z0-9-]", "-", name.lower()).strip("-")
+    return label[:63] or "c"
+
+
+def _rename_containers(spec: Obj) -> bool:
+    """Make every container name a DNS label (a generated snapshot may hold names with dots);
+    True when one changed."""
+    changed = False
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        name = str(c.get("name") or "")
+        if _dns_label(name) != name:
+            c["name"] = _dns_label(name)
+            changed = True
+    return changed
+
+
+def _drop_token_volumes(spec: Obj, notes: Counter[str]) -> None:
+    """Remove projected ServiceAccount token volumes (and their mounts) from a mirror pod's
+    spec: the ServiceAccount admission plugin refuses a mirror pod using one."""
+    dropped = {
+        str(v.get("name"))
+        for v in spec.get("volumes") or []
+        if any("serviceAccountToken" in src for src in (v.get("projected") or {}).get("sources") or [])
+    }
+    if not dropped:
+        return
+    spec["volumes"] = [v for v in spec["volumes"] if v.get("name") not in dropped]
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m.get("name") not in dropped]
+    notes["mirror pods without their ServiceAccount token volume"] += 1
+
+
+def _pdb_status(pdb: Mapping[str, Any], notes: Counter[str]) -> Obj:
+    """The PDB's status as the disruption controller would have written it for the new object
+    (``observedGeneration`` 1); counts below 0, which the API server refuses, become 0."""
+    status = copy.deepcopy(dict(pdb.get("status") or {}))
+    for key in ("currentHealthy", "desiredHealthy", "expectedPods", "disruptionsAllowed"):
+        if isinstance(status.get(key), int) and status[key] < 0:
+            status[key] = 0
+            notes[f"PDB status {key} below 0 set to 0"] += 1
+    status["observedGeneration"] = 1
+    return status
+
+
 def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
     """Sort a snapshot's objects into a :class:`LoadPlan` (see the module docstring).
 
@@ -328,6 +376,7 @@ def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
         service_accounts.add((ns, "default"))
 
     pods: list[Step] = []
+    renamed: dict[tuple[str, str], bool] = {}
     for pod in by_kind.get("Pod", []):
         meta = _clean_meta(pod["metadata"])
         meta.setdefault("namespace", "default")
@@ -342,9 +391,13 @@ def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
             spec["priorityClassName"] = f"peer-priority-{int(priority)}"
             classes[spec["priorityClassName"]] = int(priority)
             notes["pods given a priority class for their priority"] += 1
+        if _rename_containers(spec):
+            renamed[(meta["namespace"], str(meta["name"]))] = True
+            notes["pods whose container names were made DNS labels"] += 1
         if ANNOTATION_MIRROR in (meta.get("annotations") or {}):
             spec.pop("serviceAccountName", None)
             spec.pop("serviceAccount", None)
+            _drop_token_volumes(spec, notes)
         else:
             spec["automountServiceAccountToken"] = False
             sa = spec.get("serviceAccountName") or spec.get("serviceAccount")
@@ -357,6 +410,13 @@ def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
             grace = int(pod["metadata"].get("deletionGracePeriodSeconds") or 30)
             notes["pods deleted after creation (Terminating in the snapshot)"] += 1
         pods.append(Step("Pod", body, _pod_status(pod), None, grace))
+
+    for m in pod_metrics:
+        meta = m.get("metadata") or {}
+        if renamed.get((str(meta.get("namespace") or "default"), str(meta.get("name")))):
+            m["containers"] = [
+                {**c, "name": _dns_label(str(c.get("name")))} for c in m.get("containers") or []
+            ]
 
     waves: list[tuple[str, list[Step]]] = []
     waves.append(("namespaces", [
@@ -401,7 +461,7 @@ def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
         Step("PodDisruptionBudget",
              {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _clean_meta(o["metadata"]),
               "spec": copy.deepcopy(o.get("spec") or {})},
-             {**copy.deepcopy(o.get("status") or {}), "observedGeneration": 1})
+             _pdb_status(o, notes))
         for o in by_kind.get("PodDisruptionBudget", [])
     ]))  # fmt: skip
 

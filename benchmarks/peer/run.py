@@ -77,15 +77,22 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def _others() -> list[str]:
-    """The busiest other processes right now (command names and CPU %), to say what else ran."""
+def _others(workdir: Path) -> list[str]:
+    """The busiest other processes right now (command, CPU % over its life, RSS), to say what
+    else ran: this run's own processes (the benchmark, and those whose command line names
+    ``workdir``: API server, etcd, both autoscalers) left out."""
     out = subprocess.run(
         ["ps", "-eo", "pcpu,rss,comm,args", "--sort=-pcpu"], capture_output=True, text=True, check=False
     )
     rows = []
-    for line in out.stdout.splitlines()[1:8]:
+    for line in out.stdout.splitlines()[1:12]:
         parts = line.split(None, 3)
-        if len(parts) == 4 and float(parts[0]) >= 5.0:
+        if (
+            len(parts) == 4
+            and float(parts[0]) >= 5.0
+            and str(workdir) not in parts[3]
+            and "benchmarks.peer" not in parts[3]
+        ):
             rows.append(
                 f"{parts[2]} {float(parts[0]):.0f}% cpu {int(parts[1]) // 1024} MiB: {parts[3][:120]}"
             )
@@ -164,7 +171,7 @@ def run_loops(sizes: list[int], workdir: Path, window_loops: int) -> dict[str, A
     results: dict[str, Any] = {}
     for nodes in sizes:
         name, objects = _objects(f"gen:{nodes}")
-        others_before = _others()
+        others_before = _others(workdir)
         print(f"[{name}] loading ...", file=sys.stderr)
         with harness.loaded_cluster(objects, workdir / f"loops-{nodes}") as loaded:
             print(f"[{name}] loaded in {loaded.report.seconds['total']:.0f}s "
@@ -178,7 +185,7 @@ def run_loops(sizes: list[int], workdir: Path, window_loops: int) -> dict[str, A
                 "caArgs": list(LOOP_CA_ARGS),
                 "scalerArgs": list(LOOP_SCALER_ARGS),
                 "othersBefore": others_before,
-                "othersAfter": _others(),
+                "othersAfter": _others(workdir),
                 "machine": _machine(),
                 **times,
             }
