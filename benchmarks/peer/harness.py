@@ -50,6 +50,7 @@ __all__ = [
     "Loaded",
     "LoopTimes",
     "ca_decisions",
+    "cross_check",
     "loaded_cluster",
     "loop_times",
     "scaler_decisions",
@@ -255,6 +256,73 @@ running)."""
 
 def _cpu_millicores(node: Mapping[str, Any]) -> int:
     return int((node.get("allocatable") or {}).get("cpuMillicores") or 0)
+
+
+# -- cross-check of order effects -----------------------------------------------------------------
+
+DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+
+
+def _restrict(loaded: Loaded, keep: set[str]) -> list[str]:
+    """Annotate every node outside ``keep`` ``scale-down-disabled`` (both autoscalers then
+    simulate only ``keep``, and still move pods onto the others); returns the nodes annotated
+    (those that did not carry the annotation already)."""
+    done = []
+    for node in loaded.cp.list("Node"):
+        name = node["metadata"]["name"]
+        if name in keep or (node["metadata"].get("annotations") or {}).get(DISABLED) == "true":
+            continue
+        loaded.cp.patch("Node", name, {"metadata": {"annotations": {DISABLED: "true"}}})
+        done.append(name)
+    return done
+
+
+def _lift(loaded: Loaded, names: Iterable[str]) -> None:
+    for name in names:
+        loaded.cp.patch("Node", name, {"metadata": {"annotations": {DISABLED: None}}})
+
+
+def cross_check(loaded: Loaded, ca_set: Iterable[str], our_set: Iterable[str], ca_args: Iterable[str],
+                ca_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
+    """Whether each side's answer is also an answer under the other's rules: with only CA's
+    unneeded nodes as candidates (every other node ``scale-down-disabled``, still a
+    destination), ``scaler dry-run`` in CA's mode; with only scaler's removable nodes as
+    candidates, a fresh cluster-autoscaler. When each finds the other's whole set removable,
+    the two sets differ only by the order in which candidates were simulated (which nodes'
+    pods took the destinations and the PDB budgets first). The annotations are removed again.
+
+    CA may place a pod of a node it simulated first onto a later candidate, and then cannot
+    move it again once its PDB is spent (kubernetes/autoscaler#7907); for each node of scaler's
+    set CA rejects, ``caRejected`` gives CA's reason and, for a PDB reason, the node the pod
+    it names really runs on.
+
+    Returns ``{"scalerOnCaSet": [...], "caOnScalerSet": [...], "caRejected": {node: {"reason",
+    "podNode"}}}`` (sorted node names).
+    """
+    annotated = _restrict(loaded, set(ca_set))
+    try:
+        scaler_on_ca = scaler_decisions(loaded, SCALER_CA_MODE).removable
+    finally:
+        _lift(loaded, annotated)
+    annotated = _restrict(loaded, set(our_set))
+    try:
+        with running_ca(loaded, ca_args, "cluster-autoscaler-cross-check.log") as ca:
+            ca_on_ours = ca_decisions(ca, loaded.cp, loops=2, timeout=ca_timeout)
+    finally:
+        _lift(loaded, annotated)
+    rejected = {}
+    for node in sorted(set(our_set) - set(ca_on_ours.removable)):
+        reason = ca_on_ours.reasons.get(node, "")
+        entry = {"reason": reason}
+        m = _PDB_POD.search(reason)
+        if m:  # which node the pod CA could not move really runs on
+            pod = loaded.cp.get("Pod", m.group(2), m.group(1)) or {}
+            entry["podNode"] = str((pod.get("spec") or {}).get("nodeName") or "")
+        rejected[node] = entry
+    return {"scalerOnCaSet": scaler_on_ca, "caOnScalerSet": ca_on_ours.removable, "caRejected": rejected}
+
+
+_PDB_POD = re.compile(r"not enough pod disruption budget to move ([^/\s]+)/(\S+)")
 
 
 # -- loop time ---------------------------------------------------------------------------------------

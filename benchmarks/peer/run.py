@@ -4,7 +4,8 @@ Two commands; each loads its clusters into a fresh kube-apiserver (:mod:`benchma
 records its results in ``docs/peer.json`` and rewrites the side-by-side section of
 ``docs/benchmarks.md`` from that file:
 
-* ``decisions [SNAPSHOT ...]`` (default: the bundled real-trace snapshots). With
+* ``decisions [SNAPSHOT ...]`` (default: the bundled real-trace snapshots, and a generated
+  200-node cluster with every constraint of :mod:`benchmarks.generate`). With
   cluster-autoscaler 1.30.7 running on the cluster (``--v=4``, nothing deleted, no search
   limit), ``scaler dry-run`` runs twice against the same API server: in CA's mode
   (``--utilization-source=requests --filter-plugins=``) and with its defaults (usage,
@@ -45,6 +46,7 @@ DEFAULT_SNAPSHOTS = (
     "scaler/examples/bitbrains-gke-day1",
     "tests/data/snapshots/bitbrains-gke-night",
     "scaler/examples/bitbrains-gke-night-lowreq",
+    "gen:200",
 )
 RESULTS = ROOT / "docs" / "peer.json"
 BENCH_MD = ROOT / "docs" / "benchmarks.md"
@@ -102,27 +104,41 @@ def _others(workdir: Path) -> list[str]:
 # -- decisions ----------------------------------------------------------------------------------------
 
 
-def classify(ca: Mapping[str, Any], ours: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Every node one side removes and the other keeps, with both reasons and a cause.
+def order_only(ca_set: set[str], our_set: set[str], cross: Mapping[str, Any]) -> bool:
+    """Whether a cross-check (:func:`benchmarks.peer.harness.cross_check`) shows the two sets
+    differ only by order: scaler finds all of CA's set removable, and CA all of scaler's,
+    except nodes it refused for a PDB spent by a pod that does not run on them (a pod CA's
+    own simulation had moved there from a node of the set it removed first)."""
+    if set(cross["scalerOnCaSet"]) != ca_set:
+        return False
+    for node in our_set - set(cross["caOnScalerSet"]):
+        rejected = (cross.get("caRejected") or {}).get(node) or {}
+        if not rejected.get("podNode") or rejected["podNode"] == node:
+            return False
+    return True
 
-    Causes: ``order`` when the node is one of several interchangeable nodes and the two
-    simulated them in a different order (CA in its node lister's order with empty and previously
-    unneeded nodes first, scaler by ascending utilization): CA kept it because its pods no longer
-    fit once other nodes were removed, or scaler kept it as the destination of pods it moved
-    first (``DestinationForMovedPods``). ``unexplained`` otherwise.
-    """
+
+def classify(
+    ca: Mapping[str, Any], ours: Mapping[str, Any], cross: Mapping[str, Any] | None = None
+) -> list[dict[str, str]]:
+    """Every node one side removes and the other keeps, with both reasons and, when ``cross``
+    (:func:`benchmarks.peer.harness.cross_check`) is given, a cause: ``order`` when
+    :func:`order_only` holds (the sets differ only by which candidates each simulated first:
+    CA in its node lister's order with empty and previously unneeded nodes first, scaler by
+    ascending utilization; whose pods took the destinations' room and the PDB budgets),
+    ``unexplained`` otherwise."""
     out = []
     ca_set, our_set = set(ca["removable"]), set(ours["removable"])
+    order = cross is not None and order_only(ca_set, our_set, cross)
     for node in sorted(ca_set ^ our_set):
-        ca_reason = "unneeded" if node in ca_set else ca["reasons"].get(node, "(no reason logged)")
-        our_reason = "removable" if node in our_set else ours["reasons"].get(node, "")
-        if (node in ca_set and our_reason.startswith(("DestinationForMovedPods", "NoPlaceToMovePods"))) or (
-            node in our_set and "is not suitable for removal" in ca_reason
-        ):
-            cause = "order"
-        else:
-            cause = "unexplained"
-        out.append({"node": node, "ca": ca_reason, "scaler": our_reason, "cause": cause})
+        entry = {
+            "node": node,
+            "ca": "unneeded" if node in ca_set else ca["reasons"].get(node, "(no reason logged)"),
+            "scaler": "removable" if node in our_set else ours["reasons"].get(node, ""),
+        }
+        if cross is not None:
+            entry["cause"] = "order" if order else "unexplained"
+        out.append(entry)
     return out
 
 
@@ -155,7 +171,13 @@ def run_decisions(sources: list[str], workdir: Path) -> dict[str, Any]:
                 "scalerCaMode": vars(ca_mode),
                 "scalerDefaults": vars(defaults),
             }
-            entry["parity"] = classify(entry["ca"], entry["scalerCaMode"])
+            if ca_dec.removable != ca_mode.removable:
+                print(f"[{name}] the sets differ: cross-check ...", file=sys.stderr)
+                entry["crossCheck"] = harness.cross_check(
+                    loaded, ca_dec.removable, ca_mode.removable, harness.CA_DECISION_FLAGS
+                )
+            entry["parity"] = classify(entry["ca"], entry["scalerCaMode"], entry.get("crossCheck") or {
+                "scalerOnCaSet": ca_dec.removable, "caOnScalerSet": ca_mode.removable})  # fmt: skip
             entry["usageVsCa"] = classify(entry["ca"], entry["scalerDefaults"])
             results[name] = entry
             print(f"[{name}] CA {len(ca_dec.removable)}, scaler CA mode {len(ca_mode.removable)}, "
@@ -231,18 +253,43 @@ def markdown(results: Mapping[str, Any]) -> str:
             "scaler: `scaler dry-run --kubeconfig … --utilization-source=requests --filter-plugins=` "
             "against the same API server while CA runs.",
             "",
-            "| cluster | nodes / pods | load | CA unneeded | scaler (CA mode) removable | same nodes | differences |",
-            "|---|---|---|---|---|---|---|",
+            "| cluster | nodes / pods | load | CA unneeded | scaler (CA mode) removable | same nodes | each finds the other's set removable | differences |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for name, e in dec.items():
             diffs = e["parity"]
             causes = ", ".join(f"{d['cause']}: `{d['node']}` ({'CA' if d['ca'] == 'unneeded' else 'scaler'} removes it)"
                                for d in diffs) or "none"  # fmt: skip
             same = len(set(e["ca"]["removable"]) & set(e["scalerCaMode"]["removable"]))
+            cross = e.get("crossCheck")
+            if cross is None:
+                checked = "— (same sets)"
+            else:
+                ca_set, ours = set(e["ca"]["removable"]), set(e["scalerCaMode"]["removable"])
+                ok_ours = set(cross["scalerOnCaSet"]) == ca_set
+                missed = sorted(ours - set(cross["caOnScalerSet"]))
+                rejected = cross.get("caRejected") or {}
+                twice = [n for n in missed if rejected.get(n, {}).get("podNode") not in (None, "", n)]
+                ca_says = "yes" if not missed else f"{len(ours) - len(missed)} of {len(ours)}"
+                if twice:
+                    ca_says += f" ({len(twice)} refused for a PDB spent by a pod CA had moved onto them)"
+                checked = f"scaler on CA's: {'yes' if ok_ours else 'no'}; CA on scaler's: {ca_says}"
             lines.append(
                 f"| {name} | {e['nodes']} / {e['pods']:,} | {_secs(e['loadSeconds']['total'])} | "
-                f"{len(e['ca']['removable'])} | {len(e['scalerCaMode']['removable'])} | {same} | {causes} |"
+                f"{len(e['ca']['removable'])} | {len(e['scalerCaMode']['removable'])} | {same} | {checked} | {causes} |"
             )
+        lines += [
+            "",
+            "Where the two sets differ, each side is run once more with only the other's set as "
+            "candidates (every other node annotated `cluster-autoscaler.kubernetes.io/scale-down-disabled`, "
+            "still a destination; CA restarted). When each then finds the other's whole set removable, the "
+            "difference is the order in which candidates were simulated (`order`): CA takes them in its node "
+            "lister's order (empty and previously unneeded nodes first), scaler by ascending utilization, and "
+            "whichever node goes first takes the destinations' room and the PDB budgets. CA also places pods "
+            "onto candidates it simulates later; when such a node's turn comes, the pod moved onto it must move "
+            "again and its PDB, already charged, refuses (kubernetes/autoscaler#7907). scaler places moved pods "
+            "on non-candidates first and never removes a node that received pods (`DestinationForMovedPods`).",
+        ]
         lines += ["", "Each difference, with what each side said about the node:", ""]
         any_diff = False
         for name, e in dec.items():
