@@ -240,8 +240,16 @@ def scaler_decisions(loaded: Loaded, args: Iterable[str] = ()) -> Decisions:
     }
     simulated = sum(1 for n in nodes if n["reason"] in _SIMULATED_REASONS)
     freed = sum(_cpu_millicores(n) for n in nodes if n["removable"])
-    return Decisions(removable, reasons, simulated, took, {"freedCpuMillicores": freed,
-                                                           "reasonCounts": dict(Counter(n["reason"] for n in nodes))})  # fmt: skip
+    per_node = {
+        n["name"]: {"cpuMillicores": _cpu_millicores(n), "usage": (n.get("utilization") or {}).get("value")}
+        for n in nodes
+    }
+    extra = {
+        "freedCpuMillicores": freed,
+        "reasonCounts": dict(Counter(n["reason"] for n in nodes)),
+        "nodes": per_node,
+    }
+    return Decisions(removable, reasons, simulated, took, extra)
 
 
 _SIMULATED_REASONS = frozenset({"NoReason", "NoPlaceToMovePods", "BlockedByPod", "BlockedByOnCompletionPod"})

@@ -224,6 +224,15 @@ def _names(nodes: list[str]) -> str:
     return ", ".join(f"`{n}`" for n in nodes) if nodes else "—"
 
 
+def _removed(nodes: set[str], entry: Mapping[str, Any]) -> str:
+    """``N (X vCPU, busiest Y%)`` for a set of removed nodes, from scaler's per-node figures."""
+    per_node = (entry["scalerDefaults"].get("extra") or {}).get("nodes") or {}
+    vcpu = sum((per_node.get(n) or {}).get("cpuMillicores") or 0 for n in nodes) / 1000
+    usage = [u for n in nodes if (u := (per_node.get(n) or {}).get("usage")) is not None]
+    busiest = f", busiest {max(usage):.0%}" if usage else ""
+    return f"{len(nodes)} ({vcpu:.1f} vCPU{busiest})"
+
+
 def _secs(v: float) -> str:
     return f"{v:.2f} s" if v < 10 else f"{v:.1f} s"
 
@@ -303,16 +312,16 @@ def markdown(results: Mapping[str, Any]) -> str:
             "### What each removes: CA beside scaler's defaults (usage, TargetUsage)",
             "",
             "The same clusters and the same CA loop; scaler: `scaler dry-run --kubeconfig …` with its "
-            "defaults. vCPU: the removable nodes' allocatable CPU.",
+            "defaults. vCPU: the removed nodes' allocatable CPU; busiest: the highest real utilization "
+            "(max of cpu and memory usage / allocatable, from the served NodeMetrics) among the removed nodes.",
             "",
             "| cluster | CA removes | scaler removes | both | only CA | only scaler |",
             "|---|---|---|---|---|---|",
         ]
         for name, e in dec.items():
             ca_set, ours = set(e["ca"]["removable"]), set(e["scalerDefaults"]["removable"])
-            vcpu = e["scalerDefaults"]["extra"].get("freedCpuMillicores", 0) / 1000
             lines.append(
-                f"| {name} | {len(ca_set)} | {len(ours)} ({vcpu:.1f} vCPU) | {len(ca_set & ours)} | "
+                f"| {name} | {_removed(ca_set, e)} | {_removed(ours, e)} | {len(ca_set & ours)} | "
                 f"{_names(sorted(ca_set - ours))} | {_names(sorted(ours - ca_set))} |"
             )
         lines += ["", "Why scaler keeps the nodes CA removes, and removes the nodes CA keeps:", ""]
