@@ -14,7 +14,8 @@ records its results in ``docs/peer.json`` and rewrites the side-by-side section 
 * ``loops --nodes 1000,5000``: a generated cluster (:func:`benchmarks.generate.generate`, about
   30 pods per node) per size; cluster-autoscaler (CA's defaults, ``--v=4`` as its Helm chart
   runs it) and ``scaler run --dry-run`` (scaler's defaults, every candidate re-simulated every
-  loop: ``--unremovable-node-recheck-timeout=0s``) run at the same time; each one's loop time
+  loop: ``--unremovable-node-recheck-timeout=0s``; no node status writes) run at the same time;
+  each one's loop time
   comes from its own ``function_duration_seconds`` metrics over a window of steady loops.
 
 A snapshot argument is a directory of ``kubectl get -o json`` files or ``gen:N`` (a generated
@@ -54,8 +55,10 @@ BEGIN, END = "<!-- peer:begin (python -m benchmarks.peer) -->", "<!-- peer:end -
 LOOP_CA_ARGS = ("--v=4", "--scale-down-unneeded-time=1h")
 """CA's defaults otherwise (10 s scan interval, 30 s simulation budget, unneeded-node limit
 from ``--max-scale-down-parallelism`` 10); nothing becomes deletable within a run."""
-LOOP_SCALER_ARGS = ("--unremovable-node-recheck-timeout=0s",)
-"""scaler's defaults otherwise (usage, TargetUsage, 10 s scan interval)."""
+LOOP_SCALER_ARGS = ("--unremovable-node-recheck-timeout=0s", "--write-node-status=false")
+"""scaler's defaults otherwise (usage, TargetUsage, 10 s scan interval). Neither writes nodes
+in the loop: scaler's per-node status annotation (50 nodes a loop until every node carries
+its verdict: 100 loops at 5,000 nodes) is off, as CA's soft taints are (:data:`realk8s.CA_FLAGS`)."""
 
 
 def _objects(source: str) -> tuple[str, Iterator[dict[str, Any]]]:
@@ -337,7 +340,7 @@ def markdown(results: Mapping[str, Any]) -> str:
             "Generated clusters (`benchmarks.generate`, about 30 pods per node). cluster-autoscaler with its "
             f"defaults and `{' '.join(LOOP_CA_ARGS)}` (`--v=4` as its Helm chart runs it; nothing becomes "
             "deletable within the run) and `scaler run --dry-run` with its defaults and "
-            f"`{' '.join(LOOP_SCALER_ARGS)}` (every candidate re-simulated every loop, with usage) run at "
+            f"`{' '.join(LOOP_SCALER_ARGS)}` (every candidate re-simulated every loop, with usage; no per-node status writes, as CA writes no soft taints here) run at "
             "the same time on the same API server. Loop times are each one's own "
             "`function_duration_seconds` (`cluster_autoscaler_…` and `scaler_…`, sum/count over the same "
             "window of steady loops, after two warm-up loops each); CPU per loop from `/proc`.",
