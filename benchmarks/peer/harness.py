@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -366,8 +367,6 @@ class LoopTimes:
 
 
 def _cpu_seconds(pid: int) -> float:
-    import os
-
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -472,7 +471,20 @@ def loop_times(loaded: Loaded, ca_args: Iterable[str], scaler_args: Iterable[str
         float(sum(1 for r in verdicts.values() if r in _SIMULATED_REASONS or r in _UNNEEDED_REASONS)),
         {"reasons": dict(Counter(verdicts.values())), "unneeded": sum(1 for r in verdicts.values() if r in _UNNEEDED_REASONS)},
     )  # fmt: skip
-    return {"ca": ca_times.to_json(), "scaler": sc_times.to_json(), "warmupSeconds": warm_seconds}
+    return {"ca": ca_times.to_json(), "scaler": sc_times.to_json(), "warmupSeconds": warm_seconds,
+            "peakRssBytes": peak_rss(loaded)}  # fmt: skip
+
+
+def peak_rss(loaded: Loaded) -> dict[str, int]:
+    """Peak resident size (``VmHWM``) of the control plane's processes and of this harness
+    process (its metrics server thread, and what the load left behind)."""
+    out = {"harness": _rss_peak(os.getpid())}
+    pids = Path(loaded.cp.state_dir) / "pids"
+    for line in pids.read_text().splitlines() if pids.exists() else []:
+        name, _, pid = line.partition(" ")
+        with contextlib.suppress(OSError, ValueError):
+            out[name] = _rss_peak(int(pid))
+    return out
 
 
 def httpx_get(url: str) -> str:

@@ -361,10 +361,15 @@ def markdown(results: Mapping[str, Any]) -> str:
             )
         lines.append("")
         for size, e in sorted(loops.items(), key=lambda kv: int(kv[0])):
-            lines.append(f"- {int(size):,} nodes: window of {e['ca']['loops']} CA loops and {e['scaler']['loops']} "
-                         f"scaler loops ({e['ca']['window_seconds']:.0f} s); machine {e['machine']['nproc']} cores, "
-                         f"load average {e['machine']['loadavg'][0]:.1f} at the end; also running: "
-                         f"{'; '.join(e['othersAfter']) or 'nothing busy'}.")  # fmt: skip
+            rss = e.get("peakRssBytes") or {}
+            gib = ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in sorted(rss.items()))
+            load = e["loadSeconds"]["total"]
+            lines.append(f"- {int(size):,} nodes: loaded in {load / 60:.1f} min ({e['loadRequests']:,} requests, "
+                         f"{e['loadRequests'] / load:.0f} a second; pods {e['loadSeconds'].get('pods', 0) / 60:.1f} min); "
+                         f"window of {e['ca']['loops']} CA loops and {e['scaler']['loops']} scaler loops "
+                         f"({e['ca']['window_seconds']:.0f} s); peak RSS {gib or 'not recorded'}; machine "
+                         f"{e['machine']['nproc']} cores, load average {e['machine']['loadavg'][0]:.1f} at the end; "
+                         f"also running: {'; '.join(e['othersAfter']) or 'nothing busy'}.")  # fmt: skip
         lines.append("")
     lines.append(END)
     return "\n".join(lines) + "\n"
