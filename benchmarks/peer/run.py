@@ -343,7 +343,10 @@ def markdown(results: Mapping[str, Any]) -> str:
             f"`{' '.join(LOOP_SCALER_ARGS)}` (every candidate re-simulated every loop, with usage; no per-node status writes, as CA writes no soft taints here) run at "
             "the same time on the same API server. Loop times are each one's own "
             "`function_duration_seconds` (`cluster_autoscaler_…` and `scaler_…`, sum/count over the same "
-            "window of steady loops, after two warm-up loops each); CPU per loop from `/proc`.",
+            "window of steady loops, after two warm-up loops each); CPU per loop from `/proc`. CA 1.30 searches "
+            "for unneeded nodes in `findUnneeded`; its `scaleDown` times only the deletion step (nothing to delete "
+            "here). Simulated: CA's `Simulating node … removal` log lines per loop; scaler's verdicts given after "
+            "the drain rules ran on the node, from its status ConfigMap.",
             "",
             "| nodes / pods | load | CA `main` | CA `scaleDown` | CA `findUnneeded` | scaler `main` | scaler / CA | CPU per loop CA / scaler | peak RSS CA / scaler | simulated per loop CA / scaler |",
             "|---|---|---|---|---|---|---|---|---|---|",
