@@ -1118,22 +1118,8 @@ class ClusterAutoscaler:
             return f.read().decode("utf-8", "replace")
 
     def loops(self) -> list[CaLoop]:
-        """The completed loops in its log (needs ``--v=4``): the text between one ``Starting main
-        loop`` and the next."""
-        loops: list[CaLoop] = []
-        current: list[str] | None = None
-        for raw in self.output.splitlines():
-            m = _KLOG.match(raw)
-            if m is None:
-                continue
-            line = m.group(1)
-            if line.startswith("Starting main loop"):
-                if current is not None:
-                    loops.append(_ca_loop(current))
-                current = []
-            elif current is not None:
-                current.append(line)
-        return loops
+        """The completed loops in its log so far (:func:`ca_loops`)."""
+        return ca_loops(self.output)
 
     def wait_loops(self, count: int, timeout: float = 120.0) -> list[CaLoop]:
         """Wait until ``count`` loops are complete (fails early if it exits)."""
@@ -1168,6 +1154,25 @@ def prometheus_samples(text: str, name: str) -> dict[str, float]:
         if m and m.group(1) == name:
             out[m.group(2) or ""] = float(m.group(3))
     return out
+
+
+def ca_loops(log: str) -> list[CaLoop]:
+    """The completed loops in a cluster-autoscaler log (``--v=4``, klog format): the messages
+    between one ``Starting main loop`` and the next (the last, unfinished loop is left out)."""
+    loops: list[CaLoop] = []
+    current: list[str] | None = None
+    for raw in log.splitlines():
+        m = _KLOG.match(raw)
+        if m is None:
+            continue
+        line = m.group(1)
+        if line.startswith("Starting main loop"):
+            if current is not None:
+                loops.append(_ca_loop(current))
+            current = []
+        elif current is not None:
+            current.append(line)
+    return loops
 
 
 def _ca_loop(lines: list[str]) -> CaLoop:
