@@ -90,7 +90,7 @@ def _work_evaluate(nodes: int, runs: int, profile: bool) -> dict[str, Any]:
     from collections import Counter
 
     pods_by_node = counted_pods(snapshot, config)
-    sizes = Counter(n.node_group for n in snapshot.nodes if n.node_group)
+    sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
     candidates = {
         n.name

@@ -26,33 +26,49 @@ def _target(f: Fraction) -> str:
 
 class TargetUsage:
     """Filter plugin ``TargetUsage`` (seed 004): a pod may go to a node only if the node's real
-    usage, plus what this evaluation already moved there, plus the pod's request stays under the
-    targets.
+    usage, plus what this evaluation already moved there, plus what the pod itself uses stays
+    under the targets.
 
     For destination node *n* and pod *p* (CPU in millicores, memory in bytes)::
 
-        (usage_cpu(n) + Σ cpu_request(moved → n) + cpu_request(p)) / allocatable_cpu(n) <= target_cpu_usage
-        (usage_mem(n) + Σ mem_request(moved → n) + mem_request(p)) / allocatable_mem(n) <  target_memory_usage
+        (usage_cpu(n) + Σ load_cpu(moved → n) + load_cpu(p)) / allocatable_cpu(n) <= target_cpu_usage
+        (usage_mem(n) + Σ load_mem(moved → n) + load_mem(p)) / allocatable_mem(n) <  target_memory_usage
 
     ``<=`` for CPU and strict ``<`` for memory, exactly as seed 004 (``cpuUsage > 0.45`` rejects,
-    ``memoryUsage >= 0.75`` rejects). ``usage`` is the node's NodeMetrics value, fixed for the
-    whole evaluation; metrics cannot see pods the simulation moves, so the Σ term
-    (``NodeState.moved_cpu_millicores`` / ``moved_memory_bytes``, maintained by
-    ``ClusterState.place``) adds the requests of every pod already placed on *n* in this
-    evaluation, including by earlier, committed node removals. Without it two candidates could
-    each "fit" onto the same destination and together push it over the target. Seed 004 had no
-    such term: each Filter call saw only usage + one pod.
+    ``memoryUsage >= 0.75`` rejects).
+
+    **usage(n)** is the destination's real usage, fixed for the whole evaluation: the larger of
+    its aggregated and its newest NodeMetrics reading, plus the pods that started after that
+    reading's window began and so are not in it yet (:func:`scaler.utilization.node_utilization`,
+    ``destination_cpu_millicores``).
+
+    **load(p)** is what a moved pod will use on its new node: per resource ``max(request, real
+    usage)``, real usage from the pod's PodMetrics aggregated as node usage is (the larger of the
+    aggregate and the newest reading), the request alone when the pod has no PodMetrics
+    (:meth:`ClusterState.load`, :func:`scaler.utilization.pod_load`). A pod with neither a request
+    nor PodMetrics for a resource has unknown usage: the engine keeps its node
+    (``MetricsUnavailable``) rather than take it as zero. Seed 004 added the pod's request only,
+    and only its first container's (``pod.Spec.Containers[0].Resources.Requests``): a pod using
+    more than it requests, or a BestEffort pod requesting nothing, then lands on a destination
+    that it pushes past the target (ten BestEffort pods using 180m each fit on a 4-core node at
+    42.5% CPU and take it to 87.5%). Requests under-state real use precisely on the clusters
+    scaler is for, so scaler counts the larger of the two.
+
+    **Σ load(moved → n)** (``NodeState.moved_cpu_millicores`` / ``moved_memory_bytes``,
+    maintained by ``ClusterState.place``) adds every pod already placed on *n* in this
+    evaluation, including by earlier, committed node removals: metrics cannot see pods the
+    simulation moves. Without it two candidates could each "fit" onto the same destination and
+    together push it over the target. Seed 004 had no such term: each Filter call saw only usage
+    + one pod.
 
     The comparison is exact: thresholds become ``Fraction(str(threshold))`` (0.45 → 9/20) and
     the test is an integer cross-multiplication, so a node at exactly 45 % CPU passes and one
     at exactly 75 % memory fails, with no float rounding.
 
     Rejects with a reason when the node has no usage (no fresh NodeMetrics: "unknown usage") or
-    zero allocatable CPU or memory. Unlike seed 004 (first container's request), the pod's
-    request is its effective request (``Pod.requests``: containers, init containers, overhead).
-    Thresholds come from ``config.target_cpu_usage`` and ``config.target_memory_usage``
-    (fractions 0–1; defaults 0.45 and 0.75), or from the *destination's* node pool where
-    ``node-pools`` overrides them (``config.for_pool``).
+    zero allocatable CPU or memory. Thresholds come from ``config.target_cpu_usage`` and
+    ``config.target_memory_usage`` (fractions 0–1; defaults 0.45 and 0.75), or from the
+    *destination's* node pool where ``node-pools`` overrides them (``config.for_pool``).
 
     ``filter_nodes`` gives the same verdicts for many nodes at once from the state's node table
     (NumPy int64, still exact integer arithmetic; it falls back to :meth:`filter` node by node
@@ -109,11 +125,12 @@ class TargetUsage:
         if alloc_mem <= 0:
             return self._reasons[2]
         ci, mi = self._pool_targets.get(node.node.node_group, (0, 0))
-        cpu = usage_cpu + node.moved_cpu_millicores + pod.requests.cpu_millicores
+        load_cpu, load_mem = state.load(pod)
+        cpu = usage_cpu + node.moved_cpu_millicores + load_cpu
         t = self._cpu_targets[ci]
         if cpu * t.denominator > t.numerator * alloc_cpu:
             return self._reasons[3 + ci]
-        mem = usage_mem + node.moved_memory_bytes + pod.requests.memory_bytes
+        mem = usage_mem + node.moved_memory_bytes + load_mem
         t = self._mem_targets[mi]
         if mem * t.denominator >= t.numerator * alloc_mem:
             return self._reasons[self._mem_code0 - 1 + mi]
@@ -148,8 +165,9 @@ class TargetUsage:
         if len(nodes) == 0:
             return codes, self._reasons
         alloc_cpu, alloc_mem = tab.alloc_cpu[nodes], tab.alloc_mem[nodes]
-        cpu = tab.usage_cpu[nodes] + tab.moved_cpu[nodes] + pod.requests.cpu_millicores
-        mem = tab.usage_mem[nodes] + tab.moved_mem[nodes] + pod.requests.memory_bytes
+        load_cpu, load_mem = state.load(pod)
+        cpu = tab.usage_cpu[nodes] + tab.moved_cpu[nodes] + load_cpu
+        mem = tab.usage_mem[nodes] + tab.moved_mem[nodes] + load_mem
         limit = 2**62
         for values in (cpu, alloc_cpu, mem, alloc_mem):
             if max(abs(int(values.max())), abs(int(values.min()))) * self._largest_term >= limit:

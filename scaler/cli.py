@@ -98,7 +98,7 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
             if annotation is bool:
                 kwargs.update(nargs="?", const="true", metavar="true|false")
             elif key == "nodes":
-                kwargs.update(action="append", metavar="MIN:MAX:POOL")
+                kwargs.update(action="append", metavar="MIN:MAX:NAME")
             elif key == "budgets":
                 kwargs.update(action="append", metavar="BUDGET")
             elif get_origin(annotation) is Literal:
@@ -337,9 +337,12 @@ def _snapshot(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from scaler.observability import configure_logging
     from scaler.runner import StartupError, build_runner, run_forever
+    from scaler.simulator.registry import resolve_plugins
     from scaler.sources.kube import ClusterUnreachable, make_api_client
 
     config = _config(args)
+    # Plugin names are resolved once, here, before anything else: a typo exits 2 at start.
+    plugins = resolve_plugins(config)
     _prices(config)  # a bad --prices file is an error now, not in the first loop
     configure_logging(config.log_format)
     try:
@@ -347,7 +350,7 @@ def _run(args: argparse.Namespace) -> int:
     except ClusterUnreachable as e:
         raise UsageError(f"cluster unreachable: {e}") from None
     try:
-        runner = build_runner(config, api, dry_run=args.dry_run)
+        runner = build_runner(config, api, dry_run=args.dry_run, plugins=plugins)
     except StartupError as e:
         raise UsageError(str(e)) from None
     code = run_forever(runner)

@@ -69,7 +69,10 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "scale_down_unready_time": "How long a NotReady node must stay unneeded before it is deleted (live mode).",
         "unremovable_node_recheck_timeout": "A node found unremovable, or whose removal failed, is not re-checked "
         "for this long (live mode).",
-        "nodes": "MIN:MAX:POOL size limits of a node group (repeatable). Without it a group's min is 0.",
+        "nodes": "MIN:MAX:NAME size limits (repeatable). NAME is a node pool, whose limits then hold in each of "
+        "its zones, as GKE's own --min-nodes/--max-nodes do (one MIG per zone), or one of its MIGs "
+        "(gke-CLUSTER-POOL-HASH-grp or its URL), then limited on its own; a MIG's entry wins over its pool's. "
+        "Without it the min is 0.",
     },
     "Drain rules": {
         "skip_nodes_with_local_storage": "Block nodes with pods using emptyDir (not Memory) or hostPath volumes.",
@@ -125,7 +128,7 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "[;name=NAME]'. Default: none (only the parallelism flags limit).",
         "node_pools": "Per node pool overrides of scale-down-utilization-threshold, scale-down-unneeded-time, "
         "scale-down-unready-time, target-cpu-usage, target-memory-usage and usage-aggregation, and the pool's "
-        "min-size and max-size (as --nodes; a --nodes entry for the same pool wins). Config file only.",
+        "min-size and max-size (as --nodes: in each zone; a --nodes entry for the same pool wins). Config file only.",
     },
     "Savings": {
         "prices": "YAML price table merged over the bundled one (machine type, region, on-demand or Spot; USD per "
@@ -203,7 +206,8 @@ class ConfigError(ValueError):
 
 
 class NodeGroupSpec(BaseModel):
-    """``--nodes=MIN:MAX:POOL``: size limits of one node group (GKE node pool), in nodes."""
+    """``--nodes=MIN:MAX:NAME``: size limits, in nodes, of each zone of node pool ``NAME``, or of
+    the managed instance group ``NAME`` (:class:`scaler.eligibility.GroupLimits`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -220,7 +224,7 @@ def parse_node_group_spec(value: str) -> NodeGroupSpec:
     """
     m = re.fullmatch(r"(\d+):(\d+):(.+)", value.strip())
     if not m:
-        raise ConfigError(f"--nodes: expected MIN:MAX:POOL, got {value!r}")
+        raise ConfigError(f"--nodes: expected MIN:MAX:NAME, got {value!r}")
     lo, hi, name = int(m[1]), int(m[2]), m[3].rstrip("/").rsplit("/", 1)[-1]
     if not name:  # "1:3:/" would otherwise escape as a pydantic ValidationError
         raise ConfigError(f"--nodes: empty node group name in {value!r}")

@@ -1,7 +1,8 @@
 """``scaler run``: the controller loop around the pure engine and planner.
 
 Every ``--scan-interval``: read the cluster (watch caches plus one node-metrics and one
-pod-metrics LIST), record usage, evaluate with usage aggregated over the unneeded window, plan,
+pod-metrics LIST), record usage (nodes, and the pods of the nodes that may become candidates),
+evaluate with usage aggregated over the unneeded window, plan,
 and — when leader, not stopping and not in ``--dry-run`` — start the removals. While the metrics
 API does not answer, a loop only reports the outage (status, ``scaler_metrics_api_available``,
 health) and starts nothing. Metrics report
@@ -44,11 +45,13 @@ from scaler.planner import (
     ScaleDownPlan,
     plan,
     record_failures,
+    record_pod_usage,
     record_usage,
     with_aggregated_usage,
 )
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.replay.prices import PriceTable, load_price_table
+from scaler.simulator.registry import Plugins, resolve_plugins
 from scaler.sources.kube import MetricsUnavailable
 
 __all__ = ["Controller"]
@@ -81,6 +84,12 @@ class Controller:
         node_groups: node name → node group of the cluster's nodes now, without metrics (the
             watch cache); during a metrics outage every one of them is reported
             ``MetricsUnavailable`` (default: the nodes of the last successful loop).
+        plugins: the simulation's plugins, resolved from their names once for the life of the
+            controller and shared by the evaluation and the actuator's re-check, fresh instances
+            each evaluation (``None``: resolved from ``config`` here).
+
+    Raises:
+        scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
     """
 
     def __init__(
@@ -97,8 +106,10 @@ class Controller:
         actuator_factory: Callable[..., Actuator] = Actuator,
         source_problem: Callable[[], str] | None = None,
         node_groups: Callable[[], Mapping[str, str]] | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         self.config = config
+        self.plugins = resolve_plugins(config) if plugins is None else plugins
         self.snapshot_source = snapshot_source
         self.writer = writer
         self.cloud = cloud
@@ -118,6 +129,7 @@ class Controller:
         self._outcome_lock = threading.Lock()
         self._recovered = False
         self._last_status: dict[str, object] | None = None
+        self._sampled_nodes: set[str] | None = None  # None: every pod (before the first evaluation)
         self._groups: dict[str, str] = {}  # node -> node group, as of the last snapshot
         self.metrics_unavailable_since: float | None = None
         """When the current metrics API outage began (Unix seconds), ``None`` when there is none."""
@@ -132,6 +144,7 @@ class Controller:
             metrics,
             self._record_outcome,
             clock=clock,
+            plugins=self.plugins,
         )
 
     # ---- outcomes from actuator threads -------------------------------------------------------------
@@ -201,18 +214,43 @@ class Controller:
         pools = {p: cfg.for_pool(p) for p in cfg.node_pools}
         windows = {p: c.scale_down_unneeded_time for p, c in pools.items()}
         history = record_usage(self.state.usage_history, snapshot, cfg.scale_down_unneeded_time, windows)
+        pod_history = record_pod_usage(
+            self.state.pod_usage_history, snapshot, cfg.scale_down_unneeded_time, self._sampled_nodes, windows
+        )
         in_flight = dict(self.actuator.in_flight)
         self.state = replace(
             self.state,
             usage_history=history,
+            pod_usage_history=pod_history,
             in_flight=in_flight,
             in_flight_drains=frozenset(self.actuator.drains),
         )
         methods = {p: Aggregation(c.usage_aggregation) for p, c in pools.items()}
-        aggregated = with_aggregated_usage(snapshot, history, Aggregation(cfg.usage_aggregation), methods)
-        evaluation = evaluate(aggregated, cfg, recently_unremovable=self.state.recently_unremovable(now))
+        aggregated = with_aggregated_usage(
+            snapshot, history, Aggregation(cfg.usage_aggregation), methods, pod_history=pod_history
+        )
+        filters, scorers = self.plugins.build()
+        evaluation = evaluate(
+            aggregated,
+            cfg,
+            filters=filters,
+            scorers=scorers,
+            recently_unremovable=self.state.recently_unremovable(now),
+        )
+        # Pods whose usage history the next loops keep: those of the nodes that may be candidates.
+        self._sampled_nodes = {
+            r.node.name for r in evaluation.nodes if r.reason is not UnremovableReason.NotUnderutilized
+        }
         self.cloud.refresh()
-        sizes = {g.id: GroupSize(g.min_size, g.max_size, g.target_size) for g in self.cloud.node_groups()}
+        sizes = {
+            g.id: GroupSize(
+                g.min_size,
+                g.max_size,
+                g.target_size,
+                {z.zone: GroupSize(z.min_size, z.max_size, z.target_size) for z in g.zone_groups},
+            )
+            for g in self.cloud.node_groups()
+        }
         last_scale_up = max((n.creation_ts for n in snapshot.nodes), default=None)
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight

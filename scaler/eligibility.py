@@ -2,7 +2,8 @@
 
 Source: CA ``core/scaledown/eligibility/eligibility.go FilterOutUnremovable`` and
 ``processors/nodes/pre_filtering_processor.go``. Order: RecentlyUnremovable, CurrentlyBeingDeleted,
-ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: group size ≤ min),
+ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's pool has
+no more nodes in its zone than its minimum there, :class:`GroupLimits`),
 UnexpectedError (zero allocatable), ScaleDownUnreadyDisabled, MetricsUnavailable (ours: a non-empty
 node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-threshold``; a node
 *at* the threshold is underutilized, as in CA since fix #8975).
@@ -11,14 +12,20 @@ node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scaler.config import NodeGroupSpec, ScalerConfig
 from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, Node
 from scaler.reasons import UnremovableReason
 from scaler.utilization import NodeUtilization
 
-__all__ = ["CURRENTLY_BEING_DELETED_SECONDS", "Ineligible", "check_eligibility", "node_group_limits"]
+__all__ = [
+    "CURRENTLY_BEING_DELETED_SECONDS",
+    "GroupLimits",
+    "Ineligible",
+    "check_eligibility",
+    "node_group_limits",
+]
 
 # CA actuation/delete_in_batch.go MaxCloudProviderNodeDeletionTime: a younger ToBeDeleted taint
 # means the node is being deleted.
@@ -28,35 +35,68 @@ CURRENTLY_BEING_DELETED_SECONDS = 300.0
 _MAX_POOL_SIZE = 1000
 
 
-def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> dict[str, NodeGroupSpec]:
-    """Resolve every ``--nodes`` entry to the node pool it limits.
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """``--nodes`` limits, per zone of a node pool.
 
-    An entry names a pool directly, or a managed instance group (the last segment of a MIG
-    URL, ``gke-<cluster>-<pool>-<hash>-grp``). A MIG is resolved as CA's GCE provider does: its
-    instances are named after its base name (the name without ``-grp``), so the pool of the
-    nodes whose names start with ``<base>-`` is the one it limits. An entry that matches no node
-    limits nothing. Returns pool name → limits; an exact pool name wins over a MIG. A pool
-    with ``min-size`` or ``max-size`` in ``node-pools`` and no ``--nodes`` entry gets those.
+    A GKE node pool is one managed instance group per zone, and its autoscaling limits
+    (``minNodeCount``/``maxNodeCount``, ``gcloud --min-nodes/--max-nodes``) hold for each zone;
+    cluster-autoscaler's GCE provider makes each MIG a node group of its own. ``--nodes`` follows
+    suit: an entry naming a node pool limits each of the pool's zones; an entry naming a MIG
+    (``gke-<cluster>-<pool>-<hash>-grp``, or its URL) limits that MIG, i.e. its pool in its zone,
+    and wins there over an entry naming the pool.
+
+    Attributes:
+        pools: pool name → limits of each of its zones (entries naming a pool; every entry is
+            listed here by its name).
+        zones: ``(pool, zone)`` → limits (entries naming a MIG, resolved through node names).
+        migs: MIG name → limits (entries naming a MIG), for providers that see the MIGs.
+    """
+
+    pools: Mapping[str, NodeGroupSpec] = field(default_factory=dict)
+    zones: Mapping[tuple[str, str], NodeGroupSpec] = field(default_factory=dict)
+    migs: Mapping[str, NodeGroupSpec] = field(default_factory=dict)
+
+    def for_zone(self, pool: str, zone: str, mig: str = "") -> NodeGroupSpec | None:
+        """The limits of ``pool`` in ``zone`` (its MIG named ``mig`` when known): an entry naming
+        the MIG, else one naming the pool; ``None`` without either."""
+        if mig and mig in self.migs:
+            return self.migs[mig]
+        spec = self.zones.get((pool, zone))
+        return spec if spec is not None else self.pools.get(pool)
+
+    def min_size(self, pool: str, zone: str, mig: str = "") -> int:
+        """The minimum number of nodes of ``pool`` in ``zone`` (0 without a ``--nodes`` entry)."""
+        spec = self.for_zone(pool, zone, mig)
+        return spec.min_size if spec is not None else 0
+
+
+def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> GroupLimits:
+    """Resolve every ``--nodes`` entry to the node pools and zones it limits (:class:`GroupLimits`).
+
+    An entry names a pool, or a managed instance group (the last segment of a MIG URL,
+    ``gke-<cluster>-<pool>-<hash>-grp``). A MIG is resolved as CA's GCE provider does: its
+    instances are named after its base name (the name without ``-grp``), so the pool and zone of
+    the nodes whose names start with ``<base>-`` are the ones it limits. An entry that matches no
+    node limits nothing here (a provider that sees the MIG still applies it). A pool with
+    ``min-size`` or ``max-size`` in ``node-pools`` and no ``--nodes`` entry gets those, per zone
+    as well.
     """
     node_list = list(nodes)
-    out: dict[str, NodeGroupSpec] = {}
-    for spec in config.nodes:
-        if spec.name.endswith("-grp"):
-            base = spec.name[: -len("grp")]
-            for node in node_list:
-                if node.name.startswith(base) and node.node_group:
-                    out.setdefault(node.node_group, spec)
-                    break
-    pools = {n.node_group for n in node_list}
-    for spec in config.nodes:
-        if spec.name in pools:
-            out[spec.name] = spec
+    zones: dict[tuple[str, str], NodeGroupSpec] = {}
+    migs = {spec.name: spec for spec in config.nodes if spec.name.endswith("-grp")}
+    for spec in migs.values():
+        base = spec.name[: -len("grp")]
+        for node in node_list:
+            if node.name.startswith(base) and node.node_group:
+                zones.setdefault((node.node_group, node.zone), spec)
+    pools = {spec.name: spec for spec in config.nodes}
     for pool, settings in config.node_pools.items():  # node-pools min-size/max-size; --nodes wins
-        if pool not in out and (settings.min_size is not None or settings.max_size is not None):
+        if pool not in pools and (settings.min_size is not None or settings.max_size is not None):
             lo = settings.min_size or 0
             hi = settings.max_size if settings.max_size is not None else max(lo, _MAX_POOL_SIZE)
-            out[pool] = NodeGroupSpec(min_size=lo, max_size=hi, name=pool)
-    return out
+            pools[pool] = NodeGroupSpec(min_size=lo, max_size=hi, name=pool)
+    return GroupLimits(pools, zones, migs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +112,9 @@ def check_eligibility(
     util: NodeUtilization,
     now: float,
     config: ScalerConfig,
-    group_sizes: Mapping[str, int],
+    group_sizes: Mapping[tuple[str, str], int],
     recently_unremovable: Collection[str] = (),
-    limits: Mapping[str, NodeGroupSpec] | None = None,
+    limits: GroupLimits | None = None,
 ) -> Ineligible | None:
     """Return why ``node`` is not a scale-down candidate, or ``None`` when it is one.
 
@@ -83,11 +123,12 @@ def check_eligibility(
         util: its utilization (see :mod:`scaler.utilization`).
         now: evaluation time, Unix seconds.
         config: thresholds and ``--nodes`` limits.
-        group_sizes: current size of each node group (nodes), for the min-size pre-filter.
+        group_sizes: current number of nodes of each ``(node pool, zone)``, for the min-size
+            pre-filter.
         recently_unremovable: node names found unremovable within
             ``--unremovable-node-recheck-timeout`` (live mode only).
-        limits: node pool → ``--nodes`` limits (:func:`node_group_limits`); ``None`` looks the
-            pool name up in ``config``.
+        limits: ``--nodes`` limits per pool and zone (:func:`node_group_limits`); ``None``
+            resolves them from ``config`` and this node alone.
     """
     if node.name in recently_unremovable:
         return Ineligible(
@@ -104,18 +145,22 @@ def check_eligibility(
     group = node.node_group
     if not group:
         return Ineligible(UnremovableReason.NotAutoscaled, "no cloud.google.com/gke-nodepool label")
-    spec = limits.get(group) if limits is not None else config.node_group_limits(group)
-    min_size = spec.min_size if spec is not None else 0
-    if group_sizes.get(group, 0) <= min_size:
+    if limits is None:
+        limits = node_group_limits(config, [node])
+    min_size = limits.min_size(group, node.zone)
+    size = group_sizes.get((group, node.zone), 0)
+    if size <= min_size:
         return Ineligible(
             UnremovableReason.NodeGroupMinSizeReached,
-            f"node group {group} has {group_sizes.get(group, 0)} nodes, min {min_size}",
+            f"node group {group} has {size} nodes in zone {node.zone or '(none)'}, min {min_size} per zone",
         )
     if node.allocatable.cpu_millicores <= 0 or node.allocatable.memory_bytes <= 0:
         return Ineligible(UnremovableReason.UnexpectedError, "allocatable cpu or memory is zero")
     if not node.ready and not config.scale_down_unready_enabled:
         return Ineligible(UnremovableReason.ScaleDownUnreadyDisabled, "node is NotReady")
     if util.value is None:
+        if util.usage_unknown:
+            return Ineligible(UnremovableReason.MetricsUnavailable, util.usage_unknown)
         age = (
             "no NodeMetrics"
             if util.metrics_age_seconds is None

@@ -8,7 +8,11 @@ Candidate order (documented, deterministic): empty nodes first, then ascending u
 node name. Each candidate is simulated in that order and a successful simulation is committed
 (CA ``core/scaledown/planner/planner.go categorizeNodes``), so PDB budgets, destinations' room and
 TargetUsage's Σ term are shared by all nodes of one evaluation. Unlike CA there is no time budget
-and no limit on the number of candidates: every candidate is simulated.
+and no limit on the number of candidates: every candidate is simulated. Each candidate's check
+(drain rules, then the move of its pods) is :func:`scaler.simulator.cluster.simulate_node_removal`,
+the function the actuator's re-check calls too; before it, the node's pool must keep its
+minimum in the node's zone (:class:`scaler.eligibility.GroupLimits`), counting the nodes already
+found removable.
 
 Destinations: every other live node, in two tiers: nodes that are not candidates first, then
 candidates in reverse removal order (the ones least likely to be removed). A node that receives
@@ -28,17 +32,17 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from scaler.config import ScalerConfig
-from scaler.drain.pdb import RemainingPdbTracker
-from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
+from scaler.drain.rules import BlockingPod
 from scaler.eligibility import check_eligibility, node_group_limits
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.simulator.cluster import RemovalContext, counted_pods, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.removal import RemovalSimulator, Tier
-from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
-from scaler.utilization import NodeUtilization, node_utilization
+from scaler.simulator.removal import Tier
+from scaler.simulator.state import FilterPlugin, ScorePlugin
+from scaler.utilization import NodeUtilization
 
 __all__ = ["Evaluation", "NodeResult", "counted_pods", "evaluate"]
 
@@ -92,16 +96,6 @@ class Evaluation:
         return Counter(r.reason.value for r in self.nodes if not r.removable)
 
 
-def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
-    """Pods that occupy each node: terminal pods and expendable pods (priority below
-    ``--expendable-pods-priority-cutoff``) are dropped, as CA drops them from its snapshot."""
-    cutoff = config.expendable_pods_priority_cutoff
-    return {
-        name: [p for p in pods if not p.is_terminal and p.priority >= cutoff]
-        for name, pods in snapshot.pods_by_node.items()
-    }
-
-
 def evaluate(
     snapshot: ClusterSnapshot,
     config: ScalerConfig,
@@ -138,9 +132,9 @@ def _evaluate(
     if scorers is None:
         scorers = load_scorers(config)
     now = snapshot.now
-    pods_by_node = counted_pods(snapshot, config)
-    utils = {n.name: node_utilization(n, pods_by_node[n.name], snapshot, config) for n in snapshot.nodes}
-    group_sizes = Counter(n.node_group for n in snapshot.nodes if n.node_group)
+    ctx = RemovalContext(snapshot, config, filters, scorers)
+    utils = ctx.utils
+    group_sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
 
     results: dict[str, NodeResult] = {}
@@ -157,18 +151,11 @@ def _evaluate(
             )
     candidates.sort(key=lambda n: (not utils[n.name].empty, utils[n.name].value or 0.0, n.name))
 
-    usage: dict[str, tuple[int, int]] = {}
-    for name, u in utils.items():
-        if u.usage_cpu_millicores is not None and u.usage_memory_bytes is not None:
-            usage[name] = (u.usage_cpu_millicores, u.usage_memory_bytes)
-    state = ClusterState(snapshot, pods_by_node, usage)
-    simulator = RemovalSimulator(state, filters, scorers)
+    state = ctx.state
     candidate_names = {n.name for n in candidates}
     non_candidates = Tier.of(state, [n.name for n in snapshot.nodes if n.name not in candidate_names])
     reverse_candidates = Tier.of(state, [n.name for n in reversed(candidates)])
-    tracker = RemainingPdbTracker(snapshot.pdbs)
-    options = DrainOptions.from_config(config)
-    planned: Counter[str] = Counter()
+    planned: Counter[tuple[str, str]] = Counter()
     receivers: set[str] = set()
     rank = 0
 
@@ -181,55 +168,31 @@ def _evaluate(
         if node.name in receivers:
             unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
             continue
-        group = node.node_group
-        spec = limits.get(group)
-        min_size = spec.min_size if spec is not None else 0
-        if group_sizes[group] - planned[group] <= min_size:
+        key = (node.node_group, node.zone)
+        min_size = limits.min_size(*key)
+        if group_sizes[key] - planned[key] <= min_size:
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {group}: {group_sizes[group]} nodes, {planned[group]} already removable, min {min_size}",
-            )
-            continue
-        # The node's PDB charges are journaled and reverted unless its removal is committed.
-        mark = tracker.checkpoint()
-        ctx = DrainContext(snapshot, options, now, tracker)
-        to_move = get_pods_to_move(state.nodes[node.name].pods, ctx)
-        if to_move.blocking is not None:
-            tracker.revert(mark)
-            b = to_move.blocking
-            unremovable(
-                UnremovableReason.BlockedByPod,
-                f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}",
-                b,
+                f"node group {key[0]} zone {key[1] or '(none)'}: {group_sizes[key]} nodes, "
+                f"{planned[key]} already removable, min {min_size} per zone",
             )
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
-        keep = not to_move.on_completion_pods
-        sim = simulator.simulate(node.name, to_move.pods, tiers, keep=keep)
-        if sim.failure is not None:
-            tracker.revert(mark)
-            unremovable(
-                UnremovableReason.NoPlaceToMovePods,
-                f"pod {sim.failure.pod.key} fits nowhere: {sim.failure.summary(limit=2)}",
-            )
+        removal = simulate_node_removal(ctx, node.name, tiers)
+        if not removal.removable:
+            unremovable(removal.reason, removal.detail, removal.blocking)
             continue
-        if not keep:
-            tracker.revert(mark)
-            first = to_move.on_completion_pods[0]
-            unremovable(UnremovableReason.BlockedByOnCompletionPod, f"pod {first.key} runs until completion")
-            continue
-        tracker.commit()
-        planned[group] += 1
-        receivers.update(dest for _, dest in sim.moves)
-        status = NodeStatus.REMOVABLE_DRAIN if sim.moves else NodeStatus.REMOVABLE_EMPTY
+        planned[key] += 1
+        receivers.update(dest for _, dest in removal.moves)
+        status = NodeStatus.REMOVABLE_DRAIN if removal.moves else NodeStatus.REMOVABLE_EMPTY
         results[node.name] = NodeResult(
             node,
             util,
             status,
             UnremovableReason.NoReason,
-            f"{len(sim.moves)} pod(s) to move" if sim.moves else "only DaemonSet/mirror pods",
-            moves=sim.moves,
-            daemonset_pods=to_move.daemonset_pods,
+            f"{len(removal.moves)} pod(s) to move" if removal.moves else "only DaemonSet/mirror pods",
+            moves=removal.moves,
+            daemonset_pods=removal.daemonset_pods,
             rank=rank,
         )
         rank += 1

@@ -9,7 +9,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 * A node is *unneeded* while the evaluation finds it removable; ``since`` is kept while it stays
   unneeded and dropped the moment it is not (CA's timer reset). To stop one noisy metrics sample
   from resetting it, the controller feeds the evaluation usage *aggregated* over the unneeded
-  window (:func:`aggregate_usage`, ``--usage-aggregation``).
+  window (:func:`aggregate_usage`, ``--usage-aggregation``), for nodes and for the pods of the
+  nodes that may become candidates (:func:`record_pod_usage`); the newest readings are kept
+  beside the aggregates, because a destination and a moved pod are judged by the larger of the
+  two (:func:`with_aggregated_usage`).
 * A node becomes deletable after ``--scale-down-unneeded-time`` (Ready) or
   ``--scale-down-unready-time`` (NotReady) of continuous unneededness.
 * Cooldowns: no deletion while ``now`` is within ``--scale-down-delay-after-add`` of the newest
@@ -18,8 +21,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   CA only counts a failed taint). Timers still run during a cooldown.
 * A node whose removal failed is ``RecentlyUnremovable`` for ``--unremovable-node-recheck-timeout``
   (its verdict says which step failed and when it may be tried again).
-* Min size: a group never goes below its minimum, counting in-flight deletions and nodes already
-  chosen in this plan (``targetSize - deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
+* Min size: a group never goes below its minimum, nor below its minimum in any zone (a GKE node
+  pool's limits are per zone: one MIG per zone, each a node group of CA's GCE provider), counting
+  in-flight deletions and nodes already chosen in this plan (``targetSize -
+  deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
   ``--max-drain-parallelism`` drains; empty nodes take the budget first.
 * Disruption budgets (``budgets``, :mod:`scaler.budgets`, Karpenter's semantics plus time zones
@@ -59,6 +64,7 @@ __all__ = [
     "hold_by_budgets",
     "plan",
     "record_failures",
+    "record_pod_usage",
     "record_usage",
     "with_aggregated_usage",
 ]
@@ -87,11 +93,14 @@ class UsageSample:
 
 @dataclass(frozen=True, slots=True)
 class GroupSize:
-    """A node group's size as the cloud provider reports it (nodes)."""
+    """A node group's size as the cloud provider reports it (nodes): the whole group's limits
+    and size, and ``zones``, zone → the same for the group in that zone (its MIG on GKE;
+    empty when the provider knows no zones)."""
 
     min_size: int
     max_size: int
     target_size: int
+    zones: Mapping[str, GroupSize] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,9 @@ class PlannerState:
         unneeded_since: node → Unix time it became (continuously) unneeded.
         unremovable_until: node → Unix time until which it is ``RecentlyUnremovable``.
         usage_history: node → NodeMetrics samples within the unneeded window, oldest first.
+        pod_usage_history: ``(namespace, pod)`` → PodMetrics samples within the unneeded window,
+            oldest first, for the pods of the nodes that may become candidates
+            (:func:`record_pod_usage`).
         in_flight: node → node group of deletions under way.
         in_flight_drains: nodes among ``in_flight`` that are being drained (not empty).
         last_delete: Unix time of the last loop that started deletions.
@@ -113,6 +125,7 @@ class PlannerState:
     unneeded_since: Mapping[str, float] = field(default_factory=dict)
     unremovable_until: Mapping[str, float] = field(default_factory=dict)
     usage_history: Mapping[str, tuple[UsageSample, ...]] = field(default_factory=dict)
+    pod_usage_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] = field(default_factory=dict)
     in_flight: Mapping[str, str] = field(default_factory=dict)
     in_flight_drains: frozenset[str] = frozenset()
     last_delete: float | None = None
@@ -177,6 +190,44 @@ def record_usage(
     return out
 
 
+def record_pod_usage(
+    history: Mapping[tuple[str, str], tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    nodes: Collection[str] | None = None,
+    pool_windows: Mapping[str, float] | None = None,
+) -> dict[tuple[str, str], tuple[UsageSample, ...]]:
+    """Append the snapshot's PodMetrics of the pods on ``nodes`` to ``history`` and drop samples
+    older than the window (their node's pool's in ``pool_windows``, else ``window_seconds``), as
+    :func:`record_usage` does for nodes.
+
+    ``nodes`` ``None`` records every bound pod. The controller passes the nodes its last
+    evaluation did not find ``NotUnderutilized``: only their pods can be moved soon, and keeping
+    every pod's samples would cost memory in proportion to the cluster (a pod without history is
+    judged by its newest reading alone). Pods elsewhere, or gone, are forgotten.
+    """
+    out: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
+    wanted = None if nodes is None else set(nodes)
+    windows = pool_windows or {}
+    metrics = snapshot.pod_metrics
+    for node_name, pods in snapshot.pods_by_node.items():
+        if wanted is not None and node_name not in wanted:
+            continue
+        node = snapshot.node_by_name.get(node_name)
+        horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
+        for p in pods:
+            key = (p.namespace, p.name)
+            past = history.get(key, ())
+            if past and past[0].timestamp < horizon:
+                past = tuple(x for x in past if x.timestamp >= horizon)
+            m = metrics.get(key)
+            if m is not None and (not past or past[-1].timestamp < m.timestamp):
+                past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+            if past:
+                out[key] = past
+    return out
+
+
 def _p95(values: Sequence[int]) -> int:
     ordered = sorted(values)
     # Nearest-rank percentile: the smallest value with at least 95% of samples at or below it.
@@ -219,12 +270,17 @@ def with_aggregated_usage(
     history: Mapping[str, tuple[UsageSample, ...]],
     method: Aggregation,
     pool_methods: Mapping[str, Aggregation] | None = None,
+    pod_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] | None = None,
 ) -> ClusterSnapshot:
-    """The snapshot with each *fresh* NodeMetrics replaced by the aggregate of its history, by
-    ``method`` (or ``pool_methods[node pool]`` for a pool listed there).
+    """The snapshot with each NodeMetrics (and each PodMetrics in ``pod_history``) replaced by
+    the aggregate of its history, by ``method`` (or ``pool_methods[node pool]`` for a pool
+    listed there; a pod's pool is its node's), the newest readings kept in
+    ``newest_node_metrics`` / ``newest_pod_metrics``.
 
-    Freshness is unchanged: the newest sample's timestamp is kept, so stale or missing metrics
-    still make a non-empty node ``MetricsUnavailable``.
+    A candidate is judged by its aggregate; a destination, and a pod moved there, by the larger
+    of the aggregate and the newest reading (:mod:`scaler.utilization`), so that smoothing never
+    hides a spike where pods would land. Freshness is unchanged: the newest sample's timestamp
+    is kept, so stale or missing metrics still make a non-empty node ``MetricsUnavailable``.
     """
     metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
     pool_of = {n.name: n.node_group for n in snapshot.nodes} if pool_methods else {}
@@ -234,7 +290,28 @@ def with_aggregated_usage(
             how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
             cpu, mem = aggregate_usage(samples, how)
             metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
-    return replace(snapshot, node_metrics=metrics)
+    pod_metrics = snapshot.pod_metrics
+    if pod_history:
+        aggregated = dict(pod_metrics)
+        pod_pool = (
+            {(p.namespace, p.name): pool_of.get(p.node_name, "") for p in snapshot.pods}
+            if pool_methods
+            else {}
+        )
+        for key, samples in pod_history.items():
+            pm = pod_metrics.get(key)
+            if pm is not None and samples:
+                how = pool_methods.get(pod_pool.get(key, ""), method) if pool_methods else method
+                cpu, mem = aggregate_usage(samples, how)
+                aggregated[key] = replace(pm, cpu_millicores=cpu, memory_bytes=mem)
+        pod_metrics = aggregated
+    return replace(
+        snapshot,
+        node_metrics=metrics,
+        pod_metrics=pod_metrics,
+        newest_node_metrics=snapshot.node_metrics,
+        newest_pod_metrics=snapshot.pod_metrics,
+    )
 
 
 def record_failures(
@@ -355,7 +432,10 @@ def plan(
 
     cooldown = _cooldown(evaluation, state, last_scale_up, now)
     in_flight_by_group = Counter(state.in_flight.values())
+    zone_of = {r.node.name: r.node.zone for r in evaluation.nodes}
+    in_flight_by_zone = Counter((g, zone_of.get(n, "")) for n, g in state.in_flight.items())
     planned: Counter[str] = Counter()
+    planned_zone: Counter[tuple[str, str]] = Counter()
     budget = cfg.max_scale_down_parallelism - len(state.in_flight)
     drain_budget = cfg.max_drain_parallelism - len(state.in_flight_drains)
     empty: list[NodeResult] = []
@@ -388,12 +468,22 @@ def plan(
         if size is None:
             hold(r, UnremovableReason.NotAutoscaled, f"no size known for node group {group!r}")
             continue
-        left = size.target_size - in_flight_by_group[group] - planned[group]
-        if left <= size.min_size:
+        key = (group, r.node.zone)
+        # The whole group, then the group in the node's zone (when the provider knows zones).
+        levels = [
+            (size, size.target_size - in_flight_by_group[group] - planned[group], f"node group {group}", "")
+        ]
+        zone = size.zones.get(key[1])
+        if zone is not None:
+            left = zone.target_size - in_flight_by_zone[key] - planned_zone[key]
+            levels.append((zone, left, f"node group {group} zone {key[1]}", " per zone"))
+        at_min = next(((g, left, what, per) for g, left, what, per in levels if left <= g.min_size), None)
+        if at_min is not None:
+            g, left, what, per = at_min
             hold(
                 r,
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {group}: {left} nodes left, min {size.min_size}",
+                f"{what}: {left} nodes left, min {g.min_size}{per}",
             )
             continue
         if cooldown:
@@ -410,6 +500,7 @@ def plan(
             continue
         budget -= 1
         planned[group] += 1
+        planned_zone[key] += 1
         if is_drain:
             drain_budget -= 1
             drain.append(r)

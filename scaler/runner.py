@@ -13,21 +13,23 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import FrameType
 
 from kubernetes.client import ApiClient
 
 from scaler.cloud.base import CloudProvider
-from scaler.config import NodeGroupSpec, ScalerConfig
+from scaler.config import ScalerConfig
 from scaler.controller import Controller
+from scaler.eligibility import GroupLimits
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
 from scaler.model.records import LABEL_NODEPOOL, Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
+from scaler.simulator.registry import Plugins
 from scaler.sources.watch import WatchCache, snapshot_from_cache
 
 __all__ = ["Runner", "StartupError", "build_runner", "default_identity", "run_forever"]
@@ -58,8 +60,10 @@ def build_runner(
     dry_run: bool,
     identity: str | None = None,
     sync_timeout: float = 60.0,
+    plugins: Plugins | None = None,
 ) -> Runner:
-    """Everything ``scaler run`` does before its loop, in order:
+    """Everything ``scaler run`` does before its loop, in order (``plugins``: the plugins the
+    caller resolved at start; ``None``: resolved from ``config``):
 
     1. check with SelfSubjectAccessReviews that every Kubernetes call the controller and its
        cloud provider will make is allowed (with ``dry_run``: the dry-run's calls only; a kind
@@ -137,7 +141,7 @@ def build_runner(
 
     runner = Runner(
         config, api, cloud, identity=identity or default_identity(), dry_run=dry_run, cache=cache,
-        permission_check=permission_check,
+        permission_check=permission_check, plugins=plugins,
     )  # fmt: skip
     return runner
 
@@ -145,7 +149,7 @@ def build_runner(
 def _provider(
     config: ScalerConfig,
     api: ApiClient,
-    limits: Mapping[str, NodeGroupSpec],
+    limits: GroupLimits,
     nodes: Callable[[], Iterable[Node]],
 ) -> CloudProvider:
     """The cloud provider ``--cloud-provider`` names. ``nodes``: the nodes of the last loop (the
@@ -187,6 +191,8 @@ class Runner:
         permission_check: run on becoming leader (with leader election): ``""`` when every
             permission the replica needs is granted, else what is missing; then the replica
             does not act, stops, and :attr:`fatal` says why.
+        plugins: the simulation's plugins, resolved once (``None``: the controller resolves
+            them from ``config``).
     """
 
     def __init__(
@@ -203,6 +209,7 @@ class Runner:
         controller_factory: Callable[..., Controller] = Controller,
         cache: WatchCache | None = None,
         permission_check: Callable[[], str] | None = None,
+        plugins: Plugins | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -226,6 +233,7 @@ class Runner:
             clock=clock,
             source_problem=self.stale_kinds,
             node_groups=self.node_groups,
+            plugins=plugins,
         )
         self.elector: LeaderElector | None = None
         if config.leader_elect:

@@ -13,6 +13,31 @@ pods are not counted, as in CA.
 
 ``--ignore-daemonsets-utilization`` in usage mode removes DaemonSet pods' *usage* (from
 PodMetrics) from both the numerator and the denominator; the same for mirror pods.
+
+**Pods not yet in the metrics.** A NodeMetrics reading covers the pods that ran during its
+window (``timestamp - window`` to ``timestamp``); a pod that started after the window began,
+for instance the replacement of a pod scaler has just evicted, is not (or only partly) in it.
+Such a pod is added to its node's usage with :func:`pod_load` (``max(request, own PodMetrics)``
+per resource) until a newer reading covers it. A pod whose usage is unknown (no request and no
+PodMetrics for a resource) makes the node's usage unknown. This is koordinator's LoadAware
+estimation of "assigned but not yet reported" pods (``pkg/scheduler/plugins/loadaware/
+pod_assign_cache.go``: ``nodeInfo.addPod`` estimates a pod when it has no reported usage or was
+assigned after ``updateTime - reportInterval``). Two differences: koordinator dates a pod by its
+``PodScheduled`` condition and adds ``max(0, estimate - reported usage)``, with an estimate of
+``max(request, limit)`` scaled by a factor; scaler dates it by ``status.startTime`` (else its
+creation time) and adds the whole ``max(request, usage)``, which may count part of the pod's
+usage twice, on the safe side.
+
+**Destination usage.** A node that receives moved pods is judged by its worst recent usage:
+``max(aggregate, newest reading)`` per resource, plus the pods not yet in the metrics
+(:attr:`NodeUtilization.destination_cpu_millicores`). The aggregate (``--usage-aggregation``)
+smooths a candidate's usage so that one spike does not restart its timer; it must not hide a
+spike on a destination.
+
+**NotReady nodes.** A NotReady node has no fresh metrics. With ``--scale-down-unready-enabled``
+a NotReady node whose usage is unknown is judged by its requests, as cluster-autoscaler judges
+every node (``source = "requests (NotReady)"``); the controller deletes it after
+``--scale-down-unready-time`` of being unneeded.
 """
 
 from __future__ import annotations
@@ -27,15 +52,20 @@ from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
     "POD_EVICTION_HEADROOM_SECONDS",
+    "SOURCE_UNREADY",
     "MetricsStatus",
     "NodeUtilization",
     "is_empty",
     "is_long_terminating",
     "node_utilization",
+    "pod_load",
+    "pod_usage",
     "requests_fractions",
 ]
 
 POD_EVICTION_HEADROOM_SECONDS = 30  # CA actuation/drain.go DefaultPodEvictionHeadroom
+SOURCE_UNREADY = "requests (NotReady)"
+"""``NodeUtilization.source`` of a NotReady node judged by its requests (no usage known)."""
 
 
 class MetricsStatus(StrEnum):
@@ -59,8 +89,17 @@ class NodeUtilization:
             for side-by-side comparison.
         empty: every counted pod is a DaemonSet or mirror pod.
         metrics: freshness of the node's NodeMetrics.
-        usage_cpu_millicores, usage_memory_bytes: the raw NodeMetrics usage when fresh.
+        usage_cpu_millicores, usage_memory_bytes: the usage the node is judged by when fresh:
+            its NodeMetrics (aggregated over the unneeded window in ``scaler run``) plus the pods
+            not yet in them; ``None`` when unknown.
         metrics_age_seconds: ``now - NodeMetrics.timestamp``, ``None`` when missing.
+        destination_cpu_millicores, destination_memory_bytes: the usage TargetUsage counts when
+            the node receives moved pods: ``max(aggregate, newest reading)`` plus the pods not
+            yet in the metrics; ``None`` when unknown.
+        pods_not_in_metrics: pods that started after the newest NodeMetrics window began (their
+            load is in the usage figures).
+        usage_unknown: why the usage is unknown although the metrics are fresh (a pod not yet
+            in the metrics with neither a request nor PodMetrics), ``""`` otherwise.
     """
 
     cpu: float | None
@@ -76,6 +115,10 @@ class NodeUtilization:
     usage_cpu_millicores: int | None
     usage_memory_bytes: int | None
     metrics_age_seconds: float | None
+    destination_cpu_millicores: int | None = None
+    destination_memory_bytes: int | None = None
+    pods_not_in_metrics: int = 0
+    usage_unknown: str = ""
 
 
 def is_long_terminating(pod: Pod, now: float) -> bool:
@@ -127,6 +170,58 @@ def _dominant(cpu: float, memory: float) -> tuple[float, str]:
     return (cpu, "cpu") if cpu > memory else (memory, "memory")
 
 
+def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int, int] | None:
+    """The real usage of ``pod`` from its PodMetrics, ``(cpu millicores, memory bytes)``: per
+    resource the larger of the (aggregated) reading and the newest one. ``None`` when the pod has
+    no PodMetrics, or only ones older than ``--max-metrics-age``."""
+    m = snapshot.pod_metrics.get((pod.namespace, pod.name))
+    if m is None or snapshot.now - m.timestamp > config.max_metrics_age:
+        return None
+    newest = snapshot.newest_pod_metrics.get((pod.namespace, pod.name))
+    if newest is None:
+        return m.cpu_millicores, m.memory_bytes
+    return max(m.cpu_millicores, newest.cpu_millicores), max(m.memory_bytes, newest.memory_bytes)
+
+
+def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int | None, int | None]:
+    """What ``pod`` adds to a node it runs on: per resource ``max(request, real usage)`` (CPU
+    millicores, memory bytes), real usage from :func:`pod_usage`; the request alone when the pod
+    has no PodMetrics; ``None`` for a resource the pod neither requests nor has PodMetrics for
+    (unknown usage is never taken as zero). Used for pods moved by the simulation (TargetUsage's
+    Σ term) and for pods not yet in their node's metrics."""
+    r = pod.requests
+    u = pod_usage(pod, snapshot, config)
+    if u is None:
+        return (r.cpu_millicores or None), (r.memory_bytes or None)
+    return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
+
+
+def _not_in_metrics(
+    node: Node, snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
+) -> tuple[int, int, int, str]:
+    """``(cpu, memory, count, unknown)``: the summed :func:`pod_load` of the pods on ``node``
+    that started after ``window_start``; ``unknown`` names the first pod whose load is unknown."""
+    cpu = mem = count = 0
+    for p in snapshot.pods_by_node.get(node.name, ()):
+        started = p.start_ts if p.start_ts is not None else p.creation_ts
+        if started is None or started <= window_start or p.is_terminal:
+            continue
+        c, m = pod_load(p, snapshot, config)
+        if c is None or m is None:
+            what = "cpu" if c is None else "memory"
+            return (
+                0,
+                0,
+                count,
+                (
+                    f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
+                    f"{what} request nor PodMetrics: its usage is unknown"
+                ),
+            )
+        cpu, mem, count = cpu + c, mem + m, count + 1
+    return cpu, mem, count, ""
+
+
 def node_utilization(
     node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
 ) -> NodeUtilization:
@@ -135,7 +230,8 @@ def node_utilization(
 
     Returns:
         A :class:`NodeUtilization`; usage fractions are ``None`` when the node is non-empty and
-        its metrics are missing or stale.
+        its usage is unknown (metrics missing or stale, or a pod not yet in them of unknown
+        usage), unless the node is NotReady and judged by its requests.
     """
     now = snapshot.now
     req_cpu, req_mem = requests_fractions(node, pods, config, now)
@@ -149,8 +245,18 @@ def node_utilization(
         status = MetricsStatus.STALE
     else:
         status = MetricsStatus.OK
-    usage_cpu = m.cpu_millicores if m is not None and status is MetricsStatus.OK else None
-    usage_mem = m.memory_bytes if m is not None and status is MetricsStatus.OK else None
+    usage_cpu = usage_mem = dest_cpu = dest_mem = None
+    pending = 0
+    unknown = ""
+    if m is not None and status is MetricsStatus.OK:
+        newest = snapshot.newest_node_metric(node.name) or m
+        add_cpu, add_mem, pending, unknown = _not_in_metrics(
+            node, snapshot, config, newest.timestamp - newest.window_seconds
+        )
+        if not unknown:
+            usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem
+            dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
+            dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem
 
     def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:
         # An empty node reports cpu as its resource, as seed 004's empty-node fix does.
@@ -171,6 +277,10 @@ def node_utilization(
             usage_cpu,
             usage_mem,
             age,
+            dest_cpu,
+            dest_mem,
+            pending,
+            unknown,
         )
 
     if config.utilization_source == "requests":
@@ -178,6 +288,8 @@ def node_utilization(
     if empty:
         return result(0.0, 0.0)
     if usage_cpu is None or usage_mem is None:
+        if not node.ready and config.scale_down_unready_enabled:
+            return result(req_cpu, req_mem, SOURCE_UNREADY)
         return result(None, None)
     skip_cpu = skip_mem = 0
     if config.ignore_daemonsets_utilization or config.ignore_mirror_pods_utilization:

@@ -74,9 +74,13 @@ def pod_json(
     name: str, node: str, *, owner: tuple[str, str], cpu_m: int = 200, mem: int = GI, labels: dict[str, str] | None = None,
     namespace: str = "default",
     created: float = T0,
+    started: float | None = None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
+    """A running pod; ``created`` minus an hour is its creationTimestamp, ``started`` (exactly)
+    its status.startTime when given."""
     kind, owner_name = owner
-    return {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -96,6 +100,11 @@ def pod_json(
         },
         "status": {"phase": "Running", "qosClass": "Burstable"},
     }
+    if started is not None:
+        pod["status"]["startTime"] = iso(started)
+    if priority is not None:
+        pod["spec"]["priority"] = priority
+    return pod
 
 
 def workload_json(kind: str, name: str, replicas: int | None = 3, namespace: str = "default") -> dict[str, Any]:
@@ -142,6 +151,14 @@ class E2ECluster:
         self.kube.grace_scale = 0.0
         self.kube.replace_evicted_pods = True
         self.kube.clock = self.clock
+        self.kube.load_objects(self.objects())
+        self.refresh_metrics()
+        self.api = make_api_client(str(self.kube.write_kubeconfig(self.tmp / "kubeconfig")))
+        return self
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Create the node pools in the GCE fake, fill :attr:`usage`, and return the Kubernetes
+        objects to load (subclasses build other clusters)."""
         instances = self.gce.add_pool("pool-a", ZONES, 2, min=self.min_per_zone, max=5)
         self.nodes = instances
         self.underused = instances[-2:]
@@ -167,10 +184,7 @@ class E2ECluster:
             workload_json("DaemonSet", "node-agent", None, "kube-system"),
             pdb_json("web", "web", 1),
         ]
-        self.kube.load_objects(objects)
-        self.refresh_metrics()
-        self.api = make_api_client(str(self.kube.write_kubeconfig(self.tmp / "kubeconfig")))
-        return self
+        return objects
 
     def __exit__(self, *exc: object) -> None:
         self.kube.close()

@@ -64,6 +64,9 @@ def json_report(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any
         (["dry-run", "--snapshot", EXAMPLE, "--config", "/nonexistent/cfg.yaml"], ["/nonexistent/cfg.yaml"]),
         (["dry-run", "--output", "xml"], ["xml"]),
         (["frobnicate"], ["frobnicate"]),
+        # Plugin names are resolved at start, before the cluster is even contacted.
+        (["run", "--kubeconfig", "/nonexistent/kubeconfig", "--filter-plugins=Typo"], ["unknown filter plugin 'Typo'"]),
+        (["run", "--kubeconfig", "/nonexistent/kubeconfig", "--score-plugins=Typo"], ["unknown score plugin 'Typo'"]),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(

@@ -11,6 +11,7 @@ from fakes.kube_api import FakeKubeAPI
 
 from scaler.cli import main
 from scaler.sources.files import load_objects
+from scaler.sources.kube import READ_CALLS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "scaler" / "examples" / "bitbrains-gke-day1"
@@ -48,7 +49,7 @@ def test_live_dry_run_equals_offline_and_lists_metrics_once(
     assert len(fake.requests_to("/apis/metrics.k8s.io/v1beta1/pods")) == 1
     assert all(r.method == "GET" for r in fake.requests), "the dry-run is read-only"
     # One LIST per kind (paginated at 500): never a request per node or per pod.
-    assert len(fake.requests) <= 12 + 2
+    assert len(fake.requests) <= len(READ_CALLS) + 2
 
 
 def test_snapshot_command_round_trips(fake: FakeKubeAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

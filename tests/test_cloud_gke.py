@@ -19,10 +19,12 @@ from scaler.cloud.base import (
     READ_CALLS,
     CloudError,
     MinSizeReached,
+    NodeGroupInfo,
 )
-from scaler.cloud.gke import GceRef, GKEProvider, make_clients, make_projects_client, pool_limits
+from scaler.cloud.gke import GceRef, GKEProvider, make_clients, make_projects_client, pool_limits, zone_limits
 from scaler.cloud.metadata import MetadataUnavailable, get_metadata
 from scaler.config import NodeGroupSpec
+from scaler.eligibility import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, Node, Resources
 
 ZONES = ("europe-west1-b", "europe-west1-c", "europe-west1-d")
@@ -80,28 +82,44 @@ def deletes(fake: FakeGCE) -> list[Any]:
 # -- groups ----------------------------------------------------------------------------------------
 
 
-def test_pool_limits_per_zone_are_multiplied_by_zones_total_are_not(fake: FakeGCE) -> None:
+def zone_limits_of(group: NodeGroupInfo) -> dict[str, tuple[int, int, int]]:
+    return {z.zone: (z.min_size, z.max_size, z.target_size) for z in group.zone_groups}
+
+
+def test_pool_limits_are_per_zone_total_limits_are_for_the_pool(fake: FakeGCE) -> None:
     fake.add_pool("zonal", ZONES, 2, min=1, max=4)
     fake.add_pool("total", ZONES[:2], 3, min=2, max=5, total=True)
     groups = {g.id: g for g in make_provider(fake).node_groups()}
-    assert (groups["zonal"].min_size, groups["zonal"].max_size, groups["zonal"].target_size) == (3, 12, 6)
+    # minNodeCount/maxNodeCount hold in each zone (one MIG per zone); the pool has no own minimum.
+    assert (groups["zonal"].min_size, groups["zonal"].max_size, groups["zonal"].target_size) == (0, 12, 6)
+    assert zone_limits_of(groups["zonal"]) == dict.fromkeys(ZONES, (1, 4, 2))
     assert groups["zonal"].zones == ZONES
+    # totalMinNodeCount/totalMaxNodeCount hold for the whole pool; no zone has a minimum.
     assert (groups["total"].min_size, groups["total"].max_size, groups["total"].target_size) == (2, 5, 6)
+    assert zone_limits_of(groups["total"]) == dict.fromkeys(ZONES[:2], (0, 5, 3))
     assert groups["total"].zones == ZONES[:2]
 
 
 def test_disabled_autoscaling_pins_size_and_limits_override(fake: FakeGCE) -> None:
     fake.add_pool("fixed", ZONES[:1], 3, enabled=False)
     fake.add_pool("limited", ZONES[:1], 3, enabled=False)
-    fake.add_pool("auto", ZONES, 1, min=1, max=2)
-    limits = {
-        "limited": NodeGroupSpec(min_size=1, max_size=6, name="limited"),
-        "auto": NodeGroupSpec(min_size=0, max_size=9, name="auto"),
-    }
+    auto = fake.add_pool("auto", ZONES, 1, min=1, max=2)
+    mig = fake.mig_of(auto[0])
+    limits = GroupLimits(
+        pools={
+            "limited": NodeGroupSpec(min_size=1, max_size=6, name="limited"),
+            "auto": NodeGroupSpec(min_size=0, max_size=9, name="auto"),
+        },
+        migs={mig.name: NodeGroupSpec(min_size=1, max_size=4, name=mig.name)},
+    )
     groups = {g.id: g for g in make_provider(fake, limits=limits).node_groups()}
     assert (groups["fixed"].min_size, groups["fixed"].max_size) == (3, 3)
-    assert (groups["limited"].min_size, groups["limited"].max_size) == (1, 6)
-    assert (groups["auto"].min_size, groups["auto"].max_size) == (0, 9)
+    assert zone_limits_of(groups["fixed"]) == {ZONES[0]: (3, 3, 3)}
+    assert (groups["limited"].min_size, groups["limited"].max_size) == (0, 6)
+    assert zone_limits_of(groups["limited"]) == {ZONES[0]: (1, 6, 3)}
+    # A pool entry limits each zone; an entry naming one MIG wins in that MIG's zone.
+    assert (groups["auto"].min_size, groups["auto"].max_size) == (0, 27)
+    assert zone_limits_of(groups["auto"]) == {z: (1, 4, 1) if z == mig.zone else (0, 9, 1) for z in ZONES}
 
 
 @pytest.mark.parametrize(
@@ -109,11 +127,11 @@ def test_disabled_autoscaling_pins_size_and_limits_override(fake: FakeGCE) -> No
     [
         (None, 3, 4, None, (4, 4)),
         (container_v1.NodePoolAutoscaling(enabled=False, min_node_count=1, max_node_count=3), 3, 5, None, (5, 5)),
-        (container_v1.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=3), 3, 5, None, (3, 9)),
+        (container_v1.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=3), 3, 5, None, (0, 9)),
         (container_v1.NodePoolAutoscaling(enabled=True, min_node_count=0, max_node_count=3), 2, 1, None, (0, 6)),
         (container_v1.NodePoolAutoscaling(enabled=True, total_min_node_count=2, total_max_node_count=7), 3, 4, None, (2, 7)),
         (container_v1.NodePoolAutoscaling(enabled=True, total_min_node_count=0, total_max_node_count=7), 3, 4, None, (0, 7)),
-        (None, 3, 4, NodeGroupSpec(min_size=1, max_size=2, name="p"), (1, 2)),
+        (None, 3, 4, NodeGroupSpec(min_size=1, max_size=2, name="p"), (0, 6)),
     ],
 )  # fmt: skip
 def test_pool_limits(
@@ -124,6 +142,25 @@ def test_pool_limits(
     expected: tuple[int, int],
 ) -> None:
     assert pool_limits(autoscaling, zones, target, override) == expected
+
+
+@pytest.mark.parametrize(
+    ("autoscaling", "target", "override", "expected"),
+    [
+        (None, 4, None, (4, 4)),
+        (container_v1.NodePoolAutoscaling(enabled=False, min_node_count=1, max_node_count=3), 5, None, (5, 5)),
+        (container_v1.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=3), 2, None, (1, 3)),
+        (container_v1.NodePoolAutoscaling(enabled=True, total_min_node_count=2, total_max_node_count=7), 4, None, (0, 7)),
+        (container_v1.NodePoolAutoscaling(enabled=True, min_node_count=1, max_node_count=3), 4, NodeGroupSpec(min_size=2, max_size=5, name="p"), (2, 5)),
+    ],
+)  # fmt: skip
+def test_zone_limits(
+    autoscaling: container_v1.NodePoolAutoscaling | None,
+    target: int,
+    override: NodeGroupSpec | None,
+    expected: tuple[int, int],
+) -> None:
+    assert zone_limits(autoscaling, target, override) == expected
 
 
 def test_refresh_reads_pools_once_and_each_mig_once(fake: FakeGCE) -> None:
@@ -384,6 +421,22 @@ def test_min_size_counts_in_flight_and_batch_size(fake: FakeGCE) -> None:
     assert deletes(fake) == []
     provider.delete_nodes("a", [node(fake, names[0])], in_flight=1)
     assert fake.deleted_instances == [names[0]]
+
+
+def test_a_zone_at_its_minimum_is_refused_whatever_the_other_zones_hold(fake: FakeGCE) -> None:
+    """minNodeCount is per zone: with 1 per zone, the second node of one zone stays, though the
+    pool (6 nodes, 3 zones) would be above a pool-wide reading of the minimum (3)."""
+    names = fake.add_pool("a", ZONES, 2, min=1, max=3)
+    provider = make_provider(fake)
+    first, second = names[:2]  # both in the first zone
+    provider.delete_nodes("a", [node(fake, first)], zone_in_flight={})
+    with pytest.raises(MinSizeReached, match=f"zone {ZONES[0]}: min size reached"):
+        provider.delete_nodes("a", [node(fake, second)], zone_in_flight={})
+    with pytest.raises(MinSizeReached, match="at most 1 may go"):
+        provider.delete_nodes("a", [node(fake, n) for n in names[2:4]], zone_in_flight={})
+    # Deletions in flight elsewhere count in their own zone only.
+    provider.delete_nodes("a", [node(fake, names[2])], in_flight=1, zone_in_flight={ZONES[0]: 1})
+    assert fake.deleted_instances == [first, names[2]]
 
 
 def test_concurrent_deletes_count_each_other(fake: FakeGCE) -> None:

@@ -15,6 +15,7 @@ from scaler.cloud.base import CloudError, CloudProvider, MinSizeReached
 from scaler.cloud.gke import GKEProvider, make_clients
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import NodeGroupSpec
+from scaler.eligibility import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, Node, Resources
 from scaler.sources.kube import make_api_client
 
@@ -81,11 +82,13 @@ def node_deletes(fake: FakeKubeAPI) -> list[Any]:
 
 
 def test_groups_from_labels_with_default_and_explicit_limits(api: Any) -> None:
-    p = provider(api, limits={"b": NodeGroupSpec(min_size=1, max_size=5, name="b")})
+    p = provider(api, limits=GroupLimits({"b": NodeGroupSpec(min_size=1, max_size=5, name="b")}))
     groups = {g.id: g for g in p.node_groups()}
     assert set(groups) == {"a", "b"}
     assert (groups["a"].min_size, groups["a"].max_size, groups["a"].target_size) == (0, 3, 3)
-    assert (groups["b"].min_size, groups["b"].max_size, groups["b"].target_size) == (1, 5, 2)
+    # --nodes limits hold per zone (these nodes carry no zone label: one zone, "").
+    assert (groups["b"].min_size, groups["b"].max_size, groups["b"].target_size) == (0, 5, 2)
+    assert [(z.zone, z.min_size, z.max_size, z.target_size) for z in groups["b"].zone_groups] == [("", 1, 5, 2)]
     group = p.node_group_for(node("a-1", "a"))
     assert group is not None and group.id == "a"
     assert p.node_group_for(Node(name="bare", allocatable=Resources())) is None
@@ -127,7 +130,7 @@ def test_already_gone_or_replaced_counts_as_deleted(fake: FakeKubeAPI, api: Any)
 
 
 def test_min_size_reached(fake: FakeKubeAPI, api: Any) -> None:
-    p = provider(api, limits={"b": NodeGroupSpec(min_size=1, max_size=5, name="b")})
+    p = provider(api, limits=GroupLimits({"b": NodeGroupSpec(min_size=1, max_size=5, name="b")}))
     p.delete_nodes("b", [node("b-0", "b")])
     with pytest.raises(MinSizeReached):
         p.delete_nodes("b", [node("b-1", "b")])

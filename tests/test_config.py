@@ -224,12 +224,12 @@ def test_node_group_spec_mig_url_keeps_the_last_segment() -> None:
     ("spec", "message"),
     [
         ("5:1:x", "--nodes: min 5 is greater than max 1 in '5:1:x'"),
-        ("a:b:c", "--nodes: expected MIN:MAX:POOL, got 'a:b:c'"),
-        ("1:10", "--nodes: expected MIN:MAX:POOL, got '1:10'"),
-        ("1:10:", "--nodes: expected MIN:MAX:POOL, got '1:10:'"),
-        ("-1:10:x", "--nodes: expected MIN:MAX:POOL, got '-1:10:x'"),
-        ("1.5:10:x", "--nodes: expected MIN:MAX:POOL, got '1.5:10:x'"),
-        ("default-pool", "--nodes: expected MIN:MAX:POOL, got 'default-pool'"),
+        ("a:b:c", "--nodes: expected MIN:MAX:NAME, got 'a:b:c'"),
+        ("1:10", "--nodes: expected MIN:MAX:NAME, got '1:10'"),
+        ("1:10:", "--nodes: expected MIN:MAX:NAME, got '1:10:'"),
+        ("-1:10:x", "--nodes: expected MIN:MAX:NAME, got '-1:10:x'"),
+        ("1.5:10:x", "--nodes: expected MIN:MAX:NAME, got '1.5:10:x'"),
+        ("default-pool", "--nodes: expected MIN:MAX:NAME, got 'default-pool'"),
         ("1:3:/", "--nodes: empty node group name in '1:3:/'"),
     ],
 )
@@ -259,7 +259,7 @@ def test_bad_nodes_in_from_mapping_is_a_config_error() -> None:
     assert msg.startswith("invalid value ['5:1:x'] for nodes: ")
     assert "--nodes: min 5 is greater than max 1 in '5:1:x'" in msg
     msg = config_error({"nodes": ["a:b:c"]})
-    assert "--nodes: expected MIN:MAX:POOL, got 'a:b:c'" in msg
+    assert "--nodes: expected MIN:MAX:NAME, got 'a:b:c'" in msg
 
 
 # --- config files -------------------------------------------------------------------------------

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 
 import pytest
-from builders import GI, make_node, make_pdb, make_pod
+from builders import GI, MI, make_node, make_pdb, make_pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from scaler.actuation.recheck import recheck
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, NodeResult, evaluate
 from scaler.model.records import (
@@ -18,9 +22,11 @@ from scaler.model.records import (
     Pod,
     PodDisruptionBudget,
     PodMetrics,
+    QoSClass,
     Taint,
 )
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.planner import Aggregation, UsageSample, with_aggregated_usage
 from scaler.reasons import NodeStatus, UnremovableReason
 
 NOW = 1_800_000_000.0
@@ -261,3 +267,185 @@ def test_ignore_mirror_pods_utilization_removes_their_usage() -> None:
     # DaemonSet-ignoring leaves mirror pods counted.
     ds_only = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))["a"].utilization
     assert ds_only.cpu == pytest.approx(0.6)
+
+
+# ---- what a moved pod adds, pods not yet in the metrics, destinations' worst usage -------------
+
+
+def best_effort(name: str, node: str) -> Pod:
+    return make_pod(name, node=node, cpu_m=0, mem=0, qos_class=QoSClass.BEST_EFFORT)
+
+
+def pod_metrics(name: str, cpu_m: int, mem: int, namespace: str = "default") -> PodMetrics:
+    return PodMetrics(namespace, name, NOW - 30, 30.0, cpu_m, mem)
+
+
+def test_moved_pods_add_their_real_usage_not_their_request() -> None:
+    # Ten BestEffort pods using 180m each; the only destination runs at 42.5% of 4 cores (and
+    # 60% memory, so it is no candidate itself). Counting requests (0) the pods all fit and the
+    # destination ends at 87.5%; counting usage, the first one already passes 45%.
+    nodes = [make_node("dst", cpu_m=4000, mem=16 * GI), make_node("src", cpu_m=4000, mem=16 * GI)]
+    pods = [best_effort(f"be-{i}", "src") for i in range(10)] + [make_pod("resident", node="dst")]
+    usage = {"dst": (1700, int(9.6 * GI)), "src": (1800, 2 * GI)}
+    pm = [pod_metrics(f"be-{i}", 180, 64 * MI) for i in range(10)]
+    r = by_name(evaluate(snap(nodes, pods, usage, pod_metrics=pm), CFG))
+    assert r["dst"].reason is UnremovableReason.NotUnderutilized
+    assert r["src"].reason is UnremovableReason.NoPlaceToMovePods
+    assert "cpu usage above target 45%" in r["src"].detail
+
+
+def test_a_moved_pod_without_pod_metrics_adds_its_request() -> None:
+    # 3000m + 500m = 43.75% fits; with PodMetrics of 700m it would not (46.25%).
+    nodes = [make_node("dst", cpu_m=8000, mem=64 * GI), make_node("src")]
+    pods = [make_pod("w", node="src", cpu_m=500), make_pod("resident", node="dst")]
+    usage = {"dst": (3000, 40 * GI), "src": (600, GI)}
+    r = by_name(evaluate(snap(nodes, pods, usage), CFG))
+    assert r["src"].status is NodeStatus.REMOVABLE_DRAIN
+    r = by_name(evaluate(snap(nodes, pods, usage, pod_metrics=[pod_metrics("w", 700, GI)]), CFG))
+    assert r["src"].reason is UnremovableReason.NoPlaceToMovePods
+
+
+@pytest.mark.parametrize(("cpu_m", "mem", "missing"), [(0, 0, "cpu"), (100, 0, "memory")])
+def test_a_pod_of_unknown_usage_keeps_its_node(cpu_m: int, mem: int, missing: str) -> None:
+    nodes = [make_node("dst", cpu_m=16_000, mem=64 * GI), make_node("src")]
+    pods = [make_pod("mystery", node="src", cpu_m=cpu_m, mem=mem), make_pod("resident", node="dst")]
+    usage = {"dst": (1000, 40 * GI), "src": (300, GI)}
+    r = by_name(evaluate(snap(nodes, pods, usage), CFG))
+    assert r["src"].reason is UnremovableReason.MetricsUnavailable
+    assert r["src"].detail == (
+        f"pod default/mystery has neither a {missing} request nor PodMetrics: its usage is unknown"
+    )
+
+
+def test_pods_not_yet_in_the_node_metrics_count_on_their_node() -> None:
+    # dst's newest NodeMetrics (timestamp NOW - 30, window 30 s) began at NOW - 60; a 1000m pod
+    # started on dst 20 s ago is not in it: dst really runs at 3000 + 1000 of 8000m.
+    nodes = [make_node("dst", cpu_m=8000, mem=64 * GI), make_node("src")]
+    fresh = make_pod("new", node="dst", cpu_m=1000, mem=GI, start_ts=NOW - 20, creation_ts=NOW - 25)
+    old = make_pod("old", node="dst", cpu_m=1000, mem=GI, start_ts=NOW - 3600, creation_ts=NOW - 3600)
+    pods = [make_pod("w", node="src", cpu_m=200), old]
+    usage = {"dst": (3000, 40 * GI), "src": (300, GI)}
+    r = by_name(evaluate(snap(nodes, pods, usage), CFG))
+    assert r["src"].status is NodeStatus.REMOVABLE_DRAIN  # 3000 + 200 = 40%
+    r = by_name(evaluate(snap(nodes, [*pods, fresh], usage), CFG))
+    assert r["dst"].utilization.pods_not_in_metrics == 1
+    assert r["dst"].utilization.usage_cpu_millicores == 4000
+    assert r["src"].reason is UnremovableReason.NoPlaceToMovePods  # 4000 + 200 = 52.5%
+    # The pod's own PodMetrics count when above its request; creation time stands in for a
+    # missing start time.
+    busy = make_pod("new", node="dst", cpu_m=100, mem=GI, creation_ts=NOW - 10)
+    r = by_name(evaluate(snap(nodes, [*pods, busy], usage, pod_metrics=[pod_metrics("new", 900, GI)]), CFG))
+    assert r["dst"].utilization.usage_cpu_millicores == 3900
+
+
+def test_a_pod_not_in_the_metrics_of_unknown_usage_makes_its_node_usage_unknown() -> None:
+    nodes = [make_node("a"), make_node("b")]
+    pods = [make_pod("new", node="a", cpu_m=0, mem=0, start_ts=NOW - 5), make_pod("w", node="b")]
+    r = by_name(evaluate(snap(nodes, pods), CFG))
+    assert r["a"].reason is UnremovableReason.MetricsUnavailable
+    assert "default/new started after the newest NodeMetrics window began" in r["a"].detail
+    assert r["a"].utilization.destination_cpu_millicores is None
+
+
+def test_a_destination_is_judged_by_its_newest_reading_when_it_is_higher() -> None:
+    # The aggregate (p95 over 40 samples) of dst is 2000m, its newest reading 3500m of 8000m.
+    nodes = [make_node("dst", cpu_m=8000, mem=64 * GI), make_node("src")]
+    pods = [make_pod("w", node="src", cpu_m=400), make_pod("resident", node="dst")]
+    s = snap(nodes, pods, {"dst": (3500, 40 * GI), "src": (500, GI)})
+    older = [UsageSample(NOW - 30 - 15 * i, 2000, 40 * GI) for i in range(39, 0, -1)]
+    history = {"dst": (*older, UsageSample(NOW - 30, 3500, 40 * GI)), "src": (UsageSample(NOW - 30, 500, GI),)}
+    aggregated = with_aggregated_usage(s, history, Aggregation.P95)
+    assert aggregated.node_metrics["dst"].cpu_millicores == 2000
+    r = by_name(evaluate(aggregated, CFG))
+    assert r["dst"].utilization.usage_cpu_millicores == 2000  # the candidate view: smoothed
+    assert r["dst"].utilization.destination_cpu_millicores == 3500
+    assert r["src"].reason is UnremovableReason.NoPlaceToMovePods  # 3500 + 400 > 3600
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_no_destination_ends_above_the_targets(data: st.DataObject) -> None:
+    """Invariant: whatever the cluster, every node that receives moved pods ends with its usage
+    plus Σ max(request, real usage) of those pods within TargetUsage's targets."""
+    n = data.draw(st.integers(2, 6), label="nodes")
+    nodes = [
+        make_node(f"n{i}", cpu_m=data.draw(st.sampled_from([1000, 2000, 4000])), mem=8 * GI) for i in range(n)
+    ]
+    usage = {f"n{i}": (data.draw(st.integers(0, 1500)), data.draw(st.integers(0, 6 * GI))) for i in range(n)}
+    pods: list[Pod] = []
+    pms: list[PodMetrics] = []
+    for i in range(data.draw(st.integers(0, 12), label="pods")):
+        name = f"p{i}"
+        cpu, mem = data.draw(st.integers(1, 600)), data.draw(st.integers(1, GI))
+        pods.append(make_pod(name, node=f"n{data.draw(st.integers(0, n - 1))}", cpu_m=cpu, mem=mem))
+        if data.draw(st.booleans()):
+            pms.append(pod_metrics(name, data.draw(st.integers(0, 900)), data.draw(st.integers(0, 2 * GI))))
+    s = snap(nodes, pods, usage, pod_metrics=pms)
+    ev = evaluate(s, CFG)
+    used = {m.name: (m.cpu_millicores, m.memory_bytes) for m in pms}
+    added: dict[str, list[int]] = {}
+    for r in ev.nodes:
+        for p, dest in r.moves:
+            u = used.get(p.name, (0, 0))
+            a = added.setdefault(dest, [0, 0])
+            a[0] += max(p.requests.cpu_millicores, u[0])
+            a[1] += max(p.requests.memory_bytes, u[1])
+    for dest, (cpu, mem) in added.items():
+        node = s.node_by_name[dest]
+        assert not by_name(ev)[dest].removable
+        assert Fraction(usage[dest][0] + cpu, node.allocatable.cpu_millicores) <= Fraction(9, 20)
+        assert Fraction(usage[dest][1] + mem, node.allocatable.memory_bytes) < Fraction(3, 4)
+
+
+# ---- one decision path -----------------------------------------------------------------------
+
+
+def test_the_recheck_words_a_refusal_as_the_evaluation_does() -> None:
+    nodes = [make_node("dst", cpu_m=8000, mem=64 * GI), make_node("a"), make_node("b")]
+    pods = [
+        make_pod(
+            "guarded", node="a", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+        ),
+        make_pod("huge", node="b", cpu_m=3500),
+        make_pod("resident", node="dst"),
+    ]
+    s = snap(nodes, pods, {"dst": (1000, 40 * GI), "a": (100, GI), "b": (100, GI)})
+    r = by_name(evaluate(s, CFG))
+    for name in ("a", "b"):
+        assert r[name].reason in (UnremovableReason.BlockedByPod, UnremovableReason.NoPlaceToMovePods)
+        again = recheck(s, CFG, name, expect_empty=False)
+        assert again.reason == f"{r[name].reason.value}: {r[name].detail}"
+
+
+# ---- node-group minimums are per zone ----------------------------------------------------------
+
+
+def test_a_pool_minimum_holds_in_each_zone() -> None:
+    """A 3-zone pool with min 1 per zone whose two underused nodes are both in one zone keeps
+    one of them (a pool-wide minimum of 3 of 4 nodes would let both go)."""
+    nodes = [make_node("u1", zone="z1"), make_node("u2", zone="z1"), make_node("b2", zone="z2"), make_node("b3", zone="z3")]
+    nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
+    pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:4]] + [make_pod("x", node="big")]
+    pods += [make_pod(f"busy-{n}", node=n, cpu_m=3000) for n in ("b2", "b3")]
+    usage = {"u1": (100, GI), "u2": (100, GI), "b2": (3500, GI), "b3": (3500, GI), "big": (20_000, 100 * GI)}
+    r = by_name(evaluate(snap(nodes, pods, usage), ScalerConfig.from_mapping({"nodes": ["1:5:pool-a"]})))
+    assert [n for n in ("u1", "u2") if r[n].removable] == ["u1"]
+    assert r["u2"].reason is UnremovableReason.NodeGroupMinSizeReached
+    assert r["u2"].detail == "node group pool-a zone z1: 2 nodes, 1 already removable, min 1 per zone"
+
+
+def test_nodes_entries_naming_migs_limit_each_mig() -> None:
+    """Three DaemonSet-only nodes, one per MIG of one pool, each MIG at its --nodes minimum: all
+    stay (only the first entry used to count, as the pool's minimum)."""
+    migs = [f"gke-prod-pool-a-{h}" for h in ("11111111", "22222222", "33333333")]
+    nodes = [make_node(f"{m}-abcd", zone=z) for m, z in zip(migs, ("z1", "z2", "z3"), strict=True)]
+    nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
+    pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:3]] + [make_pod("x", node="big")]
+    usage = {n.name: (100, GI) for n in nodes[:3]} | {"big": (20_000, GI)}
+    cfg = ScalerConfig.from_mapping({"nodes": [f"1:3:{m}-grp" for m in migs]})
+    r = by_name(evaluate(snap(nodes, pods, usage), cfg))
+    assert {r[n.name].reason for n in nodes[:3]} == {UnremovableReason.NodeGroupMinSizeReached}
+    # A MIG's entry wins over the pool's in its zone.
+    cfg = ScalerConfig.from_mapping({"nodes": ["1:3:pool-a", f"0:3:{migs[0]}-grp"]})
+    r = by_name(evaluate(snap(nodes, pods, usage), cfg))
+    assert [n.name for n in nodes[:3] if r[n.name].removable] == [nodes[0].name]

@@ -15,6 +15,7 @@ from scaler.model.records import (
     LABEL_ZONE_BETA,
     TAINT_TO_BE_DELETED,
     LabelSelector,
+    Namespace,
     Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -343,6 +344,37 @@ class TestInterPodAffinity:
         assert run(self.f, pod, st, "a1") is None
         all_ns = PodAffinityTerm(sel(app="web"), LABEL_ZONE, all_namespaces=True)
         assert run(self.f, incoming(required_anti_affinity=(all_ns,)), st, "a1") is not None
+
+    def test_namespace_selector_is_resolved_against_namespace_labels(self) -> None:
+        """kube-scheduler matches a namespaceSelector against the namespaces' labels: for
+        affinity the destination's domain must hold a matching pod in a selected namespace."""
+        db = [
+            make_pod("db-b", namespace="team-b", node="a1", labels={"app": "db"}),
+            make_pod("db-a", namespace="team-a", node="b1", labels={"app": "db"}),
+        ]
+        term = PodAffinityTerm(sel(app="db"), LABEL_ZONE, namespace_selector=sel(team="a"))
+        pod = incoming(namespace="web", labels={"app": "web"}, required_affinity=(term,))
+        namespaces = [Namespace("team-a", {"team": "a"}), Namespace("team-b", {"team": "b"}), Namespace("web")]
+        snap = ClusterSnapshot.create(now=0.0, nodes=self.nodes, pods=db, namespaces=namespaces)
+        st = ClusterState(snap)
+        assert run(self.f, pod, st, "a2") is not None  # zone-a holds only team-b's db
+        assert run(self.f, pod, st, "b1") is None
+        # Namespaces not listed: the selector selects nothing for affinity (no proof of a match).
+        unknown = cluster(self.nodes, db)
+        assert run(self.f, pod, unknown, "a2") is not None
+        assert run(self.f, pod, unknown, "b1") is not None
+
+    def test_namespace_selector_for_anti_affinity(self) -> None:
+        guard_term = PodAffinityTerm(sel(app="web"), LABEL_ZONE, namespace_selector=sel(team="web"))
+        guard = make_pod("guard", namespace="ops", node="a1", labels={"app": "guard"},
+                         required_anti_affinity=(guard_term,))  # fmt: skip
+        namespaces = [Namespace("ops"), Namespace("web", {"team": "web"}), Namespace("other", {"team": "x"})]
+        st = ClusterState(ClusterSnapshot.create(now=0.0, nodes=self.nodes, pods=[guard], namespaces=namespaces))
+        assert run(self.f, incoming(namespace="web", labels={"app": "web"}), st, "a2") is not None
+        assert run(self.f, incoming(namespace="other", labels={"app": "web"}), st, "a2") is None
+        # Namespaces not listed: the selector selects every namespace for anti-affinity.
+        unknown = cluster(self.nodes, [guard])
+        assert run(self.f, incoming(namespace="other", labels={"app": "web"}), unknown, "a2") is not None
 
     def test_existing_pods_anti_affinity_symmetry(self) -> None:
         guard = make_pod(

@@ -232,6 +232,24 @@ def test_volumes_are_fetched_and_written(example_objects: list[dict[str, Any]], 
     assert replace(reloaded, workload_kinds=snap.workload_kinds) == snap
 
 
+def test_namespaces_are_fetched_and_written(example_objects: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Namespace labels are read (pod affinity's namespaceSelector), and written to and read from
+    a snapshot directory."""
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "catalog", "labels": {"team": "a"}}}
+    with FakeKubeAPI() as fake:
+        fake.load_objects([*example_objects, ns])
+        client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kc")))
+        try:
+            snap, objects = load_live_snapshot(client, 1_800_000_000.0)
+        finally:
+            client.close()
+        assert len(fake.requests_to("/api/v1/namespaces")) == 1
+    assert snap.namespace_labels == {"catalog": {"team": "a"}}
+    written = write_snapshot(objects, tmp_path / "out")
+    assert "namespaces.json" in [p.name for p in written]
+    assert load_snapshot([tmp_path / "out"], now=snap.now).namespaces == snap.namespaces
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 

@@ -116,11 +116,11 @@ def test_pool_size_limits_and_the_nodes_flag_wins() -> None:
     nodes = snapshot(T0, BUSY).nodes
     sized = {"batch": {"min-size": 1, "max-size": 20}}
     limits = node_group_limits(ScalerConfig.from_mapping({"node-pools": sized}), nodes)
-    assert (limits["batch"].min_size, limits["batch"].max_size) == (1, 20) and "web" not in limits
+    assert (limits.pools["batch"].min_size, limits.pools["batch"].max_size) == (1, 20) and "web" not in limits.pools
     with_flag = ScalerConfig.from_mapping({"node-pools": sized, "nodes": ["0:3:batch"]})
-    assert node_group_limits(with_flag, nodes)["batch"].min_size == 0
+    assert node_group_limits(with_flag, nodes).pools["batch"].min_size == 0
     only_min = ScalerConfig.from_mapping({"node-pools": {"web": {"min-size": 2}}})
-    assert node_group_limits(only_min, nodes)["web"].min_size == 2
+    assert node_group_limits(only_min, nodes).pools["web"].min_size == 2
     ev = evaluate(snapshot(T0, {k: (100, GI) for k in BUSY}), only_min)
     assert {r.node.name: r.reason for r in ev.nodes}["web-1"] is UnremovableReason.NodeGroupMinSizeReached
 

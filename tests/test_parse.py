@@ -12,6 +12,7 @@ from scaler.model.parse import (
     ObjectError,
     parse_controller,
     parse_label_selector,
+    parse_namespace,
     parse_node,
     parse_node_metrics,
     parse_pdb,
@@ -542,6 +543,33 @@ def test_pod_affinity_term_without_topology_key_is_an_error() -> None:
     )
     with pytest.raises(ObjectError, match="Pod shop/web-0: pod affinity term without topologyKey"):
         parse_pod(p)
+
+
+def test_namespace_selector_and_start_time() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+    p = pod(
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {**term, "namespaceSelector": {"matchLabels": {"team": "a"}}, "namespaces": ["ops"]},
+                    {**term, "namespaceSelector": {}},
+                    term,
+                ]
+            }
+        }
+    )
+    p["status"]["startTime"] = "2026-11-04T14:00:10Z"
+    r = parse_pod(p)
+    selected, every, own = r.required_affinity
+    assert selected.namespace_selector == LabelSelector({"team": "a"}) and selected.namespaces == ("ops",)
+    assert not selected.all_namespaces
+    assert every.all_namespaces and every.namespace_selector is None
+    assert own.namespace_selector is None and not own.all_namespaces
+    assert r.start_ts == parse_time("2026-11-04T14:00:10Z")
+    ns = parse_namespace({"kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}})
+    assert (ns.name, ns.labels) == ("team-a", {"team": "a"})
+    with pytest.raises(ObjectError, match="Namespace <unnamed>"):
+        parse_namespace({"kind": "Namespace", "metadata": {}})
 
 
 # --- parse errors -------------------------------------------------------------------------------

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from builders import GI, make_node, make_pod
 
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
-from scaler.model.records import Node, NodeMetrics, Pod
+from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import (
     Aggregation,
@@ -18,10 +19,12 @@ from scaler.planner import (
     UsageSample,
     aggregate_usage,
     plan,
+    record_pod_usage,
     record_usage,
     with_aggregated_usage,
 )
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.utilization import pod_usage
 
 T0 = 1_800_000_000.0
 CFG = ScalerConfig()
@@ -208,3 +211,79 @@ def test_aggregated_snapshot_keeps_freshness() -> None:
     assert agg.node_metrics["a"].cpu_millicores == 70
     assert agg.node_metrics["a"].timestamp == snap.node_metrics["a"].timestamp
     assert agg.node_metrics["b"] == snap.node_metrics["b"]
+
+
+def test_aggregated_snapshot_keeps_the_newest_readings_beside_the_aggregates() -> None:
+    snap = cluster(T0, IDLE)
+    snap = replace(snap, pod_metrics={("default", "pa"): PodMetrics("default", "pa", T0 - 10, 30, 80, GI)})
+    hist = {"a": tuple(samples([500, 400, 300, 100]))}
+    pod_hist = {("default", "pa"): tuple(samples([600, 50]))}
+    agg = with_aggregated_usage(snap, hist, Aggregation.MAX, pod_history=pod_hist)
+    assert agg.node_metrics["a"].cpu_millicores == 500
+    assert agg.newest_node_metric("a") == snap.node_metrics["a"]
+    assert agg.pod_metrics[("default", "pa")].cpu_millicores == 600
+    assert agg.newest_pod_metric("default", "pa") == snap.pod_metrics[("default", "pa")]
+    # A moved pod counts the larger of its aggregate and its newest reading.
+    assert pod_usage(make_pod("pa", node="a"), agg, CFG) == (600, GI)
+
+
+def test_record_pod_usage_keeps_the_pods_of_the_given_nodes_within_the_window() -> None:
+    hist: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
+    for i in range(30):
+        now = T0 + 60 * i
+        snap = cluster(now, IDLE)
+        pms = [PodMetrics("default", p, now - 10, 30, 10 * i, GI) for p in ("x", "pa", "pb")]
+        snap = replace(snap, pod_metrics={(m.namespace, m.name): m for m in pms})
+        hist = record_pod_usage(hist, snap, 600, {"a", "b"})
+        hist = record_pod_usage(hist, snap, 600, {"a", "b"})  # same readings: not added twice
+    assert set(hist) == {("default", "pa"), ("default", "pb")}  # "x" is on "big"
+    assert len(hist[("default", "pa")]) == 10
+    assert hist[("default", "pa")][-1].cpu_millicores == 290
+    assert set(record_pod_usage(hist, snap, 600, {"b"})) == {("default", "pb")}
+    assert set(record_pod_usage({}, snap, 600)) == {("default", "x"), ("default", "pa"), ("default", "pb")}
+
+
+def test_a_not_ready_node_with_pods_is_judged_by_requests_and_goes_after_the_unready_time() -> None:
+    # n is NotReady: no NodeMetrics. Its pod requests 10% of it; the pod fits on "big".
+    nodes = [
+        make_node("big", cpu_m=32_000, mem=128 * GI, pool="big"),
+        make_node("a"),
+        make_node("n", ready=False),
+    ]
+    pods = [make_pod("x", node="big"), make_pod("pa", node="a"), make_pod("pn", node="n", cpu_m=400)]
+    usage = {"big": (10_000, 80 * GI), "a": (3000, GI)}
+    ev = evaluate(cluster(T0, usage, nodes, pods), CFG)
+    n = next(r for r in ev.nodes if r.node.name == "n")
+    assert n.utilization.source == "requests (NotReady)"
+    assert n.utilization.value == pytest.approx(0.1)
+    assert n.status is NodeStatus.REMOVABLE_DRAIN
+    _, s1 = plan(ev, PlannerState(), SIZES)
+    p2, s2 = plan(evaluate(cluster(T0 + 700, usage, nodes, pods), CFG), s1, SIZES)
+    assert p2.verdicts["n"][1] is UnremovableReason.NotUnreadyLongEnough
+    p3, _ = plan(evaluate(cluster(T0 + 1200, usage, nodes, pods), CFG), s2, SIZES)
+    assert [r.node.name for r in p3.drain] == ["n"]
+    # --scale-down-unready-enabled=false keeps it, as in CA.
+    off = evaluate(
+        cluster(T0, usage, nodes, pods), CFG.model_copy(update={"scale_down_unready_enabled": False})
+    )
+    assert (
+        next(r for r in off.nodes if r.node.name == "n").reason is UnremovableReason.ScaleDownUnreadyDisabled
+    )
+
+
+def test_the_planner_holds_a_zone_at_its_minimum() -> None:
+    # a and c are both in zone z1; the pool has room (target 3, min 0) but z1 allows one deletion.
+    sizes = {
+        "pool-a": GroupSize(0, 10, 3, {"z1": GroupSize(1, 5, 2), "z2": GroupSize(1, 5, 1)}),
+        "big": GroupSize(1, 1, 1),
+    }
+    _, s1 = step(PlannerState(), T0, IDLE, sizes=sizes)
+    p2, _ = step(s1, T0 + 600, IDLE, sizes=sizes)
+    assert [r.node.name for r in p2.to_delete] == ["c"]
+    assert p2.verdicts["a"][1] is UnremovableReason.NodeGroupMinSizeReached
+    assert p2.verdicts["a"][2] == "node group pool-a zone z1: 1 nodes left, min 1 per zone"
+    # A deletion in flight in z1 counts there.
+    _, s2 = step(PlannerState(), T0, IDLE, sizes=sizes)
+    s2 = replace(s2, in_flight={"b": "pool-a"})
+    p3, _ = step(s2, T0 + 600, IDLE, sizes=sizes, deleting={"b"})
+    assert p3.to_delete == ()

@@ -20,6 +20,7 @@ from scaler.simulator.registry import (
     discover,
     load_filters,
     load_scorers,
+    resolve_plugins,
 )
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 
@@ -122,6 +123,17 @@ def test_unknown_filter_name() -> None:
 def test_unknown_score_name() -> None:
     with pytest.raises(PluginError, match=r"unknown score plugin 'Nope'"):
         load_scorers(ScalerConfig(score_plugins=("Nope",)))
+
+
+def test_plugins_resolved_once_built_fresh_for_each_evaluation() -> None:
+    cfg = ScalerConfig(score_plugins=("MostHeadroom",))
+    plugins = resolve_plugins(cfg)
+    first, second = plugins.build(), plugins.build()
+    assert [type(f) for f in first[0]] == [type(f) for f in load_filters(cfg)]
+    assert [type(s) for s in first[1]] == [MostHeadroom]
+    assert all(a is not b for a, b in zip(first[0] + first[1], second[0] + second[1], strict=True))
+    with pytest.raises(PluginError, match=r"unknown filter plugin 'Typo'"):
+        resolve_plugins(ScalerConfig(filter_plugins=("Typo",)))
 
 
 def test_scorers() -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scaler.config import ScalerConfig
+from scaler.engine import evaluate
 from scaler.model.profiles import HOURS, WorkloadProfile
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
@@ -341,6 +343,24 @@ def test_world_usage_overhead_and_snapshot_metrics() -> None:
     s = w.snapshot()
     assert s.now == T0 + STEP and s.node_metrics["n1"].cpu_millicores == 270 + 10 + 1400
     assert s.node_metrics["n1"].timestamp == s.now
+
+
+def test_world_moves_pod_start_times_with_the_snapshot() -> None:
+    """A snapshot taken long after the trace is moved back to the replay's start, pod start times
+    included: its pods are in their nodes' metrics, not all of them forever "not yet in them"."""
+    year = 365 * 86400.0
+    base = small_cluster()
+    pods = [dataclasses.replace(p, start_ts=T0 + year - 3600) for p in base.pods]
+    node_metrics = [dataclasses.replace(m, timestamp=T0 + year) for m in base.node_metrics.values()]
+    snap = ClusterSnapshot.create(
+        T0 + year, base.nodes, pods, controllers=base.controllers.values(), node_metrics=node_metrics,
+        pod_metrics=[dataclasses.replace(m, timestamp=T0 + year) for m in base.pod_metrics.values()],
+    )  # fmt: skip
+    inp = replay_input(snap, idle_trace(2), 2)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config)
+    ev = evaluate(w.snapshot(), ScalerConfig())
+    assert [r.utilization.pods_not_in_metrics for r in ev.nodes] == [0, 0, 0, 0]
+    assert all(p.start_ts is not None and p.start_ts < w.now for p in w.pods.values())
 
 
 def test_scheduler_places_evicted_pods_least_allocated_and_scale_up_adds_a_node() -> None:

@@ -341,8 +341,8 @@ def _readme_section(title: str) -> str:
 def test_readme_setup_says_what_make_test_installs_as_root_and_what_happens_without() -> None:
     section = _readme_section("Set-up")
     recipe = (ROOT / "Makefile").read_text().split("\ntest-deps:", 1)[1].split("\n\n", 1)[0]
-    packages = set(re.findall(r"\$\(APT_INSTALL\) (\w+)", recipe))
-    assert packages == {"prometheus", "chromium"}
+    packages = set(re.findall(r"\$\(APT_INSTALL\) ([\w-]+)", recipe))
+    assert packages == {"prometheus", "chromium", "etcd-server"}
     for package in packages:
         assert f"`{package}`" in section, package
     assert "**as root**" in section and "apt-get" in section

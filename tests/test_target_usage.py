@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from plugins.examples.most_headroom import MostHeadroom
 from plugins.target_usage import TargetUsage
 from scaler.config import ScalerConfig
-from scaler.model.records import Pod
+from scaler.model.records import Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.state import ClusterState, FilterPlugin, NodeState, ScorePlugin
+from scaler.utilization import pod_load
 
 CFG = ScalerConfig()  # target cpu 0.45, memory 0.75
 EMPTY = ClusterState(ClusterSnapshot.create(now=0.0, nodes=(), pods=()))
@@ -165,6 +166,7 @@ thresholds = st.integers(min_value=1, max_value=100).map(lambda n: n / 100) | st
     usage=st.none() | st.tuples(st.integers(0, 64_000), st.integers(0, 2**40)),
     moved=st.tuples(st.integers(0, 64_000), st.integers(0, 2**40)),
     req=st.tuples(st.integers(0, 64_000), st.integers(0, 2**40)),
+    used=st.none() | st.tuples(st.integers(0, 64_000), st.integers(0, 2**40)),
 )
 def test_accepts_iff_exact_rational_inequality(
     t_cpu: float,
@@ -174,17 +176,67 @@ def test_accepts_iff_exact_rational_inequality(
     usage: tuple[int, int] | None,
     moved: tuple[int, int],
     req: tuple[int, int],
+    used: tuple[int, int] | None,
 ) -> None:
+    """The pod counts ``max(request, real usage)`` per resource (its request without PodMetrics)."""
     plugin = TargetUsage(ScalerConfig(target_cpu_usage=t_cpu, target_memory_usage=t_mem))
     ns = node_state(cpu_alloc, mem_alloc, usage, moved)
-    accepted = plugin.filter(pod(*req), ns, EMPTY) is None
+    p = pod(*req)
+    pms = [] if used is None else [PodMetrics("default", "p", 0.0, 30.0, *used)]
+    snap = ClusterSnapshot.create(now=0.0, nodes=(), pods=(), pod_metrics=pms)
+    state = ClusterState(snap, pod_load=lambda q: (lambda c, m: (c or 0, m or 0))(*pod_load(q, snap, CFG)))
+    accepted = plugin.filter(p, ns, state) is None
     if usage is None or cpu_alloc == 0 or mem_alloc == 0:
         assert not accepted
         return
-    cpu = Fraction(usage[0] + moved[0] + req[0], cpu_alloc)
-    mem = Fraction(usage[1] + moved[1] + req[1], mem_alloc)
+    load = req if used is None else (max(req[0], used[0]), max(req[1], used[1]))
+    cpu = Fraction(usage[0] + moved[0] + load[0], cpu_alloc)
+    mem = Fraction(usage[1] + moved[1] + load[1], mem_alloc)
     expected = cpu <= Fraction(str(t_cpu)) and mem < Fraction(str(t_mem))
     assert accepted == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_moved_columns_are_the_sum_of_the_loads_placed_through_every_revert(data: st.DataObject) -> None:
+    """Invariant of the simulation state: after any sequence of moves, checkpoints and reverts,
+    each node's moved term (NodeState and table alike) is Σ load of the pods placed on it since
+    the state was built, and ``filter_nodes`` agrees with ``filter`` node by node."""
+    nodes = [make_node(f"n{i}", cpu_m=4000, mem=16 * GI) for i in range(3)]
+    loads = {f"p{i}": (data.draw(st.integers(0, 3000)), data.draw(st.integers(0, 8 * GI))) for i in range(8)}
+    pods = [make_pod(name, node="", cpu_m=data.draw(st.integers(0, 500)), mem=GI) for name in loads]
+    state = ClusterState(
+        ClusterSnapshot.create(now=0.0, nodes=nodes, pods=()),
+        usage={n.name: (data.draw(st.integers(0, 2000)), 4 * GI) for n in nodes},
+        pod_load=lambda p: loads[p.name],
+    )
+    expected: list[dict[str, list[int]]] = [{n.name: [0, 0] for n in nodes}]
+    marks: list[int] = []
+    for p in pods:
+        action = data.draw(st.sampled_from(["place", "place", "checkpoint", "revert"]))
+        if action == "checkpoint":
+            marks.append(state.checkpoint())
+            expected.append({k: v[:] for k, v in expected[-1].items()})
+        elif action == "revert" and marks:
+            state.revert(marks.pop())
+            expected.pop()
+        else:
+            dest = data.draw(st.sampled_from([n.name for n in nodes]))
+            state.place(p, dest)
+            expected[-1][dest][0] += loads[p.name][0]
+            expected[-1][dest][1] += loads[p.name][1]
+    for n in nodes:
+        ns = state.nodes[n.name]
+        assert [ns.moved_cpu_millicores, ns.moved_memory_bytes] == expected[-1][n.name]
+        assert [int(state.table.moved_cpu[ns.position]), int(state.table.moved_mem[ns.position])] == expected[
+            -1
+        ][n.name]
+    probe = pods[0]
+    res = F.filter_nodes(probe, state.positions([n.name for n in nodes]), state)
+    assert res is not None
+    codes, reasons = res
+    for code, n in zip(codes.tolist(), nodes, strict=True):
+        assert (None if code == 0 else reasons[code - 1]) == F.filter(probe, state.nodes[n.name], state)
 
 
 # ---- MostHeadroom --------------------------------------------------------------------------

@@ -23,8 +23,9 @@ __all__ = ["MostHeadroom"]
 class MostHeadroom:
     """Score = ``1 − max(cpu, memory)`` projected usage fraction of the node with the pod.
 
-    Projected usage of a resource = (NodeMetrics usage + Σ requests already moved onto the node
-    in this evaluation + the pod's request) / allocatable, with CPU in millicores and memory in
+    Projected usage of a resource = (NodeMetrics usage + Σ loads already moved onto the node in
+    this evaluation + the pod's load) / allocatable, a load being ``max(request, real usage)``
+    (:meth:`~scaler.simulator.state.ClusterState.load`), with CPU in millicores and memory in
     bytes — the same quantity :class:`plugins.target_usage.TargetUsage` bounds. A score of 1.0
     is an idle node; it goes negative past full. A node with unknown usage (no fresh metrics)
     or zero allocatable CPU or memory scores 0.0. Combined with first fit, this spreads moved
@@ -44,6 +45,7 @@ class MostHeadroom:
         alloc = node.node.allocatable
         if usage_cpu is None or usage_mem is None or alloc.cpu_millicores <= 0 or alloc.memory_bytes <= 0:
             return 0.0
-        cpu = (usage_cpu + node.moved_cpu_millicores + pod.requests.cpu_millicores) / alloc.cpu_millicores
-        mem = (usage_mem + node.moved_memory_bytes + pod.requests.memory_bytes) / alloc.memory_bytes
+        load_cpu, load_mem = state.load(pod)
+        cpu = (usage_cpu + node.moved_cpu_millicores + load_cpu) / alloc.cpu_millicores
+        mem = (usage_mem + node.moved_memory_bytes + load_mem) / alloc.memory_bytes
         return 1.0 - max(cpu, mem)

@@ -13,7 +13,9 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
    DaemonSet pods best effort when the flags (or the pod's ``enable-ds-eviction`` annotation)
    say so; mark the node ``drained``.
 3. **Verify** with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to the node, then
-   **delete** through the cloud provider.
+   **delete** through the cloud provider. Expendable pods (priority below
+   ``--expendable-pods-priority-cutoff``) are ignored here as everywhere else: they are never
+   evicted and go down with the node, as in CA.
 4. **Any failure** before the deletion: remove the taint, uncordon (unless the node was cordoned
    before), Warning event ``ScaleDownFailed``; the controller then starts
    ``--scale-down-delay-after-failure`` and keeps the node out of the candidates for
@@ -44,6 +46,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
+from scaler.simulator.registry import Plugins, resolve_plugins
 
 __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "NodeOutcome"]
 
@@ -70,9 +73,11 @@ class NodeOutcome:
     time: float = 0.0
 
 
-def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
-    """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror
-    and finished pods. An unparsable pod counts (when in doubt, don't act)."""
+def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) -> list[str]:
+    """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror,
+    finished and expendable pods (priority below ``expendable_cutoff``, which CA neither moves
+    nor waits for: they go down with the node). An unparsable pod counts (when in doubt, don't
+    act)."""
     out = []
     for obj in objs:
         try:
@@ -80,7 +85,7 @@ def _workload_pods(objs: Sequence[dict[str, object]]) -> list[str]:
         except ObjectError:
             out.append(str(obj.get("metadata")))
             continue
-        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal):
+        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.priority < expendable_cutoff):
             out.append(pod.key)
     return out
 
@@ -99,6 +104,11 @@ class Actuator:
         clock, sleep: time functions; ``sleep`` may return early when stopping.
         eviction_parallelism: evictions in flight per node.
         pod_poll_seconds: how often pod disappearance is checked (CA: 5 s).
+        plugins: the plugins of the re-check, the evaluation's own, fresh instances each
+            re-check (``None``: resolved from ``config`` once, here).
+
+    Raises:
+        scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
     """
 
     def __init__(
@@ -114,6 +124,7 @@ class Actuator:
         clock: Callable[[], float] = time.time,
         eviction_parallelism: int = 10,
         pod_poll_seconds: float = 5.0,
+        plugins: Plugins | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -125,10 +136,12 @@ class Actuator:
         self.clock = clock
         self.eviction_parallelism = eviction_parallelism
         self.pod_poll_seconds = pod_poll_seconds
+        self.plugins = resolve_plugins(config) if plugins is None else plugins
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
+        self._zones: dict[str, str] = {}  # node in flight -> its zone
         self.drains: set[str] = set()
         self.evictor = writer.evictor(
             config.max_pod_eviction_time, config.max_graceful_termination_sec, stop=self._stopping
@@ -162,6 +175,7 @@ class Actuator:
         with self._lock:
             for r, is_drain in chosen:
                 self.in_flight[r.node.name] = r.node.node_group
+                self._zones[r.node.name] = r.node.zone
                 if is_drain:
                     self.drains.add(r.node.name)
         for r, is_drain in chosen:
@@ -174,15 +188,16 @@ class Actuator:
         actuator runs it in place, on replay time)."""
         worker = threading.Thread(target=self._remove, args=(node, is_drain, reason), name=f"remove-{node.name}",
                                   daemon=True)  # fmt: skip
-        with self._lock:
+        with self._lock:  # registered and started together: stop() never joins an unstarted thread
             self._threads[node.name] = worker
-        worker.start()
+            worker.start()
 
     def complete_deletion(self, node: Node) -> NodeOutcome:
         """Finish removing a node whose drain had completed before a restart: verify it holds
         no workload pod, then delete it (rolled back otherwise). Runs synchronously."""
         with self._lock:
             self.in_flight[node.name] = node.node_group
+            self._zones[node.name] = node.zone
         return self._finish(node, "underutilized", lambda: self._verify_and_delete(node))
 
     def stop(self, timeout: float | None = None) -> None:
@@ -209,8 +224,15 @@ class Actuator:
                 raise _Abort("stopping: scaler is shutting down")
             with self._lock:
                 others = {n for n in self.in_flight if n != node.name}
+            filters, scorers = self.plugins.build()
             check = recheck(
-                self.fresh_snapshot(), self.config, node.name, expect_empty=not is_drain, excluded=others
+                self.fresh_snapshot(),
+                self.config,
+                node.name,
+                expect_empty=not is_drain,
+                excluded=others,
+                filters=filters,
+                scorers=scorers,
             )
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")
@@ -248,6 +270,7 @@ class Actuator:
         finally:
             with self._lock:
                 self.in_flight.pop(node.name, None)
+                self._zones.pop(node.name, None)
                 self.drains.discard(node.name)
                 self._threads.pop(node.name, None)
         self.on_done(outcome)
@@ -302,15 +325,20 @@ class Actuator:
                     log.info("DaemonSet pod %s not evicted (HTTP %s: %s); ignored", pod.key, status, msg)
 
     def _verify_and_delete(self, node: Node) -> None:
-        remaining = _workload_pods(self.writer.pods_on_node(node.name))
+        remaining = _workload_pods(
+            self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
+        )
         if remaining:
             raise _Abort(
                 f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
             )
         with self._lock:
-            in_flight = sum(1 for n, g in self.in_flight.items() if g == node.node_group and n != node.name)
+            others = [n for n, g in self.in_flight.items() if g == node.node_group and n != node.name]
+            in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
         try:
-            self.cloud.delete_nodes(node.node_group, [node], in_flight=in_flight)
+            self.cloud.delete_nodes(
+                node.node_group, [node], in_flight=len(others), zone_in_flight={node.zone: in_zone}
+            )
         except CloudError as e:
             raise _Abort(f"delete: {e}") from None
 

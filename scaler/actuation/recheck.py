@@ -1,26 +1,26 @@
 """Re-check, on fresh state, that a tainted node can still go (CA ``deleteNodesAsync``).
 
 Between tainting and draining the cluster moves on: pods are created, PDBs change, usage shifts.
-Before evicting anything the actuator re-runs the drain rules with a fresh PDB view and, for a
-node to drain, re-simulates the move of its pods (filters and TargetUsage) with the nodes being
-deleted excluded as destinations. An "empty" node that gained movable pods is not emptied.
+Before evicting anything the actuator asks again the question the evaluation asked, with the
+same function (:func:`scaler.simulator.cluster.simulate_node_removal`) on a fresh snapshot: the
+drain rules with a fresh PDB view, then the move of the node's pods through the same filters,
+scorers and usage accounting, the other nodes being deleted excluded as destinations. A
+refusal is worded as the evaluation words it. An "empty" node that gained movable pods is not
+emptied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from scaler.config import ScalerConfig
-from scaler.drain.pdb import RemainingPdbTracker
-from scaler.drain.rules import DrainContext, DrainOptions, get_pods_to_move
-from scaler.engine import counted_pods
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.simulator.registry import load_filters
-from scaler.simulator.removal import RemovalSimulator
-from scaler.simulator.state import ClusterState
-from scaler.utilization import node_utilization
+from scaler.simulator.cluster import RemovalContext, simulate_node_removal
+from scaler.simulator.registry import load_filters, load_scorers
+from scaler.simulator.removal import Tier
+from scaler.simulator.state import FilterPlugin, ScorePlugin
 
 __all__ = ["RecheckResult", "recheck"]
 
@@ -47,6 +47,8 @@ def recheck(
     *,
     expect_empty: bool,
     excluded: Collection[str] = (),
+    filters: Sequence[FilterPlugin] | None = None,
+    scorers: Sequence[ScorePlugin] | None = None,
 ) -> RecheckResult:
     """Decide again whether ``node_name`` can be removed, on ``snapshot``.
 
@@ -56,36 +58,31 @@ def recheck(
         node_name: the tainted node.
         expect_empty: the plan said the node was empty; any movable pod now aborts.
         excluded: other nodes being deleted (never destinations).
+        filters, scorers: the plugins the evaluation uses (``None`` loads them from ``config``).
+
+    Returns:
+        A :class:`RecheckResult`; a refusal reads ``"<UnremovableReason>: <detail>"`` with the
+        evaluation's own detail (e.g. ``"BlockedByPod: pod default/web-0: NotEnoughPdb"``).
+
+    Raises:
+        scaler.simulator.registry.PluginError: ``filters``/``scorers`` are ``None`` and a
+            configured plugin cannot be loaded.
     """
-    node = snapshot.node_by_name.get(node_name)
-    if node is None:
+    if snapshot.node_by_name.get(node_name) is None:
         return RecheckResult("node no longer exists")
-    pods_by_node = counted_pods(snapshot, config)
-    ctx = DrainContext(
-        snapshot, DrainOptions.from_config(config), snapshot.now, RemainingPdbTracker(snapshot.pdbs)
+    ctx = RemovalContext(
+        snapshot,
+        config,
+        load_filters(config) if filters is None else filters,
+        load_scorers(config) if scorers is None else scorers,
     )
-    to_move = get_pods_to_move(pods_by_node[node_name], ctx)
-    if to_move.blocking is not None:
-        b = to_move.blocking
-        return RecheckResult(f"pod {b.pod.key} blocks the drain: {b.reason.value}")
-    if to_move.on_completion_pods:
-        return RecheckResult(f"pod {to_move.on_completion_pods[0].key} runs until completion")
-    if expect_empty and to_move.pods:
-        return RecheckResult(f"node is not empty: {len(to_move.pods)} pod(s) to move appeared")
-    if to_move.pods:
-        usage: dict[str, tuple[int, int]] = {}
-        for n in snapshot.nodes:
-            u = node_utilization(n, pods_by_node[n.name], snapshot, config)
-            if u.usage_cpu_millicores is not None and u.usage_memory_bytes is not None:
-                usage[n.name] = (u.usage_cpu_millicores, u.usage_memory_bytes)
-        state = ClusterState(snapshot, pods_by_node, usage)
-        for name in excluded:
-            if name in state.nodes and name != node_name:
-                state.set_flags(name, removed=True)
-        destinations = [n.name for n in snapshot.nodes if n.name != node_name and n.name not in excluded]
-        sim = RemovalSimulator(state, load_filters(config)).simulate(node_name, to_move.pods, [destinations])
-        if sim.failure is not None:
-            return RecheckResult(
-                f"pod {sim.failure.pod.key} no longer fits elsewhere: {sim.failure.summary(2)}"
-            )
-    return RecheckResult("", to_move.pods, to_move.daemonset_pods)
+    for name in excluded:
+        if name in ctx.state.nodes and name != node_name:
+            ctx.state.set_flags(name, removed=True)
+    destinations = [n.name for n in snapshot.nodes if n.name != node_name and n.name not in excluded]
+    removal = simulate_node_removal(ctx, node_name, [Tier.of(ctx.state, destinations)], commit=False)
+    if not removal.removable:
+        return RecheckResult(f"{removal.reason.value}: {removal.detail}")
+    if expect_empty and removal.pods:
+        return RecheckResult(f"node is not empty: {len(removal.pods)} pod(s) to move appeared")
+    return RecheckResult("", removal.pods, removal.daemonset_pods)

@@ -17,7 +17,9 @@ from scaler.cloud.base import (
     CloudProvider,
     MinSizeReached,
     NodeGroupInfo,
+    ZoneGroupInfo,
     check_min_size,
+    check_zone_min_size,
 )
 
 __all__ = [
@@ -28,5 +30,7 @@ __all__ = [
     "CloudProvider",
     "MinSizeReached",
     "NodeGroupInfo",
+    "ZoneGroupInfo",
     "check_min_size",
+    "check_zone_min_size",
 ]

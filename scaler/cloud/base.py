@@ -41,8 +41,11 @@ __all__ = [
     "ClusterWriter",
     "MinSizeReached",
     "NodeGroupInfo",
+    "ZoneGroupInfo",
     "call_with_retries",
     "check_min_size",
+    "check_min_sizes",
+    "check_zone_min_size",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,16 +85,42 @@ method's "Authorization requires the following IAM permission" in the API refere
 
 
 @dataclass(frozen=True, slots=True)
+class ZoneGroupInfo:
+    """A node group in one zone (on GKE: the node pool's MIG there) and its limits, in nodes.
+
+    Attributes:
+        zone: the zone (``topology.kubernetes.io/zone`` of its nodes).
+        min_size: the smallest size scale-down may leave in this zone.
+        max_size: the largest size in this zone; informative for scale-down.
+        target_size: the current size in this zone (the MIG's ``targetSize`` on GKE).
+    """
+
+    zone: str
+    min_size: int
+    max_size: int
+    target_size: int
+
+
+@dataclass(frozen=True, slots=True)
 class NodeGroupInfo:
     """A node group (GKE node pool) and its size limits, in nodes.
 
+    A GKE node pool's autoscaling limits are per zone (``minNodeCount``/``maxNodeCount``: one
+    MIG per zone, each a node group of its own for CA's GCE provider), optionally with
+    whole-pool limits (``totalMinNodeCount``/``totalMaxNodeCount``). Both levels are kept:
+    scale-down leaves at least ``min_size`` nodes in the pool *and* at least each zone's
+    ``min_size`` in that zone.
+
     Attributes:
         id: the node pool name (value of ``cloud.google.com/gke-nodepool``).
-        min_size: the smallest size scale-down may leave (nodes, whole pool).
+        min_size: the smallest size scale-down may leave in the whole pool (its total minimum;
+            0 when the pool's minimums are per zone).
         max_size: the largest size (nodes, whole pool); informative for scale-down.
         target_size: the current size: sum of the pool's MIG ``targetSize`` (GKE), or the
             number of Node objects of the pool (Kubernetes provider).
         zones: the zones of the pool's MIGs (GKE), sorted; empty when unknown.
+        zone_groups: the pool in each zone with its own limits, sorted by zone; empty when the
+            provider knows no zones.
     """
 
     id: str
@@ -99,6 +128,11 @@ class NodeGroupInfo:
     max_size: int
     target_size: int
     zones: tuple[str, ...] = ()
+    zone_groups: tuple[ZoneGroupInfo, ...] = ()
+
+    def zone_group(self, zone: str) -> ZoneGroupInfo | None:
+        """The pool in ``zone``, or ``None`` when the provider knows no such zone of it."""
+        return next((z for z in self.zone_groups if z.zone == zone), None)
 
 
 class CloudError(Exception):
@@ -145,6 +179,55 @@ def check_min_size(group: NodeGroupInfo, count: int, in_flight: int) -> None:
         )
 
 
+def check_zone_min_size(group: NodeGroupInfo, zone: str, count: int, in_flight: int) -> None:
+    """Refuse deleting ``count`` nodes of ``group`` in ``zone`` with ``in_flight`` deletions of
+    that zone already under way: :func:`check_min_size` for one zone (on GKE, one MIG: CA's
+    ``gceMig.DeleteNodes`` refuses at the MIG's ``minSize``). A zone the group does not know is
+    not checked.
+
+    Raises:
+        MinSizeReached: ``target - in_flight <= min`` in the zone, or ``count`` exceeds the room.
+    """
+    z = group.zone_group(zone)
+    if z is None:
+        return
+    room = z.target_size - in_flight - z.min_size
+    if room <= 0 or count > room:
+        raise MinSizeReached(
+            f"node group {group.id} zone {zone}: min size reached (target size {z.target_size}, "
+            f"{in_flight} deletions in flight, min size {z.min_size} per zone); "
+            f"{'nodes will not be deleted' if room <= 0 else f'at most {room} may go'}",
+            failed_nodes=(),
+        )
+
+
+def check_min_sizes(
+    group: NodeGroupInfo,
+    per_zone: Mapping[str, int],
+    in_flight: int = 0,
+    zone_in_flight: Mapping[str, int] | None = None,
+    pending: Mapping[str, int] | None = None,
+) -> None:
+    """Refuse deleting ``per_zone[z]`` nodes in each zone ``z`` of ``group``: :func:`check_min_size`
+    for the whole group and :func:`check_zone_min_size` for each zone.
+
+    Args:
+        group: the group as last read.
+        per_zone: zone → nodes to delete there.
+        in_flight, zone_in_flight: deletions started elsewhere (the caller's), in all and per
+            zone (``None``: unknown per zone; ``in_flight`` is then taken for each zone).
+        pending: zone → nodes of the provider's own deletions still running.
+
+    Raises:
+        MinSizeReached: see :func:`check_min_size`, :func:`check_zone_min_size`.
+    """
+    pending = pending or {}
+    check_min_size(group, sum(per_zone.values()), in_flight + sum(pending.values()))
+    for zone, count in sorted(per_zone.items()):
+        elsewhere = in_flight if zone_in_flight is None else zone_in_flight.get(zone, 0)
+        check_zone_min_size(group, zone, count, elsewhere + pending.get(zone, 0))
+
+
 @runtime_checkable
 class CloudProvider(Protocol):
     """The scale-down surface of a cloud (CA's ``CloudProvider`` + ``NodeGroup``).
@@ -182,15 +265,23 @@ class CloudProvider(Protocol):
         Never raises: a check that cannot be made is logged and passes."""
         ...
 
-    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
+    def delete_nodes(
+        self,
+        group_id: str,
+        nodes: Sequence[Node],
+        in_flight: int = 0,
+        zone_in_flight: Mapping[str, int] | None = None,
+    ) -> None:
         """Delete ``nodes``, all of group ``group_id``; returns once the cloud accepted the deletion.
 
         ``in_flight``: deletions of this group started elsewhere and not yet reflected in its
-        ``target_size`` (this provider's own completed and running deletions are already counted).
+        ``target_size`` (this provider's own completed and running deletions are already counted);
+        ``zone_in_flight``: the same per zone (``None``: unknown, every one of ``in_flight`` is
+        taken to be in each node's zone).
 
         Raises:
-            MinSizeReached: the group is at its min size (see :func:`check_min_size`); nothing
-                was deleted.
+            MinSizeReached: the group, or the zone of one of the nodes, is at its min size (see
+                :func:`check_min_size`, :func:`check_zone_min_size`); nothing was deleted.
             CloudError: unknown group, a node outside the group, or an API failure after retries;
                 ``failed_nodes`` names the nodes that may remain.
         """

@@ -13,7 +13,8 @@ GCE provider does (reference §6, ``cloudprovider/gce/*``):
   ``skipInstancesOnValidationError: true``, one call per MIG (at most 1000 instances each), then
   ``zoneOperations.wait`` until ``DONE`` (``autoscaling_gce_client.go DeleteInstances``); the
   MIG's ``targetSize`` drops by the number deleted (CA never calls ``resize`` for scale-down);
-* refuse when ``targetSize - in_flight <= min`` (``gceMig.DeleteNodes``).
+* refuse when ``targetSize - in_flight <= min`` (``gceMig.DeleteNodes``), for each MIG with its
+  own (per-zone) limits and for the pool with its total limits.
 
 Every request goes through :meth:`GKEProvider._call`, which only accepts the methods named in
 :data:`scaler.cloud.base.READ_CALLS` / :data:`~scaler.cloud.base.DELETE_CALLS`, retries 429 and
@@ -32,6 +33,7 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
@@ -50,10 +52,12 @@ from scaler.cloud.base import (
     READ_CALLS,
     CloudError,
     NodeGroupInfo,
+    ZoneGroupInfo,
     call_with_retries,
-    check_min_size,
+    check_min_sizes,
 )
 from scaler.config import NodeGroupSpec
+from scaler.eligibility import GroupLimits
 from scaler.model.records import Node
 from scaler.sources.kube import ApiCall
 
@@ -66,6 +70,7 @@ __all__ = [
     "make_clients",
     "make_projects_client",
     "pool_limits",
+    "zone_limits",
 ]
 
 log = logging.getLogger(__name__)
@@ -199,21 +204,50 @@ def pool_limits(
     target_size: int,
     override: NodeGroupSpec | None = None,
 ) -> tuple[int, int]:
-    """``(min, max)`` of a whole node pool, in nodes.
+    """``(min, max)`` of a whole node pool, in nodes: the limits that hold for the pool as a
+    whole, beside those of each zone (:func:`zone_limits`).
 
-    * ``override`` (``--nodes=MIN:MAX:POOL``) wins, as explicit settings win over discovery in
-      CA (``gce_manager.go fetchAutoMigs``);
+    * ``override`` (a ``--nodes`` entry naming the pool, which limits each zone): ``(0,
+      max × zone_count)``, the zones carry the minimum;
     * autoscaling disabled (or absent): ``(target_size, target_size)``: never shrunk;
     * ``totalMinNodeCount``/``totalMaxNodeCount`` set: those (whole pool);
-    * else ``minNodeCount``/``maxNodeCount`` are per zone: times ``zone_count``.
+    * else ``minNodeCount``/``maxNodeCount`` are per zone: ``(0, max × zone_count)``.
+
+    A pool whose minimum is per zone has no minimum of its own: with zones of 3, 0 and 0 nodes
+    and a minimum of 1 per zone, the first zone may still lose two.
+    """
+    if override is not None:
+        return 0, override.max_size * zone_count
+    if autoscaling is None or not autoscaling.enabled:
+        return target_size, target_size
+    if autoscaling.total_min_node_count or autoscaling.total_max_node_count:
+        return autoscaling.total_min_node_count, autoscaling.total_max_node_count
+    return 0, autoscaling.max_node_count * zone_count
+
+
+def zone_limits(
+    autoscaling: container_v1.NodePoolAutoscaling | None,
+    target_size: int,
+    override: NodeGroupSpec | None = None,
+) -> tuple[int, int]:
+    """``(min, max)`` of one of a node pool's MIGs (the pool in one zone), in nodes.
+
+    * ``override`` (a ``--nodes`` entry naming the MIG, else one naming the pool) wins, as
+      explicit settings win over discovery in CA (``gce_manager.go fetchAutoMigs``);
+    * autoscaling disabled (or absent): ``(target_size, target_size)``: never shrunk;
+    * ``totalMinNodeCount``/``totalMaxNodeCount`` set: ``(0, totalMax)``: the pool as a whole
+      carries the minimum (:func:`pool_limits`);
+    * else ``(minNodeCount, maxNodeCount)``: GKE's limits are per zone, one MIG per zone (``gcloud
+      container node-pools update --min-nodes``: "per zone"), and CA's GCE provider gives each
+      MIG those limits.
     """
     if override is not None:
         return override.min_size, override.max_size
     if autoscaling is None or not autoscaling.enabled:
         return target_size, target_size
     if autoscaling.total_min_node_count or autoscaling.total_max_node_count:
-        return autoscaling.total_min_node_count, autoscaling.total_max_node_count
-    return autoscaling.min_node_count * zone_count, autoscaling.max_node_count * zone_count
+        return 0, autoscaling.total_max_node_count
+    return autoscaling.min_node_count, autoscaling.max_node_count
 
 
 @dataclass(slots=True)
@@ -221,6 +255,8 @@ class _Mig:
     ref: GceRef
     base_name: str
     target_size: int
+    min_size: int = 0
+    max_size: int = 0
 
 
 @dataclass(slots=True)
@@ -231,12 +267,24 @@ class _Pool:
     migs: list[_Mig] = field(default_factory=list)
 
     def info(self) -> NodeGroupInfo:
+        by_zone: dict[str, list[_Mig]] = {}
+        for m in self.migs:
+            by_zone.setdefault(m.ref.zone, []).append(m)
         return NodeGroupInfo(
             id=self.name,
             min_size=self.min_size,
             max_size=self.max_size,
             target_size=sum(m.target_size for m in self.migs),
-            zones=tuple(sorted({m.ref.zone for m in self.migs})),
+            zones=tuple(sorted(by_zone)),
+            zone_groups=tuple(
+                ZoneGroupInfo(
+                    zone,
+                    sum(m.min_size for m in migs),
+                    sum(m.max_size for m in migs),
+                    sum(m.target_size for m in migs),
+                )
+                for zone, migs in sorted(by_zone.items())
+            ),
         )
 
 
@@ -262,7 +310,8 @@ class GKEProvider:
         compute_clients: a :class:`ComputeClients`; default: :func:`make_clients`.
         projects_client: a ``resourcemanager_v3.ProjectsClient`` for the permission check;
             default: :func:`make_projects_client`, made on first use.
-        limits: ``--nodes`` limits by pool name; they override the pool's autoscaling limits.
+        limits: ``--nodes`` limits (:class:`~scaler.eligibility.GroupLimits`): an entry naming a
+            MIG, else one naming its pool, overrides the MIG's autoscaling limits.
         retry_wait_seconds: wait between attempts of a retryable failure (seconds).
         max_attempts: attempts per API call before :class:`CloudError`.
         operation_timeout_seconds: how long to wait for a zone operation to be ``DONE``
@@ -285,7 +334,7 @@ class GKEProvider:
         container_client: container_v1.ClusterManagerClient | None = None,
         compute_clients: ComputeClients | None = None,
         projects_client: resourcemanager_v3.ProjectsClient | None = None,
-        limits: Mapping[str, NodeGroupSpec] | None = None,
+        limits: GroupLimits | None = None,
         retry_wait_seconds: float = 1.0,
         max_attempts: int = 5,
         operation_timeout_seconds: float = 20.0,
@@ -301,13 +350,13 @@ class GKEProvider:
         self._container = container_client
         self._compute = compute_clients
         self._projects = projects_client
-        self._limits: dict[str, NodeGroupSpec] = dict(limits or {})
+        self._limits = limits if limits is not None else GroupLimits()
         self._retry_wait = retry_wait_seconds
         self._max_attempts = max(1, max_attempts)
         self._operation_timeout = operation_timeout_seconds
         self._request_timeout = request_timeout_seconds
         self._pools: dict[str, _Pool] | None = None
-        self._pending: dict[str, int] = {}  # group -> nodes of delete_nodes calls still running
+        self._pending: dict[str, Counter[str]] = {}  # group -> zone -> nodes of delete_nodes calls running
         self._lock = threading.Lock()
 
     @classmethod
@@ -494,7 +543,10 @@ class GKEProvider:
             target = sum(m.target_size for m in migs)
             zones = len({m.ref.zone for m in migs}) or len(np.locations)
             autoscaling = np.autoscaling if "autoscaling" in np else None
-            lo, hi = pool_limits(autoscaling, zones, target, self._limits.get(np.name))
+            for m in migs:
+                spec = self._limits.for_zone(np.name, m.ref.zone, m.ref.name)
+                m.min_size, m.max_size = zone_limits(autoscaling, m.target_size, spec)
+            lo, hi = pool_limits(autoscaling, zones, target, self._limits.pools.get(np.name))
             pools[np.name] = _Pool(np.name, lo, hi, migs)
         with self._lock:
             self._pools = pools
@@ -550,18 +602,25 @@ class GKEProvider:
         with self._lock:
             return [pools[k].info() for k in sorted(pools)]
 
-    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
+    def delete_nodes(
+        self,
+        group_id: str,
+        nodes: Sequence[Node],
+        in_flight: int = 0,
+        zone_in_flight: Mapping[str, int] | None = None,
+    ) -> None:
         """Delete ``nodes`` of pool ``group_id``: one ``deleteInstances`` per MIG, then wait for
         each operation. The cached ``target_size`` of the pool drops by the nodes deleted (also
         when the outcome is unknown, so that min-size checks stay conservative until the next
         :meth:`refresh`).
 
-        ``in_flight``: deletions of this pool started elsewhere and not yet in its target size.
-        Concurrent calls on one provider count each other's nodes without it.
+        ``in_flight`` / ``zone_in_flight``: deletions of this pool (in all, per zone) started
+        elsewhere and not yet in its target size. Concurrent calls on one provider count each
+        other's nodes without them.
 
         Raises:
-            MinSizeReached: ``target - in_flight <= min`` or more nodes than
-                ``target - in_flight - min``; nothing was deleted.
+            MinSizeReached: for the pool or for one of its MIGs, ``target - in_flight <= min``
+                or more nodes than ``target - in_flight - min``; nothing was deleted.
             CloudError: unknown pool; a node without a GCE ``providerID`` or not in one of the
                 pool's MIGs (nothing was deleted); or an API failure (``failed_nodes`` names the
                 nodes of the MIGs that failed; the other MIGs' deletions went through).
@@ -588,14 +647,17 @@ class GKEProvider:
                         f"node {node.name} ({ref.provider_id}) does not belong to node group {group_id}"
                     )
                 by_mig.setdefault(found[1].ref, (found[1], []))[1].append((node, ref))
-            pending = self._pending.get(group_id, 0)
-            check_min_size(pool.info(), len(unique), in_flight + pending)
-            self._pending[group_id] = pending + len(unique)
+            per_zone: Counter[str] = Counter()
+            for mig, items in by_mig.values():
+                per_zone[mig.ref.zone] += len(items)
+            pending = self._pending.setdefault(group_id, Counter())
+            check_min_sizes(pool.info(), per_zone, in_flight, zone_in_flight, pending)
+            pending.update(per_zone)
         try:
             self._delete_per_mig(group_id, by_mig)
         finally:
             with self._lock:
-                self._pending[group_id] -= len(unique)
+                pending.subtract(per_zone)
 
     def _delete_per_mig(
         self, group_id: str, by_mig: Mapping[GceRef, tuple[_Mig, list[tuple[Node, GceRef]]]]

@@ -4,7 +4,8 @@ For clusters whose nodes are not cloud VMs scaler can remove (and for tests): a 
 of the ``cloud.google.com/gke-nodepool`` label, its size is the number of Node objects with it
 (one paginated node LIST per :meth:`KubernetesProvider.refresh`, or none when the provider is
 given ``node_source``: the nodes the controller already has from its watch cache), its limits come from
-``--nodes`` (min 0 and max = current size without), and deleting a node deletes its Node object
+``--nodes`` per zone (the zone label of its nodes; min 0 and max = current size without), and
+deleting a node deletes its Node object
 (``CoreV1Api.delete_node``, with a UID precondition when the node's UID is known, so a node
 re-created under the same name is never deleted by mistake). Needs RBAC ``list`` and ``delete``
 on ``nodes``.
@@ -16,6 +17,7 @@ import functools
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -23,9 +25,15 @@ import urllib3
 from kubernetes.client import ApiClient, CoreV1Api, V1DeleteOptions, V1Preconditions
 from kubernetes.client.exceptions import ApiException
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, call_with_retries, check_min_size
-from scaler.config import NodeGroupSpec
-from scaler.model.records import LABEL_NODEPOOL, Node
+from scaler.cloud.base import (
+    CloudError,
+    NodeGroupInfo,
+    ZoneGroupInfo,
+    call_with_retries,
+    check_min_sizes,
+)
+from scaler.eligibility import GroupLimits
+from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, LABEL_ZONE_BETA, Node
 from scaler.sources.kube import ApiCall
 
 __all__ = ["KUBE_CALLS", "KubernetesProvider"]
@@ -55,7 +63,7 @@ class KubernetesProvider:
 
     Args:
         api_client: a ``kubernetes.client.ApiClient`` (see ``scaler.sources.kube.make_api_client``).
-        limits: ``--nodes`` limits by group name.
+        limits: ``--nodes`` limits (:class:`~scaler.eligibility.GroupLimits`), per zone.
         retry_wait_seconds: wait between attempts of a 429/5xx/connection failure (seconds).
         max_attempts: attempts per API call before :class:`~scaler.cloud.base.CloudError`.
         page_size: ``limit`` of each page of the node LIST.
@@ -71,7 +79,7 @@ class KubernetesProvider:
     def __init__(
         self,
         api_client: ApiClient,
-        limits: Mapping[str, NodeGroupSpec] | None = None,
+        limits: GroupLimits | None = None,
         *,
         retry_wait_seconds: float = 1.0,
         max_attempts: int = 5,
@@ -80,14 +88,14 @@ class KubernetesProvider:
         node_source: Callable[[], Iterable[Node]] | None = None,
     ) -> None:
         self._core = CoreV1Api(api_client)
-        self._limits: dict[str, NodeGroupSpec] = dict(limits or {})
+        self._limits = limits if limits is not None else GroupLimits()
         self._retry_wait = retry_wait_seconds
         self._max_attempts = max(1, max_attempts)
         self._page_size = page_size
         self._timeout = request_timeout_seconds
         self._node_source = node_source
-        self._sizes: dict[str, int] | None = None
-        self._pending: dict[str, int] = {}
+        self._sizes: dict[str, dict[str, int]] | None = None  # group -> zone -> nodes
+        self._pending: dict[str, Counter[str]] = {}  # group -> zone -> nodes being deleted
         self._lock = threading.Lock()
 
     def _call(self, call: str, fn: Callable[[], T]) -> T:
@@ -128,18 +136,22 @@ class KubernetesProvider:
         return doc
 
     def refresh(self) -> None:
-        """LIST nodes (paginated) and count them per node-pool label value; with ``node_source``,
-        count its nodes instead (no request).
+        """LIST nodes (paginated) and count them per node-pool label value and zone; with
+        ``node_source``, count its nodes instead (no request).
 
         Raises:
             CloudError: the LIST failed (after retries for 429/5xx/connection errors).
         """
-        sizes: dict[str, int] = {}
+        sizes: dict[str, dict[str, int]] = {}
+
+        def count(pool: str, zone: str) -> None:
+            zones = sizes.setdefault(pool, {})
+            zones[zone] = zones.get(zone, 0) + 1
+
         if self._node_source is not None:
             for node in self._node_source():
-                group = node.node_group
-                if group:
-                    sizes[group] = sizes.get(group, 0) + 1
+                if node.node_group:
+                    count(node.node_group, node.zone)
             with self._lock:
                 self._sizes = sizes
             return
@@ -153,24 +165,28 @@ class KubernetesProvider:
                 labels = (item.get("metadata") or {}).get("labels") or {}
                 pool = labels.get(LABEL_NODEPOOL)
                 if pool:
-                    sizes[pool] = sizes.get(pool, 0) + 1
+                    count(str(pool), str(labels.get(LABEL_ZONE) or labels.get(LABEL_ZONE_BETA) or ""))
             token = (doc.get("metadata") or {}).get("continue") or None
             if not token:
                 break
         with self._lock:
             self._sizes = sizes
 
-    def _ensure(self) -> dict[str, int]:
+    def _ensure(self) -> dict[str, dict[str, int]]:
         if self._sizes is None:
             self.refresh()
         assert self._sizes is not None
         return self._sizes
 
-    def _info(self, group: str, size: int) -> NodeGroupInfo:
-        spec = self._limits.get(group)
-        if spec is not None:
-            return NodeGroupInfo(group, spec.min_size, spec.max_size, size)
-        return NodeGroupInfo(group, 0, size, size)
+    def _info(self, group: str, zones: Mapping[str, int]) -> NodeGroupInfo:
+        size = sum(zones.values())
+        zone_groups = []
+        for zone, n in sorted(zones.items()):
+            spec = self._limits.for_zone(group, zone)
+            lo, hi = (spec.min_size, spec.max_size) if spec is not None else (0, n)
+            zone_groups.append(ZoneGroupInfo(zone, lo, hi, n))
+        max_size = sum(z.max_size for z in zone_groups)
+        return NodeGroupInfo(group, 0, max_size, size, tuple(sorted(zones)), tuple(zone_groups))
 
     def node_group_for(self, node: Node) -> NodeGroupInfo | None:
         """The group named by ``node``'s node-pool label, or ``None`` (no label, or a value no node
@@ -199,12 +215,19 @@ class KubernetesProvider:
         with the controller's own (:mod:`scaler.kube.permissions`)."""
         return ""
 
-    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
+    def delete_nodes(
+        self,
+        group_id: str,
+        nodes: Sequence[Node],
+        in_flight: int = 0,
+        zone_in_flight: Mapping[str, int] | None = None,
+    ) -> None:
         """Delete the Node objects of ``nodes`` (all labelled ``group_id``), one DELETE each. A node
         already gone (404), or re-created with another UID (409), counts as deleted.
 
         Raises:
-            MinSizeReached: see :func:`scaler.cloud.base.check_min_size`; nothing was deleted.
+            MinSizeReached: see :func:`scaler.cloud.base.check_min_size` and
+                :func:`~scaler.cloud.base.check_zone_min_size`; nothing was deleted.
             CloudError: unknown group or a node of another group (nothing deleted), or a DELETE
                 failed (``failed_nodes`` names the nodes not deleted).
         """
@@ -218,9 +241,12 @@ class KubernetesProvider:
             for node in unique:
                 if node.node_group != group_id:
                     raise CloudError(f"node {node.name} does not belong to node group {group_id}")
-            pending = self._pending.get(group_id, 0)
-            check_min_size(self._info(group_id, sizes[group_id]), len(unique), in_flight + pending)
-            self._pending[group_id] = pending + len(unique)
+            per_zone = Counter(node.zone for node in unique)
+            pending = self._pending.setdefault(group_id, Counter())
+            check_min_sizes(
+                self._info(group_id, sizes[group_id]), per_zone, in_flight, zone_in_flight, pending
+            )
+            pending.update(per_zone)
         failed: list[str] = []
         errors: list[str] = []
         try:
@@ -232,10 +258,11 @@ class KubernetesProvider:
                     errors.append(str(e))
                     continue
                 with self._lock:
-                    sizes[group_id] = max(0, sizes[group_id] - 1)
+                    zones = sizes[group_id]
+                    zones[node.zone] = max(0, zones.get(node.zone, 0) - 1)
         finally:
             with self._lock:
-                self._pending[group_id] -= len(unique)
+                pending.subtract(per_zone)
         if failed:
             raise CloudError(f"node group {group_id}: " + "; ".join(errors), failed_nodes=failed)
 

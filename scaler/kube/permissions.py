@@ -33,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from scaler.config import ScalerConfig
 from scaler.kube.raw import read_json
 from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS
-from scaler.sources.kube import READ_CALLS, ApiCall, ClusterUnreachable, LiveSourceError
+from scaler.sources.kube import READ_CALLS, ApiCall, LiveSourceError, unreachable
 from scaler.sources.watch import WATCH_CALLS
 
 __all__ = [
@@ -135,7 +135,7 @@ def missing_permissions(
             )
         except ApiException as e:
             if not e.status:
-                raise ClusterUnreachable(f"permission check: {e.reason}") from None
+                raise unreachable(api, "permission check", e) from None
             try:
                 message = json.loads(e.body or "").get("message") or e.reason
             except (ValueError, AttributeError):
@@ -144,7 +144,7 @@ def missing_permissions(
                 f"cannot check permission {permission.display} (SelfSubjectAccessReview): HTTP {e.status} {message}"
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise ClusterUnreachable(f"permission check: {e}") from None
+            raise unreachable(api, "permission check", e) from None
         status = read_json(resp).get("status") or {}
         if not status.get("allowed") or status.get("denied"):
             missing.append(permission)

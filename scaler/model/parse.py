@@ -22,6 +22,7 @@ from scaler.model.records import (
     Controller,
     LabelSelector,
     LabelSelectorRequirement,
+    Namespace,
     Node,
     NodeMetrics,
     NodeSelectorRequirement,
@@ -46,6 +47,7 @@ __all__ = [
     "ObjectError",
     "parse_controller",
     "parse_label_selector",
+    "parse_namespace",
     "parse_node",
     "parse_node_metrics",
     "parse_pdb",
@@ -455,14 +457,15 @@ def _affinity_terms(raw: list[Any], where: Obj) -> tuple[PodAffinityTerm, ...]:
         topo = t.get("topologyKey")
         if not topo:
             raise ObjectError(f"{_ident(where)}: pod affinity term without topologyKey")
+        ns_selector = parse_label_selector(t.get("namespaceSelector"), where, "namespaceSelector")
+        empty = ns_selector is not None and not ns_selector.match_labels and not ns_selector.match_expressions
         out.append(
             PodAffinityTerm(
                 parse_label_selector(t.get("labelSelector"), where, "labelSelector"),
                 str(topo),
                 tuple(t.get("namespaces") or ()),
-                # Namespace labels are not in the snapshot: any namespaceSelector is taken as "all
-                # namespaces", which over-counts conflicts for anti-affinity (the safe side).
-                t.get("namespaceSelector") is not None,
+                empty,  # namespaceSelector {}: every namespace
+                None if empty else ns_selector,
             )
         )
     return tuple(out)
@@ -641,6 +644,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
         topology_spread=spread,
         host_ports=tuple(ports),
         volumes=tuple(volumes),
+        start_ts=_stamp(started) if (started := status.get("startTime")) else None,
     )
 
 
@@ -738,6 +742,9 @@ def _parse_pod_general(obj: Obj) -> Pod:
         topology_spread=spread,
         host_ports=tuple(ports),
         volumes=tuple(volumes),
+        start_ts=parse_time(started, "status.startTime", obj)
+        if (started := status.get("startTime"))
+        else None,
     )
 
 
@@ -940,6 +947,16 @@ def parse_pv(obj: Obj) -> PersistentVolume:
         labels=_str_map(meta, "labels", obj),
         node_affinity=_node_selector_terms(required.get("nodeSelectorTerms"), obj) if required else None,
     )
+
+
+def parse_namespace(obj: Obj) -> Namespace:
+    """Parse a v1 Namespace: its name and labels (for ``namespaceSelector``).
+
+    Raises:
+        ObjectError: missing name or malformed labels.
+    """
+    meta = _map(obj, "metadata", obj)
+    return Namespace(str(_required(meta, "name", obj)), _str_map(meta, "labels", obj))
 
 
 def parse_pvc(obj: Obj) -> PersistentVolumeClaim:

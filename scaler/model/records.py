@@ -26,6 +26,7 @@ __all__ = [
     "Controller",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "Namespace",
     "Node",
     "NodeMetrics",
     "NodeSelectorRequirement",
@@ -221,24 +222,46 @@ class NodeSelectorTerm:
 
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
-    """A required pod (anti-)affinity term. ``namespaces`` empty and no namespace selector means
-    the pod's own namespace. A ``namespaceSelector`` (any, since namespace labels are not in the
-    snapshot) is approximated as ``all_namespaces``: for anti-affinity that can only refuse more
-    destinations, never fewer."""
+    """A required pod (anti-)affinity term. It selects pods of the namespaces in ``namespaces``
+    and of those whose labels match ``namespace_selector``; with neither, the namespace of the
+    pod that declares it. ``all_namespaces`` is an empty ``namespaceSelector`` (``{}``): every
+    namespace."""
 
     label_selector: LabelSelector | None
     topology_key: str
     namespaces: tuple[str, ...] = ()
     all_namespaces: bool = False
+    namespace_selector: LabelSelector | None = None
 
-    def selects(self, owner_namespace: str, pod: Pod) -> bool:
-        """True when ``pod`` is matched by this term declared by a pod in ``owner_namespace``."""
+    def selects(
+        self,
+        owner_namespace: str,
+        pod: Pod,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        unknown: bool = True,
+    ) -> bool:
+        """True when ``pod`` is matched by this term declared by a pod in ``owner_namespace``
+        (kube-scheduler's ``AffinityTerm.Matches``).
+
+        ``namespace_labels`` maps every namespace to its labels, for ``namespace_selector``;
+        ``None`` when they are not known, and then a pod outside ``namespaces`` counts as
+        selected when ``unknown`` is true. Callers pass whichever answer refuses more
+        destinations: ``True`` for anti-affinity (a possible conflict), ``False`` for affinity
+        (no proof of a match).
+        """
         if self.label_selector is None:
             return False
         if not self.all_namespaces:
-            allowed = self.namespaces or (owner_namespace,)
-            if pod.namespace not in allowed:
-                return False
+            if self.namespace_selector is None:
+                allowed = self.namespaces or (owner_namespace,)
+                if pod.namespace not in allowed:
+                    return False
+            elif pod.namespace not in self.namespaces:
+                if namespace_labels is None:
+                    if not unknown:
+                        return False
+                elif not self.namespace_selector.matches(namespace_labels.get(pod.namespace, {})):
+                    return False
         return self.label_selector.matches(pod.labels)
 
 
@@ -316,6 +339,13 @@ class Pod:
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     host_ports: tuple[tuple[str, str, int], ...] = ()  # (protocol, hostIP, port)
     volumes: tuple[Volume, ...] = ()
+    start_ts: float | None = None  # status.startTime: when the kubelet took the pod on
+
+    @property
+    def started(self) -> float | None:
+        """When the pod started on its node: ``status.startTime``, else its creation time;
+        ``None`` when neither is known (records not read from an API server)."""
+        return self.start_ts if self.start_ts is not None else self.creation_ts
 
     @property
     def key(self) -> str:
@@ -368,6 +398,14 @@ class Node:
     def zone(self) -> str:
         """``topology.kubernetes.io/zone`` (or the beta label), or ``""``."""
         return self.labels.get(LABEL_ZONE) or self.labels.get(LABEL_ZONE_BETA, "")
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A namespace and its labels (what a pod affinity term's ``namespaceSelector`` matches)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import (
     ObjectError,
     parse_controller,
+    parse_namespace,
     parse_node,
     parse_node_metrics,
     parse_pdb,
@@ -27,6 +28,7 @@ from scaler.model.parse import (
 from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
     Controller,
+    Namespace,
     Node,
     NodeMetrics,
     PersistentVolume,
@@ -50,7 +52,6 @@ IGNORED_KINDS = frozenset(
         "ConfigMap",
         "Secret",
         "Event",
-        "Namespace",
         "ServiceAccount",
         "HorizontalPodAutoscaler",
         "Ingress",
@@ -76,6 +77,15 @@ class ClusterSnapshot:
     ``workload_kinds`` are the controller kinds that were listed: the ReplicaCount drain rule
     only reports ``ControllerNotFound`` for a kind that was listed (a snapshot without
     ReplicationControllers says nothing about them).
+
+    ``namespaces`` (by name) give pod affinity terms' ``namespaceSelector`` the namespaces'
+    labels; empty when Namespaces were not listed (:attr:`namespace_labels` is then ``None``).
+
+    ``node_metrics`` and ``pod_metrics`` are what nodes and pods are judged by; in ``scaler run``
+    they hold usage aggregated over the unneeded window
+    (:func:`scaler.planner.with_aggregated_usage`), and ``newest_node_metrics`` /
+    ``newest_pod_metrics`` then keep the newest readings as listed (empty otherwise: the
+    metrics are themselves the newest readings). See :meth:`newest_node_metric`.
     """
 
     now: float
@@ -90,6 +100,9 @@ class ClusterSnapshot:
     has_pvs: bool = False
     workload_kinds: frozenset[str] = frozenset()
     workload_profiles: Mapping[str, WorkloadProfile] = field(default_factory=dict)
+    namespaces: Mapping[str, Namespace] = field(default_factory=dict)
+    newest_node_metrics: Mapping[str, NodeMetrics] = field(default_factory=dict)
+    newest_pod_metrics: Mapping[tuple[str, str], PodMetrics] = field(default_factory=dict)
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
 
@@ -105,6 +118,7 @@ class ClusterSnapshot:
         pvs: Iterable[PersistentVolume] | None = None,
         pvcs: Iterable[PersistentVolumeClaim] = (),
         workload_kinds: Iterable[str] | None = None,
+        namespaces: Iterable[Namespace] = (),
     ) -> ClusterSnapshot:
         """Build a snapshot from records, computing the indexes.
 
@@ -133,9 +147,28 @@ class ClusterSnapshot:
             workload_kinds=frozenset(c.kind for c in ctrl)
             if workload_kinds is None
             else frozenset(workload_kinds),
+            namespaces={ns.name: ns for ns in namespaces},
             pods_by_node={k: tuple(v) for k, v in by_node.items()},
             node_by_name={n.name: n for n in node_t},
         )
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]] | None:
+        """Namespace name → labels, ``None`` when no Namespace was listed (every cluster has
+        some, so none means unknown)."""
+        if not self.namespaces:
+            return None
+        return {name: ns.labels for name, ns in self.namespaces.items()}
+
+    def newest_node_metric(self, name: str) -> NodeMetrics | None:
+        """The newest NodeMetrics reading of node ``name`` as listed (``None`` without one)."""
+        m = self.newest_node_metrics.get(name)
+        return m if m is not None else self.node_metrics.get(name)
+
+    def newest_pod_metric(self, namespace: str, name: str) -> PodMetrics | None:
+        """The newest PodMetrics reading of pod ``namespace/name`` as listed (``None`` without one)."""
+        m = self.newest_pod_metrics.get((namespace, name))
+        return m if m is not None else self.pod_metrics.get((namespace, name))
 
     @property
     def has_workloads(self) -> bool:
@@ -227,6 +260,7 @@ def _build_snapshot(
         "PodMetrics": parse_pod_metrics,
         "PersistentVolume": parse_pv,
         "PersistentVolumeClaim": parse_pvc,
+        "Namespace": parse_namespace,
     }
     saw_pvs = False
     seen_kinds: set[str] = set()
@@ -271,6 +305,7 @@ def _build_snapshot(
         pvs=values("PersistentVolume") if saw_pvs else None,
         pvcs=values("PersistentVolumeClaim"),
         workload_kinds=seen_kinds if workload_kinds is None else workload_kinds,
+        namespaces=values("Namespace"),
     )
     if now is None:
         now = snap.metrics_time()

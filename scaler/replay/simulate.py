@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -64,9 +64,12 @@ from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.observability import Metrics
-from scaler.planner import ScaleDownPlan
+from scaler.planner import ScaleDownPlan, UsageSample
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
+from scaler.simulator.registry import Plugins
+
+T = TypeVar("T")
 
 __all__ = [
     "OVERLOAD_CPU",
@@ -190,6 +193,7 @@ class ReplayActuator(Actuator):
         *,
         world: World,
         clock: Callable[[], float] = time.time,
+        plugins: Plugins | None = None,
     ) -> None:
         self.outcomes: list[NodeOutcome] = []
 
@@ -207,6 +211,7 @@ class ReplayActuator(Actuator):
             clock=clock,
             eviction_parallelism=1,
             pod_poll_seconds=0.0,
+            plugins=plugins,
         )
         self.world = world
 
@@ -426,17 +431,23 @@ class _Profiles:
 
 
 def _trim_history(controller: Controller, now: float, window: float) -> None:
-    """Keep only the usage samples of the last ``window`` seconds (0: none; the loop then
-    aggregates the newest sample alone)."""
-    history = controller.state.usage_history
-    if not history:
+    """Keep only the usage samples (nodes and pods) of the last ``window`` seconds (0: none; the
+    loop then aggregates the newest sample alone)."""
+    state = controller.state
+    if not state.usage_history and not state.pod_usage_history:
         return
     horizon = now - window
-    trimmed = {
-        n: tuple(s for s in samples if s.timestamp >= horizon and window > 0)
-        for n, samples in history.items()
-    }
-    controller.state = replace(controller.state, usage_history={n: s for n, s in trimmed.items() if s})
+
+    def trim(history: Mapping[T, tuple[UsageSample, ...]]) -> dict[T, tuple[UsageSample, ...]]:
+        kept = {
+            k: tuple(s for s in samples if s.timestamp >= horizon and window > 0)
+            for k, samples in history.items()
+        }
+        return {k: s for k, s in kept.items() if s}
+
+    controller.state = replace(
+        state, usage_history=trim(state.usage_history), pod_usage_history=trim(state.pod_usage_history)
+    )
 
 
 Progress = Callable[[str, int, int, float], None]
@@ -483,7 +494,7 @@ def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> 
         cfg,
         provision_delay=inp.provision_delay,
         start_step=inp.start_step,
-        with_pod_metrics=cfg.ignore_daemonsets_utilization or cfg.ignore_mirror_pods_utilization,
+        with_pod_metrics=True,  # moved pods count max(request, PodMetrics usage)
         scheduler_plugins=policy.scheduler_plugins,
     )
     writer = SimWriter(world, cfg.instance_name)

@@ -8,7 +8,7 @@ world instead of a real cluster. The world stands in for what the controller tal
 * the Kubernetes writes of the actuator (:class:`SimWriter`: taint and cordon, annotate, evict,
   list a node's pods, clean up);
 * the cloud (:class:`SimCloud`: node pools and their sizes; deletions checked against min
-  sizes with :func:`scaler.cloud.base.check_min_size`);
+  sizes with :func:`scaler.cloud.base.check_min_size`, per zone too);
 * kube-scheduler (:meth:`World.schedule_pending`) and a node-pool scale-up
   (:meth:`World.scale_up`).
 
@@ -25,7 +25,9 @@ largest request first, each on the node that passes scaler's built-in filters (N
 NodeResourcesFit, TaintToleration, NodeAffinity, NodePorts, VolumeZone, InterPodAffinity,
 PodTopologySpread — TargetUsage and other plugins are *not* scheduler filters) with the highest
 kube-scheduler ``LeastAllocated`` score (mean over CPU and memory of free / allocatable after
-placing the pod; ties by node name). A pod that fits nowhere stays pending.
+placing the pod; ties by node name). A pod that fits nowhere stays pending. A placed pod starts
+(``status.startTime``) at the step it is placed: until the next step's metrics it is one of its
+node's pods not yet in the metrics, as a replacement is live.
 
 With ``scheduler_plugins`` (the replay-only policy flag ``--scheduler-plugins``), the scheduler
 also runs the policy's own Filter plugins (``--filter-plugins``, e.g. TargetUsage,
@@ -58,6 +60,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,7 +68,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, check_min_size
+from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_sizes
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.eviction.executor import Evictor, EvictResult
@@ -203,7 +206,10 @@ def _lifetime_shifted(snapshot: ClusterSnapshot, delta: float) -> ClusterSnapsho
         )
         for n in snapshot.nodes
     ]
-    pods = [replace(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts)) for p in snapshot.pods]
+    pods = [
+        replace(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
+        for p in snapshot.pods
+    ]
     return _with_objects(snapshot, nodes, pods, snapshot.now + delta)
 
 
@@ -246,8 +252,9 @@ class World:
         config: the policy's configuration (node-group limits, instance name).
         provision_delay: seconds from a scale-up request to the node joining.
         start_step: the grid index the replay starts at (earlier steps are history only).
-        with_pod_metrics: also publish PodMetrics in snapshots (needed only by
-            ``--ignore-daemonsets-utilization`` / ``--ignore-mirror-pods-utilization``).
+        with_pod_metrics: also publish PodMetrics in snapshots (the replay always does: moved
+            pods count ``max(request, usage)``, and ``--ignore-daemonsets-utilization`` reads
+            them; without, every pod counts its requests).
         scheduler_plugins: the scheduler also runs the policy's Filter and Score plugins (see
             the module doc).
         attach: applied to each snapshot the scheduler reads (the replay attaches workload
@@ -517,7 +524,7 @@ class World:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
         name and usage, created now; any other pod is gone."""
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
-            self.pods[pod.uid] = replace(pod, node_name="", creation_ts=self.now)
+            self.pods[pod.uid] = replace(pod, node_name="", creation_ts=self.now, start_ts=None)
             self.pending[pod.uid] = self.now
         else:
             del self.pods[pod.uid]
@@ -609,7 +616,17 @@ class World:
             return
         snap = self.snapshot()
         usage = {n: (m.cpu_millicores, m.memory_bytes) for n, m in snap.node_metrics.items()}
-        state = ClusterState(self.attach(snap) if self.attach is not None else snap, usage=usage)
+        pod_load = None
+        if self._place_filters is not self._sched_filters:  # a load-aware scheduler (TargetUsage)
+            used = self.pod_usage()
+
+            def pod_load(p: Pod) -> tuple[int, int]:
+                u = used.get(p.uid, (0.0, 0.0))
+                return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
+
+        state = ClusterState(
+            self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
+        )
         t = state.table
         positions = np.arange(len(state.names), dtype=np.intp)
         placed = False
@@ -624,7 +641,7 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
-            self.pods[pod.uid] = replace(pod, node_name=dest)
+            self.pods[pod.uid] = replace(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
         if placed:
@@ -652,12 +669,30 @@ class World:
 
     # ---- scale-up ----------------------------------------------------------------------------------
     def _pool_limits(self) -> dict[str, tuple[int, int]]:
+        """Pool → (min, max) of the whole pool: ``--nodes`` limits hold per zone, so a pool
+        has no minimum of its own and its maximum is the per-zone one times its zones."""
         limits = node_group_limits(self.config, self.nodes.values())
         out = {}
-        for pool in self.templates:
-            spec = limits.get(pool)
-            out[pool] = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
+        for pool, tpl in self.templates.items():
+            spec = limits.pools.get(pool)
+            zones = max(1, len(tpl.zones))
+            out[pool] = (0, spec.max_size * zones) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
         return out
+
+    def zone_groups(self, pool: str) -> tuple[ZoneGroupInfo, ...]:
+        """The pool in each zone its nodes are in: nodes there, and ``--nodes`` limits (a MIG's
+        entry, else the pool's; min 0 and max 1000 without)."""
+        limits = node_group_limits(self.config, self.nodes.values())
+        counts: dict[str, int] = {}
+        for n in self.nodes.values():
+            if n.node_group == pool:
+                counts[n.zone] = counts.get(n.zone, 0) + 1
+        out = []
+        for zone, count in sorted(counts.items()):
+            spec = limits.for_zone(pool, zone)
+            lo, hi = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
+            out.append(ZoneGroupInfo(zone, lo, hi, count))
+        return tuple(out)
 
     def pool_sizes(self) -> dict[str, int]:
         """Nodes per pool, counting nodes being provisioned (the MIG's target size)."""
@@ -757,7 +792,7 @@ class World:
             else:  # a DaemonSet pod: <daemonset>-<random suffix>
                 pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}"
             uid = f"replay-{_short_hash(pname, at, n=16)}"
-            self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at)
+            self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
             self._add_slot(uid, -1, use)
         self.stats.nodes_added += 1
         self.touch()
@@ -824,8 +859,8 @@ class SimWriter:
 
 class SimCloud:
     """The node pools of a :class:`World` as a :class:`scaler.cloud.base.CloudProvider`:
-    target size = nodes of the pool plus nodes being provisioned; min and max from
-    ``--nodes`` (min 0 and max 1000 without)."""
+    target size = nodes of the pool plus nodes being provisioned; min and max per zone from
+    ``--nodes`` (min 0 and max 1000 without; :meth:`World.zone_groups`)."""
 
     name = "replay"
     kube_calls: tuple[ApiCall, ...] = ()
@@ -847,7 +882,12 @@ class SimCloud:
         sizes = self.world.pool_sizes()
         return [
             NodeGroupInfo(
-                pool, limits[pool][0], limits[pool][1], sizes.get(pool, 0), self.world.templates[pool].zones
+                pool,
+                limits[pool][0],
+                limits[pool][1],
+                sizes.get(pool, 0),
+                self.world.templates[pool].zones,
+                self.world.zone_groups(pool),
             )
             for pool in sorted(self.world.templates)
         ]
@@ -856,11 +896,17 @@ class SimCloud:
         """The pool of ``node``."""
         return next((g for g in self.node_groups() if g.id == node.node_group), None)
 
-    def delete_nodes(self, group_id: str, nodes: Sequence[Node], in_flight: int = 0) -> None:
-        """Delete ``nodes`` of pool ``group_id``, refusing below the pool's minimum.
+    def delete_nodes(
+        self,
+        group_id: str,
+        nodes: Sequence[Node],
+        in_flight: int = 0,
+        zone_in_flight: Mapping[str, int] | None = None,
+    ) -> None:
+        """Delete ``nodes`` of pool ``group_id``, refusing below the pool's minimum or a zone's.
 
         Raises:
-            MinSizeReached: the pool is at its minimum.
+            MinSizeReached: the pool, or the zone of a node, is at its minimum.
             CloudError: unknown pool or a node outside it.
         """
         group = next((g for g in self.node_groups() if g.id == group_id), None)
@@ -869,7 +915,7 @@ class SimCloud:
         for n in nodes:
             if n.node_group != group_id:
                 raise CloudError(f"node {n.name} is not in node group {group_id}", failed_nodes=[n.name])
-        check_min_size(group, len(nodes), in_flight)
+        check_min_sizes(group, Counter(n.zone for n in nodes), in_flight, zone_in_flight)
         for n in nodes:
             self.world.delete_node(n.name)
             self.deleted.append(n.name)

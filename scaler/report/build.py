@@ -134,13 +134,14 @@ def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
 def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str, Any]:
     """The configuration with flag names as keys; ``node-pools`` holds, for every node pool of
     the snapshot or of the configuration, its effective per-pool values
-    (:meth:`~scaler.config.ScalerConfig.for_pool`) and its ``--nodes`` / ``node-pools`` limits."""
+    (:meth:`~scaler.config.ScalerConfig.for_pool`) and its ``--nodes`` / ``node-pools`` limits
+    (those of each of its zones)."""
     flags = {k.replace("_", "-"): v for k, v in config.model_dump(mode="json", by_alias=True).items()}
     limits = node_group_limits(config, snapshot.nodes)
     pools: dict[str, Any] = {}
     for pool in sorted({n.node_group for n in snapshot.nodes if n.node_group} | set(config.node_pools)):
         values = {k.replace("_", "-"): v for k, v in asdict(config.for_pool(pool)).items()}
-        spec = limits.get(pool)
+        spec = limits.pools.get(pool)  # limits of each of the pool's zones
         if spec is not None:
             values |= {"min-size": spec.min_size, "max-size": spec.max_size}
         pools[pool] = values

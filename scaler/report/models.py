@@ -46,7 +46,10 @@ class UtilizationModel(_Model):
     memory: float | None
     value: float | None = Field(description="max(cpu, memory)")
     resource: str = Field(description="cpu or memory: the dominant resource")
-    source: str = Field(description="usage (metrics.k8s.io) or requests (cluster-autoscaler)")
+    source: str = Field(
+        description="usage (metrics.k8s.io), requests (cluster-autoscaler), or requests (NotReady): a NotReady "
+        "node without usage judged by its requests"
+    )
 
 
 class RequestUtilizationModel(_Model):
@@ -155,7 +158,10 @@ class NodeReport(_Model):
     metrics: str = Field(description="ok, missing or stale")
     allocatable: ResourceFigures
     requested: ResourceFigures = Field(description="Σ requests of counted pods before any move")
-    usage: ResourceFigures = Field(description="NodeMetrics usage (null when missing or stale)")
+    usage: ResourceFigures = Field(
+        description="usage the node is judged by: NodeMetrics plus the pods started after their window "
+        "(null when unknown: metrics missing or stale)"
+    )
     labels: dict[str, str]
     taints: list[TaintModel]
     unschedulable: bool

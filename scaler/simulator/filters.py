@@ -479,9 +479,22 @@ class VolumeZone(BaseFilter):
 # ---- InterPodAffinity -------------------------------------------------------------------------
 
 
-def _matches_all_terms(terms: tuple[PodAffinityTerm, ...], owner_namespace: str, pod: Pod) -> bool:
-    """``podMatchesAllAffinityTerms``: ``pod`` is selected by every term (false for no terms)."""
-    return bool(terms) and all(t.selects(owner_namespace, pod) for t in terms)
+def _matches_all_terms(
+    terms: tuple[PodAffinityTerm, ...],
+    owner_namespace: str,
+    pod: Pod,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None,
+) -> bool:
+    """``podMatchesAllAffinityTerms``: ``pod`` is selected by every (affinity) term (false for
+    no terms); a namespace selector with unknown namespace labels selects nothing."""
+    return bool(terms) and all(
+        t.selects(owner_namespace, pod, namespace_labels, unknown=False) for t in terms
+    )
+
+
+def _namespace_labels(state: ClusterState) -> Mapping[str, Mapping[str, str]] | None:
+    """The namespaces' labels (``None`` when the snapshot lists no Namespace), computed once."""
+    return state.static("namespace-labels", lambda: state.snapshot.namespace_labels)
 
 
 class InterPodAffinity(BaseFilter):
@@ -500,8 +513,10 @@ class InterPodAffinity(BaseFilter):
        terms, the first pod of a self-affine group may go anywhere that has the keys.
 
     Pods are looked up at each call through the state's indexes (topology domains, pods by
-    label), which follow every simulated move. ``namespaceSelector`` is approximated by
-    :meth:`PodAffinityTerm.selects`.
+    label), which follow every simulated move. A term's ``namespaceSelector`` is matched against
+    the labels of the snapshot's Namespaces (:meth:`PodAffinityTerm.selects`); when the snapshot
+    lists none, a selector is taken to select every namespace for anti-affinity and none for
+    affinity, the side that refuses more destinations.
     """
 
     name = "InterPodAffinity"
@@ -509,6 +524,7 @@ class InterPodAffinity(BaseFilter):
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when placing the pod on the node breaks no required (anti-)affinity."""
         labels = node.node.labels
+        ns_labels = _namespace_labels(state)
         # 1. Existing pods' required anti-affinity towards the incoming pod: only pods on nodes
         # of the candidate's domain, for each topology key any anti-affinity term uses.
         for key in state.anti_affinity_keys:
@@ -523,7 +539,7 @@ class InterPodAffinity(BaseFilter):
                     if not p.required_anti_affinity or p.uid == pod.uid:
                         continue
                     for t in p.required_anti_affinity:
-                        if t.topology_key == key and t.selects(p.namespace, pod):
+                        if t.topology_key == key and t.selects(p.namespace, pod, ns_labels):
                             return "node didn't satisfy existing pods anti-affinity rules"
         # 2. The incoming pod's required anti-affinity.
         for t in pod.required_anti_affinity:
@@ -531,7 +547,7 @@ class InterPodAffinity(BaseFilter):
             if v is None:
                 continue
             for p in state.pods_in_domain(t.topology_key, v):
-                if p.uid != pod.uid and t.selects(pod.namespace, p):
+                if p.uid != pod.uid and t.selects(pod.namespace, p, ns_labels):
                     return "node didn't match pod anti-affinity rules"
         # 3. The incoming pod's required affinity.
         terms = pod.required_affinity
@@ -541,13 +557,15 @@ class InterPodAffinity(BaseFilter):
                     return f"node didn't match pod affinity rules (no label {t.topology_key})"
             satisfied = all(
                 any(
-                    p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p)
+                    p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p, ns_labels)
                     for p in state.pods_in_domain(t.topology_key, labels[t.topology_key])
                 )
                 for t in terms
             )
             if not satisfied:
-                if _matches_all_terms(terms, pod.namespace, pod) and not self._any_affinity_match(pod, state):
+                if _matches_all_terms(terms, pod.namespace, pod, ns_labels) and not self._any_affinity_match(
+                    pod, state
+                ):
                     return None
                 return "node didn't match pod affinity rules"
         return None
@@ -558,11 +576,12 @@ class InterPodAffinity(BaseFilter):
         of ``pod``'s affinity terms sits on a live, non-ghost node carrying one of their keys."""
         terms = pod.required_affinity
         keys = {t.topology_key for t in terms}
+        ns_labels = _namespace_labels(state)
         for other in state.nodes.values():
             if other.removed or other.ghost or not any(k in other.node.labels for k in keys):
                 continue
             for p in other.pods:
-                if p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p):
+                if p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p, ns_labels):
                     return True
         return False
 

@@ -18,6 +18,8 @@ An entry point must name a class that is built as ``cls(config)`` and whose inst
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
 from scaler.config import ScalerConfig
@@ -40,9 +42,11 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "POD_SCANNING_FILTERS",
     "PluginError",
+    "Plugins",
     "discover",
     "load_filters",
     "load_scorers",
+    "resolve_plugins",
 ]
 
 ENTRY_POINT_GROUP = "scaler.plugins"
@@ -155,6 +159,34 @@ def load_scorers(config: ScalerConfig) -> list[ScorePlugin]:
         for p in _load_named(config.score_plugins, config, "score", ScorePlugin)
         if isinstance(p, ScorePlugin)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Plugins:
+    """The simulation's plugins resolved from the configuration's names once
+    (:func:`resolve_plugins`): their classes, of which :meth:`build` makes a fresh set of
+    instances, one per evaluation (what :func:`load_filters` and :func:`load_scorers` give), so
+    a plugin keeps no state from one evaluation to the next."""
+
+    config: ScalerConfig
+    filter_classes: tuple[Callable[[ScalerConfig], FilterPlugin], ...]
+    score_classes: tuple[Callable[[ScalerConfig], ScorePlugin], ...]
+
+    def build(self) -> tuple[list[FilterPlugin], list[ScorePlugin]]:
+        """Fresh filter and score plugin instances, in the resolved order."""
+        return [c(self.config) for c in self.filter_classes], [c(self.config) for c in self.score_classes]
+
+
+def resolve_plugins(config: ScalerConfig) -> Plugins:
+    """Resolve ``config.filter_plugins`` and ``config.score_plugins`` to classes once, building
+    each once to check it (``scaler run`` does this at start, so that a bad name stops it there
+    instead of failing every loop).
+
+    Raises:
+        PluginError: as :func:`load_filters` and :func:`load_scorers`.
+    """
+    filters, scorers = load_filters(config), load_scorers(config)
+    return Plugins(config, tuple(type(f) for f in filters), tuple(type(s) for s in scorers))
 
 
 def _load_named(

@@ -61,8 +61,9 @@ class NodeState:
         requested: sum of ``pods``' requests (millicores, bytes, pod count, extended).
         usage_cpu_millicores, usage_memory_bytes: real usage from NodeMetrics, ``None`` when the
             node has no fresh metrics.
-        moved_cpu_millicores, moved_memory_bytes: Σ requests of pods moved onto this node in
-            this evaluation (TargetUsage's cumulative term).
+        moved_cpu_millicores, moved_memory_bytes: Σ :meth:`ClusterState.load` of the pods moved
+            onto this node in this evaluation (TargetUsage's cumulative term): per resource
+            ``max(request, real usage)``.
         ghost: the node is the one being simulated for removal: no pods, not a destination,
             but still a topology domain (CA's "tainted ghost", ``simulator/cluster.go``).
         removed: removal committed earlier in this evaluation: neither destination nor domain.
@@ -230,6 +231,8 @@ class ClusterState:
             pods); defaults to ``snapshot.pods_by_node`` minus terminal pods.
         usage: real usage per node, ``(cpu millicores, memory bytes)``; nodes absent have
             unknown usage.
+        pod_load: what a pod adds to the node it is moved to, ``(cpu millicores, memory
+            bytes)`` (:meth:`load`); defaults to its requests.
     """
 
     def __init__(
@@ -237,8 +240,10 @@ class ClusterState:
         snapshot: ClusterSnapshot,
         pods_by_node: dict[str, list[Pod]] | None = None,
         usage: dict[str, tuple[int, int]] | None = None,
+        pod_load: Callable[[Pod], tuple[int, int]] | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self._pod_load = pod_load
         self.nodes: dict[str, NodeState] = {}
         self.names: list[str] = []
         self._journal: list[Callable[[], None]] = []
@@ -275,6 +280,14 @@ class ClusterState:
         self.table = NodeTable(list(self.nodes.values()))
 
     # ---- queries -------------------------------------------------------------------------
+    def load(self, pod: Pod) -> tuple[int, int]:
+        """What ``pod`` adds to a node it is moved to, ``(cpu millicores, memory bytes)``: the
+        ``pod_load`` the state was built with (the engine passes ``max(request, real usage)``,
+        :func:`scaler.utilization.pod_load`), else the pod's requests."""
+        if self._pod_load is None:
+            return pod.requests.cpu_millicores, pod.requests.memory_bytes
+        return self._pod_load(pod)
+
     def live_nodes(self) -> Iterator[NodeState]:
         """Nodes that still exist in the simulation (not removed), ghosts included."""
         return (n for n in self.nodes.values() if not n.removed)
@@ -427,15 +440,17 @@ class ClusterState:
         self._journal.append(undo)
 
     def place(self, pod: Pod, node_name: str) -> None:
-        """Put ``pod`` on ``node_name`` as a moved pod (adds to TargetUsage's Σ term)."""
+        """Put ``pod`` on ``node_name`` as a moved pod: its requests join the node's requested
+        resources and its :meth:`load` TargetUsage's Σ term."""
         ns = self.nodes[node_name]
         ns.pods.append(pod)
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
+        cpu, mem = self.load(pod)
         ns.requested = old[0] + pod.requests
-        ns.moved_cpu_millicores += pod.requests.cpu_millicores
-        ns.moved_memory_bytes += pod.requests.memory_bytes
+        ns.moved_cpu_millicores += cpu
+        ns.moved_memory_bytes += mem
         self._index_add(pod, node_name)
         self.table.sync(ns)
 

@@ -41,6 +41,7 @@ __all__ = [
     "fetch_objects",
     "load_live_snapshot",
     "make_api_client",
+    "unreachable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -140,6 +141,7 @@ _KINDS: dict[tuple[str, str], str] = {
     ("batch", "jobs"): "Job",
     ("", "persistentvolumes"): "PersistentVolume",
     ("", "persistentvolumeclaims"): "PersistentVolumeClaim",
+    ("", "namespaces"): "Namespace",
     (METRICS_GROUP, "nodes"): "NodeMetrics",
     (METRICS_GROUP, "pods"): "PodMetrics",
 }
@@ -155,6 +157,9 @@ READ_CALLS: tuple[ApiCall, ...] = (
     ApiCall("batch", "v1", "jobs", "list", namespaced=True, optional=False),
     ApiCall("", "v1", "persistentvolumes", "list", namespaced=False, optional=True),
     ApiCall("", "v1", "persistentvolumeclaims", "list", namespaced=True, optional=True),
+    # Namespace labels, for pod affinity terms' namespaceSelector (unknown without: see
+    # scaler.simulator.filters.InterPodAffinity).
+    ApiCall("", "v1", "namespaces", "list", namespaced=False, optional=True),
     ApiCall(METRICS_GROUP, "v1beta1", "nodes", "list", namespaced=False, optional=False),
     ApiCall(METRICS_GROUP, "v1beta1", "pods", "list", namespaced=True, optional=False),
 )
@@ -270,9 +275,18 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def unreachable(api: ApiClient, what: str, error: BaseException) -> ClusterUnreachable:
+    """The one-line :class:`ClusterUnreachable` for a request ``what`` (e.g. ``"list pods"``)
+    that could not reach the API server of ``api``: it names the server's URL and the cause
+    (refused, DNS, TLS, timeout), e.g. ``cannot reach API server https://10.0.0.1:443 (list
+    pods): connection refused``."""
+    host = getattr(api.configuration, "host", "?")
+    reason = getattr(error, "reason", None) or error
+    return ClusterUnreachable(f"cannot reach API server {host} ({what}): {_one_line(str(reason))}")
+
+
 def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> dict[str, Any]:
     """One GET for ``call``; returns the decoded List document."""
-    host = getattr(api.configuration, "host", "?")
     try:
         response = _list_method(api, call)(_preload_content=False, _request_timeout=timeout, **params)
         try:
@@ -282,17 +296,12 @@ def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> di
             response.release_conn()
     except ApiException as e:
         if not e.status:  # the client's REST layer reports TLS failures as status 0
-            raise ClusterUnreachable(
-                f"cannot reach API server {host} ({call.display}): {_one_line(str(e.reason))}"
-            ) from e
+            raise unreachable(api, call.display, e) from e
         raise _HttpStatusError(int(e.status), str(e.reason or ""), _status_message(e.body)) from e
     except urllib3.exceptions.DecodeError as e:
         raise LiveSourceError(f"{call.display} ({call.path}): undecodable response: {e}") from e
     except (urllib3.exceptions.HTTPError, OSError) as e:  # refused, DNS, timeouts, resets
-        reason = getattr(e, "reason", None) or e
-        raise ClusterUnreachable(
-            f"cannot reach API server {host} ({call.display}): {_one_line(str(reason))}"
-        ) from e
+        raise unreachable(api, call.display, e) from e
     if not 200 <= status <= 299:  # older clients may not raise on their own
         raise _HttpStatusError(status, "", _status_message(raw))
     try:

@@ -9,6 +9,7 @@ file                   content
 ``pdbs.json``          PodDisruptionBudgets (``v1 List``)
 ``workloads.json``     every controller kind: ReplicaSets, StatefulSets, … (``v1 List``)
 ``volumes.json``       PersistentVolumes and PersistentVolumeClaims, only if there are any
+``namespaces.json``    Namespaces (their labels, for ``namespaceSelector``), only if listed
 ``node-metrics.json``  ``metrics.k8s.io/v1beta1 NodeMetricsList`` (items without ``kind``)
 ``pod-metrics.json``   ``metrics.k8s.io/v1beta1 PodMetricsList`` (items without ``kind``)
 =====================  =====================================================================
@@ -35,12 +36,13 @@ SNAPSHOT_FILES: dict[str, tuple[str, str, frozenset[str]]] = {
     "pdbs.json": ("v1", "List", frozenset({"PodDisruptionBudget"})),
     "workloads.json": ("v1", "List", CONTROLLER_KINDS),
     "volumes.json": ("v1", "List", frozenset({"PersistentVolume", "PersistentVolumeClaim"})),
+    "namespaces.json": ("v1", "List", frozenset({"Namespace"})),
     "node-metrics.json": (_METRICS_API, "NodeMetricsList", frozenset({"NodeMetrics"})),
     "pod-metrics.json": (_METRICS_API, "PodMetricsList", frozenset({"PodMetrics"})),
 }
 """Snapshot file name -> (List ``apiVersion``, List ``kind``, object kinds it holds)."""
 
-_OPTIONAL_FILES = frozenset({"volumes.json"})  # written only when non-empty
+_OPTIONAL_FILES = frozenset({"volumes.json", "namespaces.json"})  # written only when non-empty
 
 _API_VERSIONS = {
     "Node": "v1",
@@ -48,6 +50,7 @@ _API_VERSIONS = {
     "ReplicationController": "v1",
     "PersistentVolume": "v1",
     "PersistentVolumeClaim": "v1",
+    "Namespace": "v1",
     "PodDisruptionBudget": "policy/v1",
     "ReplicaSet": "apps/v1",
     "StatefulSet": "apps/v1",

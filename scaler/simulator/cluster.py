@@ -1,0 +1,176 @@
+"""One node's removal check, shared by the evaluation and the actuator's re-check.
+
+:func:`simulate_node_removal` has the shape of cluster-autoscaler's ``SimulateNodeRemoval``
+(``simulator/cluster.go``): the pods to move come from the drain rules (``GetPodsToMove``, with
+the PDB budget left by the nodes already removed), then each one must find a place on another
+node (``findPlaceFor``); the answer is either a removal (with its moves) or the reason the node
+stays, worded once. :mod:`scaler.engine` calls it for every candidate of an evaluation, and
+:mod:`scaler.actuation.recheck` calls it on fresh state before a drain; both build what it needs
+with a :class:`RemovalContext`, so they count the same pods, the same usage (real usage,
+pods not yet in the metrics, moved pods by ``max(request, real usage)``), the same filters and
+the same PDB view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scaler.config import ScalerConfig
+from scaler.drain.pdb import RemainingPdbTracker
+from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
+from scaler.model.records import Pod
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.reasons import UnremovableReason
+from scaler.simulator.removal import RemovalSimulator
+from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
+from scaler.utilization import NodeUtilization, node_utilization, pod_load
+
+__all__ = ["NodeRemoval", "RemovalContext", "counted_pods", "simulate_node_removal"]
+
+
+def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
+    """Pods that occupy each node: terminal pods and expendable pods (priority below
+    ``--expendable-pods-priority-cutoff``) are dropped, as CA drops them from its snapshot."""
+    cutoff = config.expendable_pods_priority_cutoff
+    return {
+        name: [p for p in pods if not p.is_terminal and p.priority >= cutoff]
+        for name, pods in snapshot.pods_by_node.items()
+    }
+
+
+class RemovalContext:
+    """What every node-removal check of one evaluation (or one re-check) shares.
+
+    Attributes:
+        snapshot, config: the cluster state and the settings.
+        pods_by_node: :func:`counted_pods`.
+        utils: every node's :class:`~scaler.utilization.NodeUtilization`.
+        state: the simulation state: counted pods, each node's destination usage
+            (``NodeUtilization.destination_cpu_millicores``), moved pods loaded with
+            :func:`~scaler.utilization.pod_load`.
+        simulator: the removal simulator over ``state`` with the filters and scorers.
+        tracker: the PDB budgets left, shared by the removals committed in this context.
+        options: the drain rules' settings.
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        config: ScalerConfig,
+        filters: Sequence[FilterPlugin],
+        scorers: Sequence[ScorePlugin] = (),
+    ) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.pods_by_node = counted_pods(snapshot, config)
+        self.utils: dict[str, NodeUtilization] = {
+            n.name: node_utilization(n, self.pods_by_node[n.name], snapshot, config) for n in snapshot.nodes
+        }
+        usage: dict[str, tuple[int, int]] = {}
+        for name, u in self.utils.items():
+            if u.destination_cpu_millicores is not None and u.destination_memory_bytes is not None:
+                usage[name] = (u.destination_cpu_millicores, u.destination_memory_bytes)
+
+        def load(pod: Pod) -> tuple[int, int]:
+            cpu, mem = pod_load(pod, snapshot, config)
+            # Unknown loads never reach a placement (simulate_node_removal refuses them first).
+            return cpu or 0, mem or 0
+
+        self.state = ClusterState(snapshot, self.pods_by_node, usage, load)
+        self.simulator = RemovalSimulator(self.state, filters, scorers)
+        self.tracker = RemainingPdbTracker(snapshot.pdbs)
+        self.options = DrainOptions.from_config(config)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRemoval:
+    """The answer of :func:`simulate_node_removal` for one node.
+
+    Attributes:
+        node: the node name.
+        reason: ``NoReason`` when the node can go, else why it stays (``BlockedByPod``,
+            ``MetricsUnavailable`` for a pod of unknown usage, ``NoPlaceToMovePods``,
+            ``BlockedByOnCompletionPod``).
+        detail: one line explaining ``reason``, the same wherever the check runs.
+        blocking: the blocking pod and its ``BlockingPodReason`` for ``BlockedByPod``.
+        pods: the pods to move (evict and re-place).
+        daemonset_pods: the node's DaemonSet pods (not moved).
+        moves: (pod, destination) for every pod to move when the node can go.
+    """
+
+    node: str
+    reason: UnremovableReason
+    detail: str
+    blocking: BlockingPod | None = None
+    pods: tuple[Pod, ...] = ()
+    daemonset_pods: tuple[Pod, ...] = ()
+    moves: tuple[tuple[Pod, str], ...] = ()
+
+    @property
+    def removable(self) -> bool:
+        """True when the node can be removed."""
+        return self.reason is UnremovableReason.NoReason
+
+
+def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
+    """The first pod of ``pods`` whose load is unknown, worded; ``""`` when every load is known."""
+    for p in pods:
+        cpu, mem = pod_load(p, ctx.snapshot, ctx.config)
+        if cpu is None or mem is None:
+            what = "cpu" if cpu is None else "memory"
+            return f"pod {p.key} has neither a {what} request nor PodMetrics: its usage is unknown"
+    return ""
+
+
+def simulate_node_removal(
+    ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], *, commit: bool = True
+) -> NodeRemoval:
+    """Can ``node_name`` be removed, its pods moving to ``tiers`` (CA ``SimulateNodeRemoval``)?
+
+    Steps: the drain rules on the node's counted pods with the context's PDB budgets (a blocking
+    pod: ``BlockedByPod``); every pod to move must have a known load (else
+    ``MetricsUnavailable``: unknown usage is never taken as zero); the pods are re-placed by
+    the simulator (one that fits nowhere: ``NoPlaceToMovePods``); a ``safe-to-evict:
+    "on-completion"`` pod still running keeps the node (``BlockedByOnCompletionPod``).
+
+    Args:
+        ctx: the shared context (:class:`RemovalContext`).
+        node_name: the node to check.
+        tiers: destination node names, most preferred first.
+        commit: on success keep the moves and the PDB charges in ``ctx`` (later checks see them);
+            ``False`` leaves ``ctx`` as it was.
+
+    Returns:
+        A :class:`NodeRemoval`; on failure nothing of the check remains in ``ctx``.
+    """
+    tracker = ctx.tracker
+    mark = tracker.checkpoint()
+    drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
+    to_move = get_pods_to_move(ctx.state.nodes[node_name].pods, drain)
+    pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
+    if to_move.blocking is not None:
+        tracker.revert(mark)
+        b = to_move.blocking
+        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
+        return NodeRemoval(node_name, UnremovableReason.BlockedByPod, detail, b, pods, ds)
+    unknown = _unknown_load(ctx, pods)
+    if unknown:
+        tracker.revert(mark)
+        return NodeRemoval(node_name, UnremovableReason.MetricsUnavailable, unknown, None, pods, ds)
+    keep = commit and not to_move.on_completion_pods
+    sim = ctx.simulator.simulate(node_name, pods, tiers, keep=keep)
+    if sim.failure is not None:
+        tracker.revert(mark)
+        detail = f"pod {sim.failure.pod.key} fits nowhere: {sim.failure.summary(limit=2)}"
+        return NodeRemoval(node_name, UnremovableReason.NoPlaceToMovePods, detail, None, pods, ds)
+    if to_move.on_completion_pods:
+        tracker.revert(mark)
+        first = to_move.on_completion_pods[0]
+        detail = f"pod {first.key} runs until completion"
+        return NodeRemoval(node_name, UnremovableReason.BlockedByOnCompletionPod, detail, None, pods, ds)
+    if keep:
+        tracker.commit()
+    else:
+        tracker.revert(mark)
+    return NodeRemoval(node_name, UnremovableReason.NoReason, "", None, pods, ds, sim.moves)
