@@ -879,10 +879,15 @@ class ScalerProcess:
         args: flags after ``scaler run --kubeconfig …``.
         log: output file (stdout and stderr).
         env: extra environment variables.
+        python: the interpreter whose ``scaler`` runs (default: this one).
     """
 
-    def __init__(self, kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
+    def __init__(
+        self, kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None, python: str = ""
+    ) -> None:
+        # -P: another interpreter's scaler, not the one in the current directory
+        interpreter = [python, "-P"] if python else [sys.executable]
+        self.args = [*interpreter, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
         self.log = log
         self.env = dict(os.environ, **(env or {}))
         if "POD_NAME" not in (env or {}):
@@ -958,9 +963,11 @@ def running_cluster(state_dir: Path) -> Iterator[tuple[ControlPlane, Kubelet, Me
 
 
 @contextlib.contextmanager
-def scaler_process(kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> Iterator[ScalerProcess]:
+def scaler_process(
+    kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None, python: str = ""
+) -> Iterator[ScalerProcess]:
     """A started :class:`ScalerProcess`, killed on exit if still running."""
-    proc = ScalerProcess(kubeconfig, args, log, env).start()
+    proc = ScalerProcess(kubeconfig, args, log, env, python).start()
     try:
         yield proc
     finally:

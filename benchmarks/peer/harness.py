@@ -55,6 +55,7 @@ __all__ = [
     "loaded_cluster",
     "loop_times",
     "scaler_decisions",
+    "scaler_version",
     "unavailable",
 ]
 
@@ -75,6 +76,24 @@ SCALER_CA_MODE = ("--utilization-source=requests", "--filter-plugins=")
 """scaler in cluster-autoscaler's mode: utilization by requests, no TargetUsage."""
 
 _SIMULATING = re.compile(r"^Simulating node (\S+) removal")
+
+
+def scaler_version(python: str = "") -> str:
+    """``<git commit>`` of the checkout whose ``scaler`` package ``python`` imports (with
+    ``+changes`` when it has uncommitted changes), or ``unknown``."""
+    where = subprocess.run(
+        [python or sys.executable, "-P", "-c", "import pathlib, scaler; print(pathlib.Path(scaler.__file__).parent.parent)"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    root = where.stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    if where.returncode or head.returncode:
+        return "unknown"
+    dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "scaler", "plugins"],
+                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    return head.stdout.strip() + ("+changes" if dirty else "")
 
 
 def unavailable() -> str:
@@ -211,14 +230,16 @@ def ca_decisions(ca: Any, cp: Any, loops: int = 2, timeout: float = 600.0) -> De
                      {"statusConfigMap": status, "statusCandidates": _ca_status_candidates(status)})  # fmt: skip
 
 
-def scaler_decisions(loaded: Loaded, args: Iterable[str] = ()) -> Decisions:
-    """``scaler dry-run -o json`` against the loaded cluster (a subprocess).
+def scaler_decisions(loaded: Loaded, args: Iterable[str] = (), python: str = "") -> Decisions:
+    """``scaler dry-run -o json`` against the loaded cluster (a subprocess of ``python``, by
+    default this interpreter).
 
     Raises:
         RuntimeError: the command failed (its stderr in the message).
     """
     cmd = [
-        sys.executable,
+        python or sys.executable,
+        "-P",  # the interpreter's own scaler, not the one in the current directory
         "-m",
         "scaler.cli",
         "dry-run",
@@ -292,7 +313,7 @@ def _lift(loaded: Loaded, names: Iterable[str]) -> None:
 
 
 def cross_check(loaded: Loaded, ca_set: Iterable[str], our_set: Iterable[str], ca_args: Iterable[str],
-                ca_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
+                ca_timeout: float = 600.0, python: str = "") -> dict[str, Any]:  # fmt: skip
     """Whether each side's answer is also an answer under the other's rules: with only CA's
     unneeded nodes as candidates (every other node ``scale-down-disabled``, still a
     destination), ``scaler dry-run`` in CA's mode; with only scaler's removable nodes as
@@ -310,7 +331,7 @@ def cross_check(loaded: Loaded, ca_set: Iterable[str], our_set: Iterable[str], c
     """
     annotated = _restrict(loaded, set(ca_set))
     try:
-        scaler_on_ca = scaler_decisions(loaded, SCALER_CA_MODE).removable
+        scaler_on_ca = scaler_decisions(loaded, SCALER_CA_MODE, python).removable
     finally:
         _lift(loaded, annotated)
     annotated = _restrict(loaded, set(our_set))
@@ -401,7 +422,7 @@ def _window(
 
 
 def loop_times(loaded: Loaded, ca_args: Iterable[str], scaler_args: Iterable[str], *, warm_loops: int = 2,
-               window_loops: int = 5, timeout: float = 3600.0) -> dict[str, Any]:  # fmt: skip
+               window_loops: int = 5, timeout: float = 3600.0, python: str = "") -> dict[str, Any]:  # fmt: skip
     """Run CA and ``scaler run --dry-run`` at the same time on the loaded cluster; once each has
     completed ``warm_loops`` loops, measure a window in which each completes at least
     ``window_loops`` more. Returns ``{"ca": LoopTimes, "scaler": LoopTimes, ...}`` as JSON.
@@ -414,7 +435,7 @@ def loop_times(loaded: Loaded, ca_args: Iterable[str], scaler_args: Iterable[str
                   f"--address=127.0.0.1:{port}", *scaler_args]  # fmt: skip
     log = loaded.workdir / "scaler-run.log"
     with running_ca(loaded, ca_args, "cluster-autoscaler-loops.log") as ca, \
-            realk8s.scaler_process(loaded.kubeconfig, scaler_cmd, log) as scaler:  # fmt: skip
+            realk8s.scaler_process(loaded.kubeconfig, scaler_cmd, log, python=python) as scaler:  # fmt: skip
 
         def texts() -> tuple[str, str]:
             try:

@@ -145,7 +145,7 @@ def classify(
     return out
 
 
-def run_decisions(sources: list[str], workdir: Path) -> dict[str, Any]:
+def run_decisions(sources: list[str], workdir: Path, python: str = "") -> dict[str, Any]:
     """Load each snapshot, run CA and both scaler dry-runs, compare (see the module docstring)."""
     results: dict[str, Any] = {}
     for i, source in enumerate(sources):
@@ -158,12 +158,13 @@ def run_decisions(sources: list[str], workdir: Path) -> dict[str, Any]:
             )
             with harness.running_ca(loaded, harness.CA_DECISION_FLAGS) as ca:
                 ca_dec = harness.ca_decisions(ca, loaded.cp, loops=2)
-                ca_mode = harness.scaler_decisions(loaded, harness.SCALER_CA_MODE)
-                defaults = harness.scaler_decisions(loaded)
+                ca_mode = harness.scaler_decisions(loaded, harness.SCALER_CA_MODE, python)
+                defaults = harness.scaler_decisions(loaded, (), python)
                 # CA's answer once more, after scaler's: stable from loop to loop?
                 again = harness.ca_decisions(ca, loaded.cp, loops=3)
             entry: dict[str, Any] = {
                 "source": source,
+                "scalerCommit": harness.scaler_version(python),
                 "nodes": loaded.counts.get("nodes", 0),
                 "pods": loaded.counts.get("pods", 0),
                 "pools": loaded.pools,
@@ -177,7 +178,7 @@ def run_decisions(sources: list[str], workdir: Path) -> dict[str, Any]:
             if ca_dec.removable != ca_mode.removable:
                 print(f"[{name}] the sets differ: cross-check ...", file=sys.stderr)
                 entry["crossCheck"] = harness.cross_check(
-                    loaded, ca_dec.removable, ca_mode.removable, harness.CA_DECISION_FLAGS
+                    loaded, ca_dec.removable, ca_mode.removable, harness.CA_DECISION_FLAGS, python=python
                 )
             entry["parity"] = classify(entry["ca"], entry["scalerCaMode"], entry.get("crossCheck") or {
                 "scalerOnCaSet": ca_dec.removable, "caOnScalerSet": ca_mode.removable})  # fmt: skip
@@ -191,7 +192,7 @@ def run_decisions(sources: list[str], workdir: Path) -> dict[str, Any]:
 # -- loop times ---------------------------------------------------------------------------------------
 
 
-def run_loops(sizes: list[int], workdir: Path, window_loops: int) -> dict[str, Any]:
+def run_loops(sizes: list[int], workdir: Path, window_loops: int, python: str = "") -> dict[str, Any]:
     """Load a generated cluster per size and measure both loops at the same time."""
     results: dict[str, Any] = {}
     for nodes in sizes:
@@ -201,12 +202,15 @@ def run_loops(sizes: list[int], workdir: Path, window_loops: int) -> dict[str, A
         with harness.loaded_cluster(objects, workdir / f"loops-{nodes}") as loaded:
             print(f"[{name}] loaded in {loaded.report.seconds['total']:.0f}s "
                   f"({loaded.report.requests:,} requests); measuring ...", file=sys.stderr)  # fmt: skip
-            times = harness.loop_times(loaded, LOOP_CA_ARGS, LOOP_SCALER_ARGS, window_loops=window_loops)
+            times = harness.loop_times(
+                loaded, LOOP_CA_ARGS, LOOP_SCALER_ARGS, window_loops=window_loops, python=python
+            )
             results[str(nodes)] = {
                 "nodes": loaded.counts.get("nodes", 0),
                 "pods": loaded.counts.get("pods", 0),
                 "loadSeconds": loaded.report.seconds,
                 "loadRequests": loaded.report.requests,
+                "scalerCommit": harness.scaler_version(python),
                 "caArgs": list(LOOP_CA_ARGS),
                 "scalerArgs": list(LOOP_SCALER_ARGS),
                 "othersBefore": others_before,
@@ -402,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     lp.add_argument("--window-loops", type=int, default=5)
     for p in (d, lp):
         p.add_argument("--results", type=Path, default=RESULTS)
+        p.add_argument(
+            "--scaler-python", default="", help="the interpreter whose scaler runs (default: this one)"
+        )
         p.add_argument("--markdown", type=Path, default=BENCH_MD)
         p.add_argument(
             "--workdir", type=Path, default=None, help="keep logs and state here (default: a temporary dir)"
@@ -416,10 +423,14 @@ def main(argv: list[str] | None = None) -> int:
         workdir = args.workdir or Path(tmp)
         start = time.monotonic()
         if args.command == "decisions":
-            results.setdefault("decisions", {}).update(run_decisions(args.snapshots, workdir))
+            results.setdefault("decisions", {}).update(
+                run_decisions(args.snapshots, workdir, args.scaler_python)
+            )
         else:
             sizes = [int(s) for s in args.nodes.split(",") if s]
-            results.setdefault("loops", {}).update(run_loops(sizes, workdir, args.window_loops))
+            results.setdefault("loops", {}).update(
+                run_loops(sizes, workdir, args.window_loops, args.scaler_python)
+            )
         print(f"done in {time.monotonic() - start:.0f}s", file=sys.stderr)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
