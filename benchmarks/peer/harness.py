@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peer.loader import LoadReport, load
-from benchmarks.peer.objects import LoadPlan, kwok_config_maps, load_plan
+from benchmarks.peer.objects import load_plan, read_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "tests") not in sys.path:
@@ -56,6 +56,8 @@ __all__ = [
     "loop_times",
     "scaler_decisions",
     "scaler_version",
+    "snapshot_name",
+    "snapshot_objects",
     "unavailable",
 ]
 
@@ -127,16 +129,57 @@ class Loaded:
         return Path(self.cp.admin_kubeconfig)
 
 
+def snapshot_name(source: str) -> str:
+    """How results name a snapshot source (see :func:`snapshot_objects`)."""
+    if source.startswith("gen:"):
+        return f"generated, {int(source[4:]):,} nodes"
+    return Path(source).name
+
+
+def snapshot_objects(source: str) -> Iterator[dict[str, Any]]:
+    """The objects of a snapshot: ``source`` is a directory of ``kubectl get -o json`` files
+    (relative to the checkout or absolute), or ``gen:N``, a cluster of N nodes from
+    :func:`benchmarks.generate.generate`."""
+    if source.startswith("gen:"):
+        from benchmarks.generate import generate
+
+        return generate(int(source[4:])).iter_objects()
+    path = Path(source)
+    return read_snapshot(path if path.is_absolute() else ROOT / path)
+
+
+def _load(server: str, verify: Any, objects: Iterable[Mapping[str, Any]], concurrency: int) -> dict[str, Any]:
+    """Plan and load ``objects``; what :func:`loaded_cluster` needs afterwards, as JSON."""
+    plan = load_plan(objects, realk8s.iso(time.time()), kwok_namespace=realk8s.CA_NAMESPACE)
+    report = load(server, verify, plan, concurrency)
+    return {
+        "counts": plan.counts(),
+        "notes": dict(plan.notes),
+        "pools": {p: len(nodes) for p, nodes in plan.pools.items()},
+        "report": {**asdict(report), "missing_owners": dict(report.missing_owners)},
+        "node_metrics": plan.node_metrics,
+        "pod_metrics": plan.pod_metrics,
+    }
+
+
 @contextlib.contextmanager
 def loaded_cluster(
-    objects: Iterable[Mapping[str, Any]], workdir: Path, concurrency: int = 32
+    objects: str | Iterable[Mapping[str, Any]], workdir: Path, concurrency: int = 32
 ) -> Iterator[Loaded]:
-    """kube-apiserver and etcd with ``objects`` (a snapshot's) loaded and their metrics served;
-    stopped on exit, whatever happened.
+    """kube-apiserver and etcd with a snapshot loaded and its metrics served; stopped on exit,
+    whatever happened.
+
+    Args:
+        objects: the snapshot's objects, or a source for :func:`snapshot_objects`; a source is
+            loaded by a child process (``python -m benchmarks.peer.harness``), so that the
+            memory the load takes (every object, twice) is given back before the autoscalers
+            start.
+        workdir: the control plane's state, logs.
+        concurrency: requests in flight while loading.
 
     Raises:
         benchmarks.peer.loader.LoadError: the API server refused an object.
-        RuntimeError: the control plane did not start.
+        RuntimeError: the control plane did not start, or the loading child failed.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     cp = realk8s.ControlPlane(
@@ -145,17 +188,24 @@ def loaded_cluster(
     metrics = None
     try:
         cp.start()
-        plan: LoadPlan | None = load_plan(objects, realk8s.iso(time.time()))
-        assert plan is not None
-        counts, notes = plan.counts(), dict(plan.notes)
-        pools = {p: len(nodes) for p, nodes in plan.pools.items()}
-        report = load(cp.server, cp.ssl_context(), plan, concurrency)
-        cp.apply(kwok_config_maps(plan.pools, realk8s.CA_NAMESPACE))
+        if isinstance(objects, str):
+            out = workdir / "loaded.json"
+            cmd = [sys.executable, "-m", "benchmarks.peer.harness", objects, cp.server, str(cp.ca), str(cp.pki), str(out),
+                   str(concurrency)]  # fmt: skip
+            child = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+            if child.returncode != 0:
+                raise RuntimeError(f"loading {objects} failed: {child.stderr[-3000:]}")
+            done = json.loads(out.read_bytes())
+            out.unlink()
+        else:
+            done = _load(cp.server, cp.ssl_context(), objects, concurrency)
+        rep = done["report"]
+        report = LoadReport(rep["seconds"], rep["objects"], rep["requests"], rep["retries"],
+                            Counter(rep["missing_owners"]))  # fmt: skip
         metrics = realk8s.MetricsServer(cp)
-        metrics.serve_snapshot(plan.node_metrics, plan.pod_metrics)
-        plan = None  # the objects are in the API server now
+        metrics.serve_snapshot(done.pop("node_metrics"), done.pop("pod_metrics"))
         metrics.start()
-        yield Loaded(cp, metrics, counts, pools, report, workdir, notes)
+        yield Loaded(cp, metrics, done["counts"], done["pools"], report, workdir, done["notes"])
     finally:
         if metrics is not None:
             metrics.stop()
@@ -526,3 +576,19 @@ def _scaler_verdicts(cm: Mapping[str, Any]) -> dict[str, str]:
         return {}
     doc = yaml.safe_load(text) or {}
     return {str(n["name"]): str(n["reason"]) for n in doc.get("nodes") or []}
+
+
+def _child(argv: list[str]) -> int:
+    """``python -m benchmarks.peer.harness SOURCE SERVER CA PKI OUT CONCURRENCY``: load a
+    snapshot into the API server at SERVER as its admin and write what was loaded to OUT."""
+    import ssl
+
+    source, server, ca, pki, out, concurrency = argv
+    verify = ssl.create_default_context(cafile=ca)
+    verify.load_cert_chain(str(Path(pki) / "admin.crt"), str(Path(pki) / "admin.key"))
+    Path(out).write_text(json.dumps(_load(server, verify, snapshot_objects(source), int(concurrency))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child(sys.argv[1:]))

@@ -341,13 +341,14 @@ def _pdb_status(pdb: Mapping[str, Any], notes: Counter[str]) -> Obj:
     return status
 
 
-def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
+def load_plan(objects: Iterable[Mapping[str, Any]], now: str, kwok_namespace: str = "") -> LoadPlan:
     """Sort a snapshot's objects into a :class:`LoadPlan` (see the module docstring).
 
     Args:
         objects: the snapshot's objects (with ``kind``); kinds not loaded (Events, …) are
             counted in ``notes`` and skipped.
         now: RFC 3339 time written as the nodes' condition heartbeats.
+        kwok_namespace: when given, a last wave ``kwok`` creates :func:`kwok_config_maps` there.
     """
     by_kind: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     notes: Counter[str] = Counter()
@@ -479,4 +480,6 @@ def load_plan(objects: Iterable[Mapping[str, Any]], now: str) -> LoadPlan:
         )
     waves.append(("nodes", node_steps))
     waves.append(("pods", pods))
+    if kwok_namespace:
+        waves.append(("kwok", [Step("ConfigMap", cm) for cm in kwok_config_maps(pools, kwok_namespace)]))
     return LoadPlan(waves, node_metrics, pod_metrics, dict(pools), notes)

@@ -33,12 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from benchmarks.peer import harness
-from benchmarks.peer.objects import read_snapshot
 
 __all__ = ["classify", "main", "markdown"]
 
@@ -59,18 +58,6 @@ LOOP_SCALER_ARGS = ("--unremovable-node-recheck-timeout=0s", "--write-node-statu
 """scaler's defaults otherwise (usage, TargetUsage, 10 s scan interval). Neither writes nodes
 in the loop: scaler's per-node status annotation (50 nodes a loop until every node carries
 its verdict: 100 loops at 5,000 nodes) is off, as CA's soft taints are (:data:`realk8s.CA_FLAGS`)."""
-
-
-def _objects(source: str) -> tuple[str, Iterator[dict[str, Any]]]:
-    if source.startswith("gen:"):
-        from benchmarks.generate import generate
-
-        nodes = int(source[4:])
-        return f"generated, {nodes:,} nodes", generate(nodes).iter_objects()
-    path = Path(source)
-    if not path.is_absolute():
-        path = ROOT / path
-    return path.name, read_snapshot(path)
 
 
 def _machine() -> dict[str, Any]:
@@ -149,9 +136,9 @@ def run_decisions(sources: list[str], workdir: Path, python: str = "") -> dict[s
     """Load each snapshot, run CA and both scaler dry-runs, compare (see the module docstring)."""
     results: dict[str, Any] = {}
     for i, source in enumerate(sources):
-        name, objects = _objects(source)
+        name = harness.snapshot_name(source)
         print(f"[{name}] loading ...", file=sys.stderr)
-        with harness.loaded_cluster(objects, workdir / f"decisions-{i}") as loaded:
+        with harness.loaded_cluster(source, workdir / f"decisions-{i}") as loaded:
             print(
                 f"[{name}] loaded in {loaded.report.seconds['total']:.1f}s; cluster-autoscaler ...",
                 file=sys.stderr,
@@ -196,10 +183,10 @@ def run_loops(sizes: list[int], workdir: Path, window_loops: int, python: str = 
     """Load a generated cluster per size and measure both loops at the same time."""
     results: dict[str, Any] = {}
     for nodes in sizes:
-        name, objects = _objects(f"gen:{nodes}")
+        name = harness.snapshot_name(f"gen:{nodes}")
         others_before = _others(workdir)
         print(f"[{name}] loading ...", file=sys.stderr)
-        with harness.loaded_cluster(objects, workdir / f"loops-{nodes}") as loaded:
+        with harness.loaded_cluster(f"gen:{nodes}", workdir / f"loops-{nodes}") as loaded:
             print(f"[{name}] loaded in {loaded.report.seconds['total']:.0f}s "
                   f"({loaded.report.requests:,} requests); measuring ...", file=sys.stderr)  # fmt: skip
             times = harness.loop_times(
