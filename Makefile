@@ -52,8 +52,10 @@ test-deps:
 	  else echo "test-deps: etcd is missing and cannot be installed here (needs root and apt-get)"; fi; \
 	fi
 
-## Benchmarks (minutes): full evaluation, parse and peak RSS at 1k, 5k and 15k nodes; writes
-## docs/benchmarks.md and docs/benchmarks.png. BENCH_ARGS="--sizes 1000,5000" for fewer sizes.
+## Benchmarks (tens of minutes): at 1k, 5k and 15k nodes the end-to-end `scaler dry-run` beside its
+## msgspec floor, the steady `scaler run` loop against the fake API in another process, and the
+## evaluation; writes docs/benchmarks.md/.json/.png. BENCH_ARGS="--sizes 1000,5000" for fewer sizes,
+## "--sizes 15000 --merge" to add one size to the saved results.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m benchmarks $(BENCH_ARGS)

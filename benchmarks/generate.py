@@ -129,6 +129,17 @@ def _suffix(rng: random.Random, n: int = 5) -> str:
     return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(n))
 
 
+def _unique_suffix(i: int, n: int = 5) -> str:
+    """A pod-name suffix like the ReplicaSet controller's (``bcdf…``), distinct for every ``i`` below
+    27**n: a DaemonSet's pods are named by their node's index, so no two collide."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    out = []
+    for _ in range(n):
+        i, r = divmod(i, len(alphabet))
+        out.append(alphabet[r])
+    return "".join(reversed(out))
+
+
 def _gib(v: str) -> int:
     return int(float(v.rstrip("Gi")) * GiB)
 
@@ -821,7 +832,7 @@ class Cluster:
         """DaemonSet pods and the kube-proxy mirror pod of node ``i`` (with their usage)."""
         created = self.now - 20 * 86400
         for k, (ds, c, m) in enumerate(self.daemonsets):
-            name = f"{ds}-{_h('ds', ds, n.name, n=5)}"
+            name = f"{ds}-{_unique_suffix(i)}"
             cont = [
                 {
                     "name": ds,

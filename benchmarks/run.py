@@ -1,18 +1,23 @@
-"""``python -m benchmarks``: time and memory of one full evaluation at 1k, 5k and 15k nodes.
+"""``python -m benchmarks``: what a user waits for, at 1k, 5k and 15k nodes.
 
-For each size, two fresh subprocesses (so that each peak RSS is that size's alone):
+For each size, fresh processes (so that each peak RSS is that measure's alone):
 
+* **dry-run**: write the generated cluster's snapshot files as ``kubectl get -o json`` prints them
+  (four-space indent) to a temporary directory, then, ``--runs`` times and interleaved:
+  (a) ``scaler dry-run --snapshot DIR -o json`` as a subprocess, end to end (wall time from start
+  to exit, peak RSS of that process); (b) the floor, in a subprocess of its own: msgspec decoding
+  the same ``pods.json`` into the Structs of the fields scaler reads
+  (:data:`scaler.model.wire.PodW`), read as the loader reads it; (c) the ratio of the medians.
+* **loop**: (d) the steady ``scaler run`` loop against the loopback fake API server in another
+  process (:mod:`benchmarks.loop`, :mod:`benchmarks.fake_api`): wall and CPU time per loop, API
+  requests per loop.
 * **evaluate**: generate the cluster in memory (:mod:`benchmarks.generate`), build the
   :class:`~scaler.model.snapshot.ClusterSnapshot`, then run :func:`scaler.engine.evaluate`
   ``--runs`` times with the default configuration (TargetUsage on, no time budget, no candidate
-  limit) and check that every candidate got a verdict from the candidate loop. Reports the median
-  and the spread, the snapshot's resident size and the process's peak RSS (``ru_maxrss``).
-* **parse**: write the snapshot files (kubectl ``List`` JSON, one item per line) to a temporary
-  directory, then time :func:`scaler.sources.files.load_snapshot` on them ``--runs`` times:
-  median seconds, total size, MB/s, peak RSS.
+  limit) and check that every candidate got a verdict from the candidate loop.
 
-The results go to ``docs/benchmarks.md`` (a table per size, the machine, a profile of the
-largest evaluation), ``docs/benchmarks.json`` and the plot ``docs/benchmarks.png``.
+The results go to ``docs/benchmarks.md``, ``docs/benchmarks.json`` and the plot
+``docs/benchmarks.png``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import json
 import os
 import platform
 import pstats
+import re
 import resource
 import statistics
 import subprocess
@@ -38,11 +44,15 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SIZES = (1000, 5000, 15000)
-TARGETS = {  # nodes -> (evaluation seconds, peak RSS GiB); parsing ≥ 100 MB/s at 5k
+TARGETS = {  # nodes -> (evaluation seconds, peak RSS GiB of the evaluation process)
     5000: (2.0, 1.5),
     15000: (8.0, 4.0),
 }
-PARSE_TARGET_MBS = 100.0
+DRY_RUN_TARGETS = {  # nodes -> (dry-run / floor, dry-run peak RSS GiB)
+    5000: (3.0, 3.0),
+    15000: (None, 8.0),
+}
+LOOP_TARGETS = {5000: 2.5, 15000: 7.0}  # nodes -> steady loop seconds
 GiB = 2**30
 
 # Verdicts that only the candidate loop gives (the node was a candidate and was looked at).
@@ -161,78 +171,97 @@ def _trim_profile(text: str) -> str:
     return "\n".join(ln.replace(root, "") for ln in lines[start:] if ln.strip())
 
 
-def _time_parse(tmp: str, runs: int) -> tuple[list[float], int]:
-    from scaler.sources.files import load_snapshot
+def _work_floor(path: str) -> dict[str, Any]:
+    """(b) msgspec decoding ``path`` (a pods.json) into the Structs scaler reads, in one call."""
+    import msgspec
 
-    times = []
-    n_pods = 0
-    for _ in range(runs):
-        gc.collect()
+    from scaler.model import wire
+    from scaler.sources.files import _read
+
+    pod_list = msgspec.defstruct("PodListW", [("items", list[wire.PodW])], gc=False)
+    t, c = time.perf_counter(), time.process_time()
+    doc: Any = msgspec.json.Decoder(pod_list).decode(_read(Path(path)))
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "pods": len(doc.items),
+        "peak_rss_bytes": _peak_rss_bytes(),
+    }
+
+
+def _subprocess(cmd: list[str]) -> tuple[float, int, str, float]:
+    """Run ``cmd``; (wall seconds, its peak RSS in bytes, stdout's last line, its CPU seconds:
+    user + system). Raises on failure."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        snap = load_snapshot([tmp])
-        times.append(time.perf_counter() - t)
-        n_pods = len(snap.pods)
-        del snap
-    return times, n_pods
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read()[-4000:].decode()}")
+        out.seek(0)
+        out.seek(max(0, os.fstat(out.fileno()).st_size - 65536))
+        lines = out.read().decode(errors="replace").strip().splitlines()
+    return wall, usage.ru_maxrss * 1024, lines[-1] if lines else "", usage.ru_utime + usage.ru_stime
 
 
-def _parse_stages(tmp: str) -> dict[str, float]:
-    """One more parse, split: decoding the files (orjson), building the records, freeing the
-    decoded JSON."""
-    from scaler.model.gcpause import no_cycle_collector
-    from scaler.model.snapshot import build_snapshot
-    from scaler.sources.files import load_objects
-
-    gc.collect()
-    with no_cycle_collector():
-        t0 = time.perf_counter()
-        objects = load_objects([tmp])
-        t1 = time.perf_counter()
-        snap = build_snapshot(objects)
-        t2 = time.perf_counter()
-        del objects
-        t3 = time.perf_counter()
-    del snap
-    return {"decode": t1 - t0, "build": t2 - t1, "free": t3 - t2}
-
-
-def _work_parse(nodes: int, runs: int) -> dict[str, Any]:
-    """Parse the snapshot files as ``kubectl get -o json`` prints them (four-space indent), then
-    the same objects as ``scaler snapshot`` writes them (one-space indent)."""
+def _work_dry_run(nodes: int, runs: int) -> dict[str, Any]:
+    """(a), (b), (c): the end-to-end dry-run and its floor, interleaved, ``runs`` times each."""
     from benchmarks.generate import generate
 
+    scaler_cli = str(Path(sys.executable).parent / "scaler")
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix=f"scaler-bench-{nodes}-") as tmp:
         cluster = generate(nodes)
-        formats = (("kubectl", 4), ("compact", 1))
-        dirs = {label: Path(tmp) / label for label, _ in formats}
-        all_sizes = {label: cluster.write(dirs[label], indent=indent) for label, indent in formats}
+        out["files_bytes"] = cluster.write(Path(tmp), indent=4)
+        out["total_bytes"] = sum(out["files_bytes"].values())
         del cluster
         gc.collect()
-        os.sync()  # measure parsing, not the write-back of gigabytes of fresh files
-        for label, indent in formats:
-            for f in dirs[label].iterdir():  # and read from the page cache, as after any first read
-                f.read_bytes()
-            sizes = all_sizes[label]
-            total = sum(sizes.values())
-            times, n_pods = _time_parse(str(dirs[label]), runs)
-            med = statistics.median(times)
-            res: dict[str, Any] = {
-                "indent": indent,
-                "files_bytes": sizes,
-                "total_bytes": total,
-                "pods": n_pods,
-                "parse_seconds": times,
-                "parse_median": med,
-                "mb_per_s": total / 1e6 / med,
+        os.sync()  # measure the work, not the write-back of gigabytes of fresh files
+        for f in Path(tmp).iterdir():  # and read from the page cache, as after any first read
+            with f.open("rb") as fh:
+                while fh.read(1 << 24):
+                    pass
+        walls, rss, floors, floor_rss, floor_inner, cpus, floor_cpus = [], [], [], [], [], [], []
+        for _ in range(runs):
+            wall, peak, _last, cpu = _subprocess([scaler_cli, "dry-run", "--snapshot", tmp, "-o", "json"])
+            walls.append(wall)
+            rss.append(peak)
+            cpus.append(cpu)
+            fwall, _, last, _cpu = _subprocess(
+                [sys.executable, "-m", "benchmarks.run", "--worker", "floor", "--path", f"{tmp}/pods.json"]
+            )
+            floor = json.loads(last)
+            floors.append(floor["seconds"])
+            floor_cpus.append(floor["cpu_seconds"])
+            floor_rss.append(floor["peak_rss_bytes"])
+            floor_inner.append(fwall)
+        out.update(
+            {
+                "dry_run_seconds": walls,
+                "dry_run_median": statistics.median(walls),
+                "dry_run_peak_rss_bytes": max(rss),
+                "floor_seconds": floors,
+                "floor_median": statistics.median(floors),
+                "floor_process_seconds": floor_inner,
+                "dry_run_cpu_seconds": cpus,
+                "floor_cpu_seconds": floor_cpus,
+                "floor_peak_rss_bytes": max(floor_rss),
+                "pods": floor["pods"],
             }
-            if label == "kubectl":
-                res["stages"] = _parse_stages(str(dirs[label]))
-                out.update(res)
-                out["peak_rss_bytes"] = _peak_rss_bytes()  # before the second format is parsed
-            else:
-                out["compact"] = res
+        )
+        out["ratio"] = out["dry_run_median"] / out["floor_median"]
+        out["cpu_ratio"] = statistics.median(cpus) / statistics.median(floor_cpus)
     return out
+
+
+def _work_loop(nodes: int, runs: int) -> dict[str, Any]:
+    from benchmarks.loop import measure_loop
+
+    return measure_loop(nodes, runs)
 
 
 def _work_live(nodes: int) -> dict[str, Any]:
@@ -302,8 +331,20 @@ def _verdict(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
+def _median_span(xs: list[float]) -> str:
+    return f"{_fmt_s(statistics.median(xs))} (min {_fmt_s(min(xs))}, max {_fmt_s(max(xs))})"
+
+
+def _target(ok: bool | None, text: str) -> str:
+    return "—" if ok is None else f"{text}: {_verdict(ok)}"
+
+
 def _markdown(
-    machine: dict[str, str], results: list[dict[str, Any]], runs: int, live: dict[str, Any] | None = None
+    machine: dict[str, str],
+    results: list[dict[str, Any]],
+    runs: int,
+    live: dict[str, Any] | None = None,
+    note: str = "",
 ) -> str:
     out = [
         "# Benchmarks",
@@ -311,64 +352,133 @@ def _markdown(
         "Generated by `make bench` (`python -m benchmarks`); do not edit by hand. Clusters come from",
         "`benchmarks/generate.py` (fixed seed; pod sizes and usage shapes from the Bitbrains trace, node",
         "shapes and DaemonSets from GKE figures; constraints at the rates of `benchmarks.generate.RATES`).",
-        "Each size runs in fresh processes; times are medians of "
-        f"{runs} runs in one process, with the default configuration (TargetUsage on, every candidate",
-        "simulated: no time budget, no candidate limit).",
+        f"Every measure runs in fresh processes; times are medians of {runs} runs with the default",
+        "configuration (TargetUsage on, every candidate simulated: no time budget, no candidate limit).",
         "",
         "**Machine**: "
         + f"`nproc` = {machine['nproc']}, CPU {machine['cpu']}, {machine['memory']} RAM, "
         + f"{machine['python']}, NumPy {machine['numpy']}, {machine['os']}.",
         "",
     ]
+    if note:
+        out += [note, ""]
+    out += [
+        "## What a user waits for",
+        "",
+        "| nodes / pods | (a) `scaler dry-run --snapshot DIR -o json` | peak RSS (a) | (b) floor: msgspec, `pods.json` "
+        "into Structs | (c) a / b | (d) steady `scaler run` loop: wall / CPU | requests per loop | evaluation |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        e, p = r["evaluate"], r["parse"]
+        e, d, lp = r["evaluate"], r.get("dry_run"), r.get("loop")
+        row = [f"{e['nodes']:,} / {e['pods']:,}"]
+        if d:
+            row += [
+                _fmt_s(d["dry_run_median"]),
+                f"{d['dry_run_peak_rss_bytes'] / GiB:.2f} GiB",
+                f"{_fmt_s(d['floor_median'])}, {d['floor_peak_rss_bytes'] / GiB:.2f} GiB",
+                f"**{d['ratio']:.2f}×**",
+            ]
+        else:
+            row += ["—"] * 4
+        if lp:
+            row += [
+                f"{_fmt_s(lp['loop_median'])} / {_fmt_s(lp['loop_cpu_median'])}",
+                " / ".join(map(str, lp["requests_per_loop"])),
+            ]
+        else:
+            row += ["not measured", "—"]
+        row.append(_fmt_s(e["evaluate_median"]))
+        out.append("| " + " | ".join(row) + " |")
+    out += [
+        "",
+        "(a) is the whole command in its own process, from start to exit: interpreter start, reading",
+        "and decoding the six files into records, the evaluation, the JSON report. (b), the floor, is",
+        "what decoding alone costs: msgspec decoding the same `pods.json` (the bulk of the bytes) in one",
+        "call into Structs holding only the fields scaler reads (`scaler.model.wire.PodW`), read the",
+        "way the loader reads it; it is run in its own process right after each (a). (c) is the ratio of",
+        "the medians. (d) is `Controller.run_once` of a controller built as `scaler run` builds it",
+        "(watch caches warm, both metrics LISTs decoded, usage recorded and aggregated, evaluation,",
+        "plan, status) against the loopback fake API server running in another process",
+        "(`benchmarks/loop.py`, `benchmarks/fake_api.py`); CPU is this process's, all threads.",
+        "",
+    ]
+    for r in results:
+        e, d, lp = r["evaluate"], r.get("dry_run"), r.get("loop")
         n = e["nodes"]
-        target = TARGETS.get(round(n / 1000.0) * 1000)
+        size = round(n / 1000.0) * 1000
+        target = TARGETS.get(size)
+        dtarget = DRY_RUN_TARGETS.get(size)
+        ltarget = LOOP_TARGETS.get(size)
         gen = e["generated"]
+        out += [f"## {n:,} nodes, {e['pods']:,} pods", "", "| measure | value | target |", "|---|---|---|"]
+        if d:
+            out += [
+                f"| (a) `scaler dry-run --snapshot DIR -o json`, end to end ({len(d['dry_run_seconds'])} runs) | "
+                f"{_median_span(d['dry_run_seconds'])} | — |",
+                f"| peak RSS of (a) | {d['dry_run_peak_rss_bytes'] / GiB:.2f} GiB | "
+                + _target(
+                    None if dtarget is None else d["dry_run_peak_rss_bytes"] / GiB <= dtarget[1],
+                    f"≤ {dtarget[1]:g} GiB" if dtarget else "",
+                )
+                + " |",
+                f"| (b) floor: msgspec decoding `pods.json` ({d['files_bytes']['pods.json'] / 1e6:,.0f} MB) into "
+                f"Structs ({len(d['floor_seconds'])} runs) | {_median_span(d['floor_seconds'])}; peak RSS "
+                f"{d['floor_peak_rss_bytes'] / GiB:.2f} GiB | — |",
+                f"| (c) a / b | **{d['ratio']:.2f}×** | "
+                + _target(
+                    None if not dtarget or dtarget[0] is None else d["ratio"] <= dtarget[0],
+                    f"≤ {dtarget[0]:g}×" if dtarget and dtarget[0] else "",
+                )
+                + " |",
+            ]
+            if "cpu_ratio" in d:
+                out.append(
+                    f"| the same in CPU time (user + system): (a) {_fmt_s(statistics.median(d['dry_run_cpu_seconds']))}, "
+                    f"(b) {_fmt_s(statistics.median(d['floor_cpu_seconds']))} | {d['cpu_ratio']:.2f}× | — |"
+                )
+        if lp:
+            out += [
+                f"| (d) steady `scaler run` loop, wall ({len(lp['loop_seconds'])} loops) | "
+                f"{_median_span(lp['loop_seconds'])} | "
+                + _target(None if ltarget is None else lp["loop_median"] <= ltarget, f"≤ {ltarget or 0:g} s")
+                + " |",
+                f"| (d) CPU time of the scaler process per loop | {_median_span(lp['loop_cpu_seconds'])} | — |",
+                f"| (d) API requests per loop | {' / '.join(map(str, lp['requests_per_loop']))}: "
+                + ", ".join(
+                    f"`{m}`"
+                    for m in sorted({re.sub(r"/nodes/[^/?]+", "/nodes/{name}", m) for m in lp["requests"]})
+                )
+                + f" | 2: {_verdict(set(lp['requests_per_loop']) == {2})} |",
+                f"| watch caches: first LIST of every kind (sync) | {_fmt_s(lp['cache_sync_seconds'])} | — |",
+            ]
         out += [
-            f"## {n:,} nodes, {e['pods']:,} pods",
-            "",
-            "| measure | value | target |",
-            "|---|---|---|",
-            f"| full evaluation (median, {len(e['evaluate_seconds'])} runs) | {_fmt_s(e['evaluate_median'])} "
-            f"(min {_fmt_s(min(e['evaluate_seconds']))}, max {_fmt_s(max(e['evaluate_seconds']))}) | "
-            + (f"≤ {target[0]:g} s: {_verdict(e['evaluate_median'] <= target[0])}" if target else "—")
+            f"| full evaluation (median, {len(e['evaluate_seconds'])} runs) | {_median_span(e['evaluate_seconds'])} | "
+            + _target(
+                None if target is None else e["evaluate_median"] <= target[0],
+                f"≤ {target[0]:g} s" if target else "",
+            )
             + " |",
             f"| peak RSS, evaluation process (snapshot built in memory + evaluations) | "
             f"{e['peak_rss_bytes'] / GiB:.2f} GiB | "
-            + (f"≤ {target[1]:g} GiB: {_verdict(e['peak_rss_bytes'] / GiB <= target[1])}" if target else "—")
+            + _target(
+                None if target is None else e["peak_rss_bytes"] / GiB <= target[1],
+                f"≤ {target[1]:g} GiB" if target else "",
+            )
             + " |",
             f"| resident size of the snapshot records | {e['snapshot_rss_bytes'] / GiB:.2f} GiB | — |",
-            f"| parse of the snapshot files as `kubectl get -o json` prints them (4-space indent; median, "
-            f"{len(p['parse_seconds'])} runs) | {_fmt_s(p['parse_median'])} "
-            f"for {p['total_bytes'] / 1e6:,.0f} MB = **{p['mb_per_s']:.0f} MB/s** | "
-            + (
-                f"≥ {PARSE_TARGET_MBS:g} MB/s: {_verdict(p['mb_per_s'] >= PARSE_TARGET_MBS)}"
-                if n >= 4000
-                else "—"
-            )
-            + " |",
-        ]
-        if p.get("compact"):
-            c = p["compact"]
-            out.append(
-                f"| parse of the same objects, 1-space indent (`scaler snapshot` layout; median, "
-                f"{len(c['parse_seconds'])} runs) | {_fmt_s(c['parse_median'])} for "
-                f"{c['total_bytes'] / 1e6:,.0f} MB = {c['mb_per_s']:.0f} MB/s | — |"
-            )
-        if p.get("stages"):
-            st = p["stages"]
-            out.append(
-                f"| parse stages (one more run, kubectl layout): decode (orjson) / build records / free JSON | "
-                f"{st['decode']:.2f} s / {st['build']:.2f} s / {st['free']:.2f} s | — |"
-            )
-        out += [
-            f"| peak RSS, parse process | {p['peak_rss_bytes'] / GiB:.2f} GiB | — |",
             f"| candidates / simulated / removable / pods to move | {e['candidates']:,} / {e['simulated']:,} / "
             f"{e['removable']:,} / {e['pods_to_move']:,} | every candidate has a verdict: yes |",
             "",
-            "Files: " + ", ".join(f"`{k}` {v / 1e6:,.1f} MB" for k, v in p["files_bytes"].items()) + ".",
-            "",
+        ]
+        if d:
+            out += [
+                "Files (kubectl layout, four-space indent): "
+                + ", ".join(f"`{k}` {v / 1e6:,.1f} MB" for k, v in d["files_bytes"].items())
+                + ".",
+                "",
+            ]
+        out += [
             "Cluster: "
             + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in gen.items() if k not in ("nodes", "pods"))
             + ".",
@@ -376,59 +486,21 @@ def _markdown(
             "Verdicts: " + ", ".join(f"{k} {v:,}" for k, v in e["reasons"].items()) + ".",
             "",
         ]
-    five = next((r for r in results if 4000 <= r["evaluate"]["nodes"] <= 6000), None)
-    if five is not None:
-        p = five["parse"]
-        objects = p["pods"] * 2 + five["evaluate"]["nodes"] * 2 + five["evaluate"]["pdbs"]
-        met = p["mb_per_s"] >= PARSE_TARGET_MBS
-        out += [
-            "## Parsing",
-            "",
-            "The target is judged on what `kubectl get -o json` prints: Go's `json.MarshalIndent` with four",
-            "spaces, List items nested two levels deep. The benchmark writes the files that way; the same",
-            "objects written with a one-space indent (as `scaler snapshot` writes them, about half the",
-            "bytes) are parsed too, and reported on their own line: fewer bytes for the same work, so",
-            "fewer MB/s.",
-            "",
-            f"At {five['evaluate']['nodes']:,} nodes parsing runs at {p['mb_per_s']:.0f} MB/s of kubectl JSON"
-            + (f" ({p['compact']['mb_per_s']:.0f} MB/s of the one-space layout)" if p.get("compact") else "")
-            + f", {'meeting' if met else 'under'} the {PARSE_TARGET_MBS:g} MB/s target: about "
-            f"{objects / p['parse_median']:,.0f} objects/s (pods, pod metrics, nodes, node metrics, PDBs), "
-            f"{p['parse_median'] / max(objects, 1) * 1e6:.0f} µs per object.",
-        ]
-        if p.get("stages"):
-            st = p["stages"]
-            out += [
-                f"Of one parse, decoding the JSON (orjson, from the file's bytes) takes {st['decode']:.1f} s, building "
-                f"the records {st['build']:.1f} s and freeing the decoded JSON {st['free']:.1f} s.",
-            ]
-        out += [
-            "Record building validates every field so that a malformed object is named in the error; the",
-            "usual shapes take fast paths (`scaler/model/parse.py`: direct dict lookups, string-only",
-            "maps checked in C by `str.join`, pod requests memoized on a cheap key of their string",
-            "quantities) and anything unusual falls back to the general path, which gives the same",
-            "records and the same errors. Quantities, timestamps and whole resource blocks are",
-            "memoized (replicas repeat them), integer quantities skip `Fraction`, List items are used",
-            "as decoded rather than copied, and the cycle collector is paused while millions of",
-            "acyclic objects are created, the records then handed to the oldest generation at once.",
-            "The cost is paid once per full load of a snapshot (files or a full LIST), not by the",
-            "evaluation, whose figures above start from the records.",
-        ]
-        big = results[-1]
-        if big is not five:
-            bp = big["parse"]
-            out += [
-                "",
-                f"At {big['evaluate']['nodes']:,} nodes the files ({bp['total_bytes'] / 1e9:.1f} GB) are each "
-                f"decoded whole before any record is built, so the parse process peaks at "
-                f"{bp['peak_rss_bytes'] / GiB:.1f} GiB and runs at {bp['mb_per_s']:.0f} MB/s; decoding",
-                "the items of a List one at a time would bound that memory to the text plus the records.",
-            ]
-        out.append("")
     out += [
+        "## How the input is read",
+        "",
+        "Snapshot files, LIST pages, WATCH events and both metrics LISTs are decoded by msgspec straight",
+        "into typed Structs holding only the fields scaler reads (`scaler/model/wire.py`; everything",
+        "else, `managedFields`, env, probes, most of `status`, is skipped without being built), in one",
+        "pass per file or page, then turned into records (`scaler/model/parse.py`) and released: no",
+        "tree of dicts is ever built, and a file's bytes are freed before its records are made.",
+        "Replicas share their requests, constraints and tolerations, so those are computed once per",
+        "distinct encoding. The live watch cache stores the records themselves: a steady loop copies",
+        "and parses nothing from it, and decodes only the two metrics LISTs.",
+        "",
         "## Time and memory against cluster size",
         "",
-        "![evaluation time, parse time and peak RSS against cluster size](benchmarks.png)",
+        "![dry-run, floor, loop and evaluation time; peak RSS](benchmarks.png)",
         "",
     ]
     prof = next(
@@ -437,7 +509,7 @@ def _markdown(
     if prof:
         n = next(r["evaluate"]["nodes"] for r in reversed(results) if r["evaluate"].get("profile"))
         out += [
-            f"## Where the time goes ({n:,} nodes, cProfile, by own time)",
+            f"## Where the evaluation's time goes ({n:,} nodes, cProfile, by own time)",
             "",
             "```",
             prof,
@@ -500,34 +572,34 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pods = [r["evaluate"]["pods"] / 1000 for r in results]
-    ev = [r["evaluate"]["evaluate_median"] for r in results]
-    parse = [r["parse"]["parse_median"] for r in results]
-    rss = [r["evaluate"]["peak_rss_bytes"] / GiB for r in results]
-    prss = [r["parse"]["peak_rss_bytes"] / GiB for r in results]
-    labels = [f"{r['evaluate']['nodes'] / 1000:g}k nodes" for r in results]
-    fig, (a1, a3, a2) = plt.subplots(1, 3, figsize=(14, 4.2))
-    a1.plot(pods, ev, "o-", label="full evaluation (median)")
-    if len(pods) > 1:
-        k = ev[-1] / pods[-1]
-        a1.plot([0, pods[-1]], [0, k * pods[-1]], ":", color="grey", label="linear through the largest")
-    a1.set_title("Full evaluation")
-    a3.plot(pods, parse, "s--", color="tab:orange", label="parse snapshot files (median)")
-    a3.set_title("Parse of the snapshot files")
-    a2.plot(pods, rss, "o-", label="evaluation process")
-    a2.plot(pods, prss, "s--", label="parse process")
-    a2.set_ylabel("peak RSS (GiB)")
-    a2.set_title("Peak memory")
-    for ax in (a1, a3, a2):
+    def series(key: str, field: str, scale: float = 1.0) -> tuple[list[float], list[float]]:
+        xs, ys = [], []
+        for r in results:
+            if r.get(key) and field in r[key]:
+                xs.append(r["evaluate"]["pods"] / 1000)
+                ys.append(r[key][field] / scale)
+        return xs, ys
+
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.4))
+    a1.plot(*series("dry_run", "dry_run_median"), "o-", label="(a) dry-run, end to end")
+    a1.plot(*series("dry_run", "floor_median"), "s--", label="(b) floor: msgspec, pods.json")
+    a1.plot(*series("loop", "loop_median"), "^-", label="(d) steady loop (wall)")
+    a1.plot(*series("evaluate", "evaluate_median"), "v:", label="evaluation")
+    a1.set_title("Time")
+    a1.set_ylabel("seconds")
+    a2.plot(*series("dry_run", "ratio"), "o-", color="tab:purple", label="(c) dry-run / floor")
+    a2.axhline(3.0, color="grey", linestyle=":", label="target at 5k: 3×")
+    a2.set_title("Dry-run against its floor")
+    a2.set_ylabel("ratio")
+    a3.plot(*series("dry_run", "dry_run_peak_rss_bytes", GiB), "o-", label="(a) dry-run")
+    a3.plot(*series("dry_run", "floor_peak_rss_bytes", GiB), "s--", label="(b) floor")
+    a3.plot(*series("evaluate", "peak_rss_bytes", GiB), "v:", label="evaluation process")
+    a3.set_title("Peak memory")
+    a3.set_ylabel("peak RSS (GiB)")
+    for ax in (a1, a2, a3):
         ax.set_xlabel("pods (thousands)")
-        if ax is not a2:
-            ax.set_ylabel("seconds")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
-        for x, lab in zip(pods, labels, strict=True):
-            ax.annotate(
-                lab, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7, color="grey"
-            )
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
     fig.tight_layout()
@@ -535,83 +607,104 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _log(text: str) -> None:
+    print(f"[bench] {text}", file=sys.stderr, flush=True)
+
+
+def _measure_size(n: int, runs: int, profile: bool, loop: bool) -> dict[str, Any]:
+    _log(f"{n} nodes: evaluate ×{runs}{' + profile' if profile else ''} …")
+    ev = _run_worker("evaluate", n, runs, profile)
+    _log(f"{n} nodes: evaluate median {ev['evaluate_median']:.2f}s; dry-run and floor ×{runs} …")
+    dr = _run_worker("dry-run", n, runs)
+    _log(
+        f"{n} nodes: dry-run median {dr['dry_run_median']:.2f}s (peak RSS {dr['dry_run_peak_rss_bytes'] / GiB:.2f}"
+        f" GiB), floor {dr['floor_median']:.2f}s, ratio {dr['ratio']:.2f}"
+    )
+    out = {"evaluate": ev, "dry_run": dr}
+    if loop:
+        _log(f"{n} nodes: steady loop ×{runs} …")
+        out["loop"] = lp = _run_worker("loop", n, runs)
+        _log(f"{n} nodes: loop median {lp['loop_median']:.2f}s wall, {lp['loop_cpu_median']:.2f}s CPU")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m benchmarks``."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="node counts, comma-separated")
+    ap.add_argument("--loop-sizes", help="sizes at which to time the steady loop (default: every size)")
     ap.add_argument("--runs", type=int, default=3, help="runs per measure (median reported)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs", help="where benchmarks.md/.png/.json go")
     ap.add_argument("--no-profile", action="store_true", help="skip the profile of the largest size")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the saved results of sizes not measured in this run"
+    )
+    ap.add_argument("--note", default="", help="a line for benchmarks.md (what else ran on the machine)")
     ap.add_argument(
         "--render", action="store_true", help="only rewrite benchmarks.md/.png from the saved benchmarks.json"
     )
     ap.add_argument(
         "--live-nodes", type=int, default=1000, help="cluster size of the live request count (0: skip it)"
     )
-    ap.add_argument("--worker", choices=("evaluate", "parse", "live"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--worker", choices=("evaluate", "dry-run", "floor", "loop", "live"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--nodes", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--path", help=argparse.SUPPRESS)
     ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
-        if a.worker == "evaluate":
-            res = _work_evaluate(a.nodes, a.runs, a.profile)
-        elif a.worker == "parse":
-            res = _work_parse(a.nodes, a.runs)
-        else:
-            res = _work_live(a.nodes)
-        print(json.dumps(res))
+        workers = {
+            "evaluate": lambda: _work_evaluate(a.nodes, a.runs, a.profile),
+            "dry-run": lambda: _work_dry_run(a.nodes, a.runs),
+            "floor": lambda: _work_floor(a.path),
+            "loop": lambda: _work_loop(a.nodes, a.runs),
+            "live": lambda: _work_live(a.nodes),
+        }
+        print(json.dumps(workers[a.worker]()))
         return 0
+    saved_path = a.out / "benchmarks.json"
+    saved = json.loads(saved_path.read_text(encoding="utf-8")) if saved_path.exists() else {}
     if a.render:
-        saved = json.loads((a.out / "benchmarks.json").read_text(encoding="utf-8"))
         (a.out / "benchmarks.md").write_text(
-            _markdown(saved["machine"], saved["results"], saved["runs"], saved.get("live")),
+            _markdown(
+                saved["machine"], saved["results"], saved["runs"], saved.get("live"), saved.get("note", "")
+            ),
             encoding="utf-8",
         )
         _plot(saved["results"], a.out / "benchmarks.png")
         return 0
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+    loop_sizes = (
+        set(sizes) if a.loop_sizes is None else {int(s) for s in a.loop_sizes.split(",") if s.strip()}
+    )
     machine = _machine()
-    results = []
+    results = [
+        r
+        for r in (saved.get("results") or [])
+        if a.merge and r["evaluate"]["nodes"] not in sizes and "dry_run" in r
+    ]
     for i, n in enumerate(sizes):
         profile = not a.no_profile and i == len(sizes) - 1
-        print(
-            f"[bench] {n} nodes: evaluate ×{a.runs}{' + profile' if profile else ''} …",
-            file=sys.stderr,
-            flush=True,
-        )
-        ev = _run_worker("evaluate", n, a.runs, profile)
-        print(
-            f"[bench] {n} nodes: evaluate median {ev['evaluate_median']:.2f}s, peak RSS "
-            f"{ev['peak_rss_bytes'] / GiB:.2f} GiB; parse ×{a.runs} …",
-            file=sys.stderr,
-            flush=True,
-        )
-        pa = _run_worker("parse", n, a.runs)
-        print(
-            f"[bench] {n} nodes: parse median {pa['parse_median']:.2f}s = {pa['mb_per_s']:.0f} MB/s, "
-            f"peak RSS {pa['peak_rss_bytes'] / GiB:.2f} GiB",
-            file=sys.stderr,
-            flush=True,
-        )
-        results.append({"evaluate": ev, "parse": pa})
-    live = None
-    if a.live_nodes:
-        print(f"[bench] {a.live_nodes} nodes: live requests per loop …", file=sys.stderr, flush=True)
+        results.append(_measure_size(n, a.runs, profile, n in loop_sizes))
+    results.sort(key=lambda r: r["evaluate"]["nodes"])
+    live = saved.get("live") if a.merge else None
+    if a.live_nodes and not (a.merge and live):
+        _log(f"{a.live_nodes} nodes: live requests per loop …")
         live = _run_worker("live", a.live_nodes, 1)
-        print(
-            f"[bench] live: requests per loop {live['node_source']['requests_per_loop']}, lease renewals "
-            f"{live['lease']['renewals_per_second']:.2f}/s",
-            file=sys.stderr,
-            flush=True,
-        )
+        _log(f"live: requests per loop {live['node_source']['requests_per_loop']}")
+    note = a.note or (saved.get("note", "") if a.merge else "")
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "benchmarks.json").write_text(
-        json.dumps({"machine": machine, "runs": a.runs, "results": results, "live": live}, indent=1) + "\n",
+    saved_path.write_text(
+        json.dumps(
+            {"machine": machine, "runs": a.runs, "results": results, "live": live, "note": note}, indent=1
+        )
+        + "\n",
         encoding="utf-8",
     )
-    (a.out / "benchmarks.md").write_text(_markdown(machine, results, a.runs, live), encoding="utf-8")
+    (a.out / "benchmarks.md").write_text(_markdown(machine, results, a.runs, live, note), encoding="utf-8")
     _plot(results, a.out / "benchmarks.png")
-    print(f"[bench] wrote {a.out / 'benchmarks.md'} and {a.out / 'benchmarks.png'}", file=sys.stderr)
+    _log(f"wrote {a.out / 'benchmarks.md'} and {a.out / 'benchmarks.png'}")
     return 0
 
 

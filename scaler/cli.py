@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import json
 import logging
 import sys
@@ -252,14 +253,11 @@ def _parse_now(text: str) -> float:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
 
 
-def _live_snapshot(
-    args: argparse.Namespace, now: float | None
-) -> tuple[ClusterSnapshot, list[dict[str, Any]], str]:
+def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[ClusterSnapshot, str]:
     from scaler.sources.kube import load_live_snapshot, make_api_client
 
     api = make_api_client(args.kubeconfig, args.context)
-    snap, objects = load_live_snapshot(api, time.time() if now is None else now)
-    return snap, objects, "live cluster"
+    return load_live_snapshot(api, time.time() if now is None else now), "live cluster"
 
 
 def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
@@ -267,14 +265,18 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
     kubeconfig or in-cluster config (an error, exit 2, when it cannot be reached), else, when no
     cluster is configured anywhere, the bundled example (said on stderr)."""
     from scaler.sources.files import load_snapshot
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, NoClusterConfig
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
         return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
+    from scaler.sources.kube import (  # the Kubernetes client: only when reading a live cluster
+        ClusterUnreachable,
+        LiveSourceError,
+        NoClusterConfig,
+    )
+
     try:
-        snap, _, source = _live_snapshot(args, now)
-        return snap, source
+        return _live_snapshot(args, now)
     except NoClusterConfig as e:
         example = bundled_example()
         sys.stderr.write(
@@ -296,6 +298,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     config = _config(args)
     prices = _prices(config)
     snapshot, source = _load_state(args)
+    gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
     if config.history != "none":
         from dataclasses import replace
 

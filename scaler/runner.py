@@ -26,7 +26,7 @@ from scaler.eligibility import GroupLimits
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
-from scaler.model.records import LABEL_NODEPOOL, Node
+from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
 from scaler.simulator.registry import Plugins
@@ -83,7 +83,7 @@ def build_runner(
     from scaler.cloud.kubernetes import KubernetesProvider
     from scaler.eligibility import node_group_limits
     from scaler.kube.permissions import missing_permissions, required_permissions
-    from scaler.model.parse import ObjectError, parse_node
+    from scaler.model.parse import ObjectError
     from scaler.sources.kube import ClusterUnreachable, LiveSourceError
 
     provider_calls = KubernetesProvider.kube_calls
@@ -120,7 +120,7 @@ def build_runner(
         if not cache.wait_synced(sync_timeout):
             stale = ", ".join(sorted(k for k, st in cache.stats.items() if not st.lists and not st.skipped))
             raise StartupError(f"watch caches not synced after {sync_timeout:.0f}s ({stale})")
-        nodes = [parse_node(o) for o in cache.objects(copy=False) if o.get("kind") == "Node"]
+        nodes = cache.records().values("Node")
         limits = node_group_limits(config, nodes)
         cloud = _provider(config, api, limits, lambda: runner.last_nodes if runner is not None else ())
         problem = cloud.missing_permissions(dry_run)
@@ -248,7 +248,7 @@ class Runner:
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
         profiles attached when ``--history`` is set (refreshed at most hourly)."""
-        snap = snapshot_from_cache(self.cache, self.api, now)[0]
+        snap = snapshot_from_cache(self.cache, self.api, now)
         self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap
@@ -256,12 +256,8 @@ class Runner:
 
     def node_groups(self) -> dict[str, str]:
         """Node name → node-pool label of every cached Node (no metrics needed)."""
-        out = {}
-        for obj in self.cache.objects(copy=False):
-            if obj.get("kind") == "Node":
-                meta = obj.get("metadata") or {}
-                out[str(meta.get("name"))] = str((meta.get("labels") or {}).get(LABEL_NODEPOOL) or "")
-        return out
+        nodes: list[Node] = self.cache.records().values("Node")
+        return {n.name: n.node_group for n in nodes}
 
     def stale_kinds(self) -> str:
         """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""
@@ -304,6 +300,8 @@ class Runner:
             raise CacheNotSynced(f"watch caches not synced after {sync_timeout:.0f}s")
         if serve:
             self.health = HealthServer(self.config.address, self.metrics, self.controller.healthy).start()
+            host = self.config.address.rpartition(":")[0] or "0.0.0.0"
+            log.info("serving /metrics and /healthz on %s:%d", host, self.health.port)
         if self.elector is not None:
             t = threading.Thread(
                 target=self.elector.run, args=(self._leading, self._lost), name="leader", daemon=True

@@ -240,6 +240,7 @@ class E2ECluster:
         cache = WatchCache(self.api)
         cache.start()
         assert cache.wait_synced(10)
+        self.cache = cache
         writer = KubeWriter(self.api, config.instance_name, clock=self.clock, eviction_retry_seconds=0.05,
                             conflict_retry_seconds=0.01)  # fmt: skip
 
@@ -247,7 +248,7 @@ class E2ECluster:
             return Actuator(*args, pod_poll_seconds=0.05, **kw)
 
         ctl = Controller(
-            config, lambda now: snapshot_from_cache(cache, self.api, now)[0], writer, self.provider(), Metrics(),
+            config, lambda now: snapshot_from_cache(cache, self.api, now), writer, self.provider(), Metrics(),
             dry_run=dry_run, identity="test", clock=self.clock, actuator_factory=actuator, source_problem=source_problem,
         )  # fmt: skip
         if leader:
@@ -269,6 +270,23 @@ class E2ECluster:
         while not predicate():
             assert time.monotonic() < deadline, "condition not reached"
             time.sleep(0.02)
+
+    def wait_cached_node(self, name: str) -> None:
+        """Wait until the controller's watch cache holds node ``name`` as the fake API has it
+        (taints and cordon): a loop run right after a write must not see the node as it was."""
+
+        def caught_up() -> bool:
+            node = self.node(name)
+            cached = self.cache.records().by_kind["Node"].get(("", name))
+            if node is None or cached is None:
+                return node is None and cached is None
+            spec = node.get("spec") or {}
+            taints = [(t["key"], t.get("value") or "") for t in spec.get("taints") or []]
+            return [(t.key, t.value) for t in cached.taints] == taints and cached.unschedulable == bool(
+                spec.get("unschedulable")
+            )
+
+        self.wait_cache(caught_up)
 
     def node(self, name: str) -> dict[str, Any] | None:
         found = [o for o in self.kube.objects("Node") if o["metadata"]["name"] == name]

@@ -924,6 +924,15 @@ class ScalerProcess:
 
         wait_for(seen, timeout, f"{text!r} in scaler's output")
 
+    def metrics_port(self, timeout: float = 60.0) -> int:
+        """The port of ``/metrics`` and ``/healthz``, read from the process's own log line (run
+        it with ``--address=127.0.0.1:0``: no port is picked ahead and raced for)."""
+        pattern = re.compile(r"serving /metrics and /healthz on [^ ]*:(\d+)")
+        self.wait_output("serving /metrics and /healthz on", timeout)
+        found = pattern.search(self.output)
+        assert found is not None, self.output[-2000:]
+        return int(found[1])
+
     def terminate(self, timeout: float = 60.0) -> int:
         """SIGTERM, wait; returns the exit status."""
         assert self.proc is not None

@@ -93,3 +93,17 @@ def test_live_steady_loop_requests_on_a_generated_cluster() -> None:
     }
     assert live["node_list"]["requests"]["GET /api/v1/nodes"] == 2  # one page per loop, 2 loops
     assert live["lease"]["methods"].get("PUT", 0) >= 1
+
+
+def test_floor_and_steady_loop_benchmarks_run(cluster: Cluster, tmp_path: Path) -> None:
+    # The measuring code of `make bench` (b) and (d), at 30 nodes; nothing here asserts on time.
+    from benchmarks.loop import measure_loop
+    from benchmarks.run import _work_floor
+
+    cluster.write(tmp_path)
+    floor = _work_floor(str(tmp_path / "pods.json"))
+    assert floor["pods"] == cluster.stats()["pods"] and floor["seconds"] > 0
+    loop = measure_loop(30, loops=2)
+    assert loop["requests_per_loop"] == [2, 2]
+    assert loop["requests"] == ["GET /apis/metrics.k8s.io/v1beta1/nodes", "GET /apis/metrics.k8s.io/v1beta1/pods"]
+    assert loop["evaluated_nodes"] == 30

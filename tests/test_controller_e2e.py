@@ -83,6 +83,7 @@ def test_eviction_429_past_max_pod_eviction_time_rolls_back(tmp_path: Path) -> N
         # The failure cools scale-down down, and the node waits out the recheck timeout.
         c.kube.reset_faults()
         c.advance(10)
+        c.wait_cached_node(target)  # the roll-back's untaint has reached the watch cache
         again = ctl.run_once()
         assert target not in again.unneeded
         assert again.cooldown.startswith("scale-down-delay-after-failure until")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fakes.kube_api import FakeKubeAPI
 
-from scaler.model.snapshot import ClusterSnapshot, build_snapshot
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot
 from scaler.sources.files import load_objects, load_snapshot
 from scaler.sources.kube import (
     LISTED_WORKLOAD_KINDS,
@@ -146,7 +146,8 @@ def test_live_snapshot_equals_file_snapshot(
 ) -> None:
     now = file_snapshot.metrics_time()
     assert now is not None
-    live, objects = load_live_snapshot(api, now)
+    live = load_live_snapshot(api, now)
+    objects = fetch_objects(api)
     assert live.now == file_snapshot.now == now
     assert live.nodes == file_snapshot.nodes
     assert live.pods == file_snapshot.pods
@@ -220,7 +221,8 @@ def test_volumes_are_fetched_and_written(example_objects: list[dict[str, Any]], 
         fake.load_objects([*example_objects, pv, pvc])
         client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kc")))
         try:
-            snap, objects = load_live_snapshot(client, 1_800_000_000.0)
+            snap = load_live_snapshot(client, 1_800_000_000.0)
+            objects = fetch_objects(client)
         finally:
             client.close()
     assert snap.has_pvs and set(snap.pvs) == {"pv-1"} and set(snap.pvcs) == {("catalog", "data-0")}
@@ -240,10 +242,11 @@ def test_namespaces_are_fetched_and_written(example_objects: list[dict[str, Any]
         fake.load_objects([*example_objects, ns])
         client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kc")))
         try:
-            snap, objects = load_live_snapshot(client, 1_800_000_000.0)
+            snap = load_live_snapshot(client, 1_800_000_000.0)
+            assert len(fake.requests_to("/api/v1/namespaces")) == 1
+            objects = fetch_objects(client)  # the plain objects, for the writer
         finally:
             client.close()
-        assert len(fake.requests_to("/api/v1/namespaces")) == 1
     assert snap.namespace_labels == {"catalog": {"team": "a"}}
     written = write_snapshot(objects, tmp_path / "out")
     assert "namespaces.json" in [p.name for p in written]
@@ -284,6 +287,27 @@ def test_malformed_json(fake: FakeKubeAPI, api: Any) -> None:
     fake.fail("/apis/policy/v1/poddisruptionbudgets", 200, body=b"<html>proxy error</html>")
     with pytest.raises(LiveSourceError, match=r"poddisruptionbudgets\.policy.*malformed JSON"):
         fetch_objects(api)
+
+
+def test_a_malformed_object_is_named_with_its_resource(fake: FakeKubeAPI, api: Any) -> None:
+    pod = fake.objects("Pod")[0]
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    fake.put_object({**pod, "spec": {**pod["spec"], "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}})
+    with pytest.raises(SnapshotError) as err:
+        load_live_snapshot(api, 1_800_000_000.0)
+    assert str(err.value) == f"pods: Pod {ns}/{name}: container 'c' resources: invalid quantity 'lots'"
+    fake.put_object({**pod, "spec": {**pod["spec"], "priority": [1]}})
+    with pytest.raises(SnapshotError, match=rf"^pods: Pod {ns}/{name}: field 'spec.priority' must be an integer"):
+        load_live_snapshot(api, 1_800_000_000.0)
+    fake.put_object(pod)  # the server is shared by the module's tests
+
+
+def test_the_metrics_lists_are_decoded_in_one_request_each(fake: FakeKubeAPI, api: Any) -> None:
+    fake.requests.clear()
+    snap = load_live_snapshot(api, 1_800_000_000.0)
+    metrics = [r for r in fake.requests if r.path.startswith("/apis/metrics.k8s.io/")]
+    assert sorted(r.path for r in metrics) == ["/apis/metrics.k8s.io/v1beta1/nodes", "/apis/metrics.k8s.io/v1beta1/pods"]
+    assert len(snap.pod_metrics) == len(fake.objects("PodMetrics"))
 
 
 def test_expired_continue_token_restarts_the_list(

@@ -32,7 +32,6 @@ from realk8s import (
     Kubelet,
     MetricsServer,
     ScalerProcess,
-    free_port,
     running_cluster,
     scaler_process,
     unavailable,
@@ -56,6 +55,7 @@ IDLE_USAGE = (120, GI)  # utilization 0.06
 FAST = [
     "--cloud-provider=kubernetes", "--scale-down-unneeded-time=0s", "--scan-interval=1s",
     "--node-delete-delay-after-taint=0s", "--scale-down-delay-after-add=0s", f"--namespace={NAMESPACE}",
+    "--address=127.0.0.1:0",  # a free port the process picks itself (ScalerProcess.metrics_port)
 ]  # fmt: skip
 
 
@@ -284,13 +284,13 @@ def test_two_replicas_on_one_host_elect_one_leader_and_fail_over(w: World) -> No
     """Two processes on one host, without POD_NAME: each holds its own identity (hostname plus
     a random suffix, as client-go), exactly one leads, and the other takes over on SIGTERM."""
     w.busy_nodes("ha", count=1)
-    ports = [free_port(), free_port()]
     procs = [
-        ScalerProcess(w.kubeconfigs[SA], [*FAST, "--leader-elect=true", f"--address=127.0.0.1:{p}"],
+        ScalerProcess(w.kubeconfigs[SA], [*FAST, "--leader-elect=true"],
                       w.tmp / f"replica-{i}.log").start()
-        for i, p in enumerate(ports)
+        for i in range(2)
     ]  # fmt: skip
     try:
+        ports = [p.metrics_port() for p in procs]
         wait_for(lambda: all("scaler_is_leader" in metrics_text(p) for p in ports), 60, "both replicas serving")
         lease = wait_for(lambda: (w.cp.get("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1") or {})
                          .get("spec", {}).get("holderIdentity") and w.cp.get("Lease", "scaler", NAMESPACE,
@@ -402,10 +402,10 @@ def test_metrics_outage_is_a_state_reported_once_healthy_and_acting_on_nothing(w
     so, nothing is removed; when metrics return, one more warning and scale-down resumes."""
     w.busy_nodes("out", count=1)
     empty = w.node("out-empty", (50, 512 * MI))
-    port = free_port()
     w.metrics.fail_status = 503
-    args = ["--scan-interval=0.5s", "--max-inactivity=2s", "--scale-down-unneeded-time=3s", f"--address=127.0.0.1:{port}"]
+    args = ["--scan-interval=0.5s", "--max-inactivity=2s", "--scale-down-unneeded-time=3s"]
     with w.scaler(*args) as proc:
+        port = proc.metrics_port()
         wait_for(lambda: "Unavailable" in status_text(w.cp), 60, "the outage in the status ConfigMap")
         time.sleep(4)  # twice --max-inactivity
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200

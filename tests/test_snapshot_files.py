@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 import scaler
+from scaler.model.decode import flatten_objects
+from scaler.model.parse import ObjectError
 from scaler.model.records import Resources
-from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot, flatten_objects
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot
 from scaler.sources.files import iter_snapshot_files, load_objects, load_snapshot
 
 EXAMPLE = Path(scaler.__file__).parent / "examples" / "bitbrains-gke-day1"
@@ -135,6 +137,7 @@ kind: Pod
 metadata:
   name: solo
   namespace: shop
+  labels: {tier: 1, canary: true}
   creationTimestamp: 2026-11-04T13:00:00Z
 spec:
   nodeName: n1
@@ -177,6 +180,7 @@ def test_yaml_multi_document_file_mixing_node_pod_and_pod_list(tmp_path: Path) -
     by_name = {p.name: p for p in snap.pods}
     assert by_name["solo"].requests == Resources(500, 64 * 2**20, 0, 1, {})
     assert by_name["solo"].creation_ts == T0 - 3600
+    assert by_name["solo"].labels == {"tier": "1", "canary": "true"}  # as kubectl would send them
     assert by_name["a"].requests.cpu_millicores == 250
     assert by_name["b"].requests == Resources(1000, 2**30, 0, 1, {})
     assert snap.now == T0
@@ -189,7 +193,9 @@ def test_node_metrics_list_items_without_kind(tmp_path: Path) -> None:
     )
     objs = list(load_objects([f]))
     assert [o["kind"] for o in objs] == ["NodeMetrics", "NodeMetrics"]
-    write_json(tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1"), node_obj("n2")]})
+    write_json(
+        tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1"), node_obj("n2"), pod_obj("p", "n1")]}
+    )
     snap = load_snapshot([tmp_path])
     assert sorted(snap.node_metrics) == ["n1", "n2"]
     assert snap.node_metrics["n1"].cpu_millicores == 500
@@ -197,7 +203,10 @@ def test_node_metrics_list_items_without_kind(tmp_path: Path) -> None:
 
 
 def test_pod_metrics_list_items_without_kind_and_now_from_pod_metrics(tmp_path: Path) -> None:
-    f = write_json(
+    write_json(
+        tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1"), pod_obj("p", "n1", namespace="ns")]}
+    )
+    write_json(
         tmp_path / "pm.json",
         {
             "kind": "PodMetricsList",
@@ -211,7 +220,7 @@ def test_pod_metrics_list_items_without_kind_and_now_from_pod_metrics(tmp_path: 
             ],
         },
     )
-    snap = load_snapshot([f])
+    snap = load_snapshot([tmp_path])
     assert list(snap.pod_metrics) == [("ns", "p")]
     assert snap.pod_metrics[("ns", "p")].cpu_millicores == 5
     assert snap.now == T0
@@ -273,25 +282,74 @@ def test_json_with_byte_order_mark(tmp_path: Path) -> None:
     assert [o["metadata"]["name"] for o in load_objects([f])] == ["n1"]
 
 
-def test_ignored_kinds_are_skipped_and_duplicates_replace(tmp_path: Path) -> None:
+def test_a_kind_the_snapshot_does_not_use_is_an_error_naming_the_file_and_kind(tmp_path: Path) -> None:
+    # Issue 12 point 3: a ConfigMap in pods.json is refused, not skipped.
     f = write_json(
+        tmp_path / "pods.json",
+        {
+            "kind": "List",
+            "items": [pod_obj("p", ""), {"kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}}],
+        },
+    )
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([tmp_path], now=0.0)
+    assert str(e.value).startswith(
+        f"{f}: unsupported object kind 'ConfigMap' (ns/cm); a snapshot holds CronJob, "
+    )
+
+
+@pytest.mark.parametrize("two_files", [False, True])
+def test_duplicate_objects_are_an_error_naming_both_places(tmp_path: Path, two_files: bool) -> None:
+    first = [node_obj("n1"), pod_obj("p", "n1", cpu="100m")]
+    second = [pod_obj("p", "n1", cpu="300m")]
+    if two_files:
+        write_json(tmp_path / "a.json", {"kind": "List", "items": first})
+        write_json(tmp_path / "b.json", {"kind": "PodList", "items": second})
+        places = (f"{tmp_path / 'a.json'} item 1", f"{tmp_path / 'b.json'} item 0")
+    else:
+        write_json(tmp_path / "a.json", {"kind": "List", "items": first + second})
+        places = (f"{tmp_path / 'a.json'} item 1", f"{tmp_path / 'a.json'} item 2")
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([tmp_path], now=0.0)
+    assert str(e.value) == f"Pod default/p appears twice: in {places[0]} and in {places[1]}"
+
+
+def test_a_snapshot_without_pods_is_refused(tmp_path: Path) -> None:
+    # Issue 12 point 3: nodes and node metrics alone would report every node removable.
+    write_json(tmp_path / "nodes.json", {"kind": "List", "items": [node_obj("n1")]})
+    write_json(tmp_path / "node-metrics.json", node_metrics_list(("n1", "2026-11-04T14:00:00Z")))
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([tmp_path])
+    assert str(e.value) == (
+        f"{tmp_path}: the snapshot has no Pod objects; every cluster runs pods (kube-system at least): "
+        "include them (kubectl get pods -A -o json)"
+    )
+
+
+def test_a_pod_bound_to_a_missing_node_is_refused(tmp_path: Path) -> None:
+    write_json(
         tmp_path / "all.json",
         {
             "kind": "List",
-            "items": [
-                {"kind": "Service", "metadata": {"name": "svc"}},
-                {"kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"x": "y"}},
-                node_obj("n1", cpu="1"),
-                node_obj("n1", cpu="2"),
-                pod_obj("p", "n1", cpu="100m"),
-                pod_obj("p", "n1", cpu="300m"),
-            ],
+            "items": [node_obj("n1"), pod_obj("p", "n1"), pod_obj("q", "gone", namespace="shop")],
         },
     )
-    snap = load_snapshot([f], now=0.0)
-    assert len(snap.nodes) == 1
-    assert snap.nodes[0].allocatable.cpu_millicores == 2000
-    assert [p.requests.cpu_millicores for p in snap.pods] == [300]
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([tmp_path], now=0.0)
+    assert str(e.value) == f"{tmp_path}: Pod shop/q is bound to node 'gone', which is not in the snapshot"
+
+
+def test_a_pod_without_spec_is_refused(tmp_path: Path) -> None:
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q", "namespace": "shop"}}
+    f = write_json(tmp_path / "pods.json", {"kind": "List", "items": [node_obj("n1"), bare]})
+    with pytest.raises(SnapshotError) as e:
+        load_snapshot([tmp_path], now=0.0)
+    assert str(e.value) == f"{f}: Pod shop/q: missing required field 'spec'"
+
+
+def test_unscheduled_pods_need_no_node(tmp_path: Path) -> None:
+    write_json(tmp_path / "all.json", {"kind": "List", "items": [node_obj("n1"), pod_obj("p", "")]})
+    assert [p.node_name for p in load_snapshot([tmp_path], now=0.0).pods] == [""]
 
 
 def test_pvs_and_workloads_flags(tmp_path: Path) -> None:
@@ -352,18 +410,20 @@ def test_unsupported_kind_names_the_kind_and_object(tmp_path: Path) -> None:
     f = write_json(tmp_path / "x.json", {"kind": "Gadget", "metadata": {"name": "g", "namespace": "ns"}})
     with pytest.raises(SnapshotError) as e:
         load_snapshot([f], now=0.0)
-    assert str(e.value) == f"{f}: unsupported object kind 'Gadget' (ns/g)"
+    assert str(e.value).startswith(
+        f"{f}: unsupported object kind 'Gadget' (ns/g); a snapshot holds CronJob, "
+    )
 
 
 def test_object_without_kind_or_with_unhashable_kind(tmp_path: Path) -> None:
-    with pytest.raises(SnapshotError, match=r"^unsupported object kind None \(x\)$"):
+    with pytest.raises(SnapshotError, match=r"^unsupported object kind None \(x\); a snapshot holds "):
         build_snapshot([{"metadata": {"name": "x"}}], now=0.0)
     with pytest.raises(SnapshotError, match=re.escape("unsupported object kind ['Pod'] (x)")):
         build_snapshot([{"kind": ["Pod"], "metadata": {"name": "x"}}], now=0.0)
 
 
 def test_no_metrics_and_no_now(tmp_path: Path) -> None:
-    f = write_json(tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1")]})
+    f = write_json(tmp_path / "n.json", {"kind": "List", "items": [node_obj("n1"), pod_obj("p", "n1")]})
     with pytest.raises(SnapshotError) as e:
         load_snapshot([f])
     assert str(e.value) == f"{f}: snapshot has no metrics timestamp; pass --now"
@@ -382,7 +442,7 @@ def test_wrongly_shaped_object_is_a_snapshot_error_not_a_crash() -> None:
     bad = pod_obj("p", "n1")
     bad["spec"]["containers"] = ["nginx"]
     with pytest.raises(
-        SnapshotError, match=r"^Pod default/p: field 'containers' must hold objects, got 'nginx'$"
+        SnapshotError, match=r"^Pod default/p: field 'spec.containers\[0\]' must be an object, got 'nginx'$"
     ):
         build_snapshot([bad], now=0.0)
 
@@ -395,40 +455,63 @@ def test_document_that_is_not_an_object(tmp_path: Path) -> None:
     g = write_json(tmp_path / "l.json", [node_obj("n1"), 5])
     with pytest.raises(
         SnapshotError,
-        match=re.escape(f"{g} document 0 item 1: expected a Kubernetes object or List, got int"),
+        match=re.escape(f"{g} item 1: expected a Kubernetes object or List, got int"),
     ):
         load_objects([g])
 
 
+def flat(doc: Any) -> list[tuple[Any, str | None]]:
+    return [(obj, kind) for obj, kind, _ in flatten_objects(doc, "src")]
+
+
 def test_flatten_objects() -> None:
-    assert flatten_objects(None, "src") == []
-    assert flatten_objects({"kind": "PodList", "items": None}, "src") == []
-    assert flatten_objects({"kind": "Pod", "metadata": {"name": "p"}}, "src") == [
-        {"kind": "Pod", "metadata": {"name": "p"}}
+    assert flat(None) == []
+    assert flat({"kind": "PodList", "items": None}) == []
+    assert flat({"kind": "Pod", "metadata": {"name": "p"}}) == [
+        ({"kind": "Pod", "metadata": {"name": "p"}}, None)
     ]
-    # items without a kind in a kind-less or generic List stay kind-less
-    assert flatten_objects({"items": [{"metadata": {"name": "a"}}]}, "src") == [{"metadata": {"name": "a"}}]
-    assert flatten_objects({"kind": "List", "items": [{"metadata": {"name": "a"}}]}, "src") == [
-        {"metadata": {"name": "a"}}
+    # items without a kind in a kind-less or generic List get no kind from it
+    assert flat({"items": [{"metadata": {"name": "a"}}]}) == [({"metadata": {"name": "a"}}, None)]
+    assert flat({"kind": "List", "items": [{"metadata": {"name": "a"}}]}) == [
+        ({"metadata": {"name": "a"}}, None)
     ]
-    # an item's own kind wins over the list's
-    assert flatten_objects({"kind": "PodList", "items": [{"kind": "Node"}, {}]}, "src") == [
-        {"kind": "Node"},
-        {"kind": "Pod"},
+    # a typed List names its items' kind; an item's own kind wins when parsed
+    assert flat({"kind": "PodList", "items": [{"kind": "Node"}, {}]}) == [
+        ({"kind": "Node"}, "Pod"),
+        ({}, "Pod"),
     ]
-    assert flatten_objects({"kind": "PodDisruptionBudgetList", "items": [{}]}, "src") == [
-        {"kind": "PodDisruptionBudget"}
+    assert flat({"kind": "NodeMetricsList", "items": [{}]}) == [({}, "NodeMetrics")]
+    places = [
+        p
+        for _, _, p in flatten_objects(
+            {"kind": "List", "items": [{}, {"kind": "PodList", "items": [{}]}]}, "f"
+        )
     ]
-    with pytest.raises(SnapshotError, match=r"^src: 'items' must be a list$"):
-        flatten_objects({"kind": "PodList", "items": {"a": 1}}, "src")
-    with pytest.raises(SnapshotError, match=r"^src: item 1 is not an object$"):
-        flatten_objects({"kind": "PodList", "items": [{}, "x"]}, "src")
-    with pytest.raises(SnapshotError, match=r"^src: expected a Kubernetes object or List, got list$"):
-        flatten_objects([{}], "src")
+    assert places == ["f item 0", "f item 1 item 0"]
+    with pytest.raises(ObjectError, match=r"^src: 'items' must be a list$"):
+        flat({"kind": "PodList", "items": {"a": 1}})
+    with pytest.raises(ObjectError, match=r"^src item 1: expected a Kubernetes object or List, got str$"):
+        flat({"kind": "PodList", "items": [{}, "x"]})
+    with pytest.raises(ObjectError, match=r"^src: expected a Kubernetes object or List, got list$"):
+        flat([{}])
 
 
-def test_flatten_does_not_mutate_its_input() -> None:
-    doc: dict[str, Any] = {"kind": "NodeMetricsList", "items": [{"metadata": {"name": "n"}}]}
-    out = flatten_objects(doc, "src")
-    assert out == [{"metadata": {"name": "n"}, "kind": "NodeMetrics"}]
-    assert doc["items"][0] == {"metadata": {"name": "n"}}
+def test_yaml_scalars_are_read_as_kubectl_would_send_them(tmp_path: Path) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(
+        "kind: List\nitems:\n"
+        "- {kind: Node, metadata: {name: n1}, spec: {unschedulable: true},"
+        " status: {allocatable: {cpu: 2, memory: 1Gi}}}\n"
+        "- {kind: Deployment, metadata: {name: d, namespace: ns}, spec: {replicas: 3}}\n"
+        "- {kind: Pod, metadata: {name: p, namespace: ns}, spec: {nodeName: n1, priority: -5,"
+        " containers: [{name: c}]}}\n"
+        "- {kind: PodDisruptionBudget, metadata: {name: b, namespace: ns}, spec: {selector: null}}\n"
+    )
+    snap = load_snapshot([f], now=0.0)
+    assert snap.nodes[0].unschedulable is True and snap.nodes[0].allocatable.cpu_millicores == 2000
+    assert snap.controllers[("Deployment", "ns", "d")].replicas == 3
+    assert snap.pods[0].priority == -5
+    assert snap.pdbs[0].selector is None
+    f.write_text("kind: Deployment\nmetadata: {name: d}\nspec: {replicas: many}\n")
+    with pytest.raises(SnapshotError, match=r"Deployment d: field 'spec.replicas' must be an integer, got 'many'$"):
+        load_snapshot([f], now=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -12,9 +13,10 @@ import pytest
 from fakes.kube_api import FakeKubeAPI
 from kubernetes import client as k8s
 
-from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.records import Taint
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.sources.files import load_objects
-from scaler.sources.kube import READ_CALLS, fetch_objects, load_live_snapshot, make_api_client
+from scaler.sources.kube import READ_CALLS, list_pages, load_live_snapshot, make_api_client
 from scaler.sources.watch import (
     METRICS_CALLS,
     WATCH_CALLS,
@@ -110,8 +112,18 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> bool:
     return bool(predicate())
 
 
-def find(cache: WatchCache, kind: str, name: str) -> dict[str, Any] | None:
-    return next((o for o in cache.objects() if o["kind"] == kind and o["metadata"]["name"] == name), None)
+def find(cache: WatchCache, kind: str, name: str) -> Any:
+    """The cached record of ``kind`` named ``name``, or ``None``."""
+    return next((r for r in cache.records().by_kind[kind].values() if r.name == name), None)
+
+
+def listed(api: Any) -> dict[str, dict[tuple[str, str], Any]]:
+    """What a fresh LIST of every watched kind gives, keyed as the cache keys its records."""
+    out = {}
+    for call in WATCHED_CALLS:
+        records, _ = list_pages(api, call, 500, 30)
+        out[call.kind] = {(r.namespace if call.namespaced else "", r.name): r for r in records}
+    return out
 
 
 def a_pod(fake: FakeKubeAPI) -> dict[str, Any]:
@@ -131,8 +143,7 @@ def test_watched_calls_are_read_calls_without_metrics() -> None:
 @FULL_EXAMPLE
 def test_initial_sync_equals_fetch_objects(cache: WatchCache, api: Any, fake: FakeKubeAPI) -> None:
     pods = fake.requests_to("/api/v1/pods")
-    fetched = fetch_objects(api)
-    assert cache.objects() == [o for o in fetched if o["kind"] not in ("NodeMetrics", "PodMetrics")]
+    assert cache.records().by_kind == listed(api)
     assert cache.synced and cache.running
     assert all((s.lists, s.relists, s.errors, s.skipped) == (1, 0, 0, False) for s in cache.stats.values())
     # Paginated like fetch_objects, then one watch per kind from the list's resourceVersion.
@@ -141,10 +152,11 @@ def test_initial_sync_equals_fetch_objects(cache: WatchCache, api: Any, fake: Fa
     assert len(lists) == -(-len(fake.objects("Pod")) // 50) and lists[0].query["limit"] == "50"
     assert watch.query["allowWatchBookmarks"] == "true" and watch.query["timeoutSeconds"] == "300"
     assert int(watch.query["resourceVersion"]) == fake.resource_version
-    # Copies: mutating them does not touch the cache.
-    cache.objects()[0]["metadata"]["name"] = "mutated"
-    assert cache.objects()[0]["metadata"]["name"] != "mutated"
-    assert cache.objects(copy=False) == cache.objects()
+    # Immutable records, shared by every read (nothing is copied or parsed again per snapshot).
+    key, pod = next(iter(cache.records().by_kind["Pod"].items()))
+    assert cache.records().by_kind["Pod"][key] is pod
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pod.name = "mutated"  # type: ignore[misc]
 
 
 def test_changes_flow_into_the_cache(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
@@ -161,12 +173,12 @@ def test_changes_flow_into_the_cache(cache: WatchCache, fake: FakeKubeAPI, api: 
     )
     assert resp.status == 200 and resp.data
     resp.release_conn()
-    assert wait_until(lambda: (find(cache, "Node", node_name) or {}).get("spec", {}).get("taints") == [taint])
+    assert wait_until(lambda: find(cache, "Node", node_name).taints == (Taint("scaler/drain", "", "NoSchedule"),))
     fake.delete_object("Pod", name, pod["metadata"]["namespace"])
     assert wait_until(lambda: find(cache, "Pod", name) is None)
     fake.delete_object("PodDisruptionBudget", *reversed(_ns_name(fake.objects("PodDisruptionBudget")[0])))
-    expected = [o for o in fetch_objects(api) if o["kind"] not in ("NodeMetrics", "PodMetrics")]
-    assert wait_until(lambda: _without_rv(cache.objects()) == _without_rv(expected))
+    expected = listed(api)
+    assert wait_until(lambda: cache.records().by_kind == expected)
     assert all(s.relists == 0 for s in cache.stats.values())
     assert cache.stats["Pod"].events >= 2 and cache.stats["Node"].events >= 1
 
@@ -176,21 +188,34 @@ def test_steady_state_makes_only_the_metrics_lists(cache: WatchCache, fake: Fake
     fake.requests.clear()
     n = 3
     for _ in range(n):
-        snap, objects = snapshot_from_cache(cache, api, NOW)
+        snap = snapshot_from_cache(cache, api, NOW)
     assert len(fake.requests) == 2 * n
     assert {r.path for r in fake.requests} == METRICS_PATHS and all(r.method == "GET" for r in fake.requests)
-    live, live_objects = load_live_snapshot(api, NOW)
-    assert _same_snapshot(snap, live)
-    assert sorted(map(_key, objects)) == sorted(map(_key, live_objects))
+    assert _same_snapshot(snap, load_live_snapshot(api, NOW))
 
 
 def test_snapshot_reflects_watched_changes(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
     node = fake.objects("Node")[0]
     name = node["metadata"]["name"]
     fake.put_object({**node, "spec": {**node.get("spec", {}), "unschedulable": True}})
-    assert wait_until(lambda: (find(cache, "Node", name) or {}).get("spec", {}).get("unschedulable"))
-    snap, _ = snapshot_from_cache(cache, api, NOW)
-    assert _same_snapshot(snap, load_live_snapshot(api, NOW)[0])
+    assert wait_until(lambda: find(cache, "Node", name).unschedulable)
+    snap = snapshot_from_cache(cache, api, NOW)
+    assert _same_snapshot(snap, load_live_snapshot(api, NOW))
+
+
+def test_a_malformed_object_is_named_until_it_is_fixed(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
+    pod = a_pod(fake)
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    bad = {**pod, "spec": {**pod["spec"], "priority": "high"}}
+    fake.put_object(bad)
+    message = f"pods: Pod {ns}/{name}: field 'spec.priority' must be an integer, got 'high'"
+    assert wait_until(lambda: find(cache, "Pod", name) is None)
+    with pytest.raises(SnapshotError) as e:
+        snapshot_from_cache(cache, api, NOW)
+    assert str(e.value) == message
+    fake.put_object(pod)
+    assert wait_until(lambda: find(cache, "Pod", name) is not None)
+    assert _same_snapshot(snapshot_from_cache(cache, api, NOW), load_live_snapshot(api, NOW))
 
 
 def test_dropped_watches_rewatch_without_relisting(cache: WatchCache, fake: FakeKubeAPI) -> None:
@@ -226,8 +251,8 @@ def test_expired_history_relists(cache: WatchCache, fake: FakeKubeAPI, api: Any,
     fake.expire_history()
     assert wait_until(lambda: all(s.relists >= 1 for s in cache.stats.values()))
     assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
-    expected = [o for o in fetch_objects(api) if o["kind"] not in ("NodeMetrics", "PodMetrics")]
-    assert wait_until(lambda: _without_rv(cache.objects()) == _without_rv(expected))
+    expected = listed(api)
+    assert wait_until(lambda: cache.records().by_kind == expected)
     assert wait_until(lambda: fake.open_watches() == N_KINDS)
     assert total(cache, "errors") == 0
 
@@ -271,10 +296,10 @@ def test_list_errors_and_optional_kinds(
         cache.stats["PersistentVolumeClaim"].watches == 1 and not cache.stats["PersistentVolumeClaim"].errors
     )
     assert (cache.stats["Pod"].errors, cache.stats["Pod"].lists) == (2, 1)
-    assert len([o for o in cache.objects() if o["kind"] == "ReplicationController"]) == 250
+    assert len(cache.records().by_kind["ReplicationController"]) == 250
     rc_lists = [r for r in fake.requests_to("/api/v1/replicationcontrollers") if not r.watch]
     assert len(rc_lists) == 2 + 3  # page 1, expired page 2, then pages 1-3 again
-    assert len([o for o in cache.objects() if o["kind"] == "Pod"]) == len(fake.objects("Pod"))
+    assert len(cache.records().by_kind["Pod"]) == len(fake.objects("Pod"))
     assert any("persistentvolumes" in r.getMessage() and "403" in r.getMessage() for r in caplog.records)
 
 
@@ -301,7 +326,7 @@ def test_stop_ends_all_threads_promptly(make_cache: Callable[..., WatchCache], f
     cache.stop()
     assert time.monotonic() - start < 1 and not cache.running
     assert wait_until(lambda: fake.open_watches() == 0, timeout=2)
-    assert cache.objects()  # still readable
+    assert cache.records().by_kind["Pod"]  # still readable
     # A cache stopped while backing off stops promptly too.
     fake.fail("/api/v1/nodes", 500)
     failing = make_cache(start=False, backoff_initial=5, backoff_max=5)
@@ -328,17 +353,6 @@ def test_invalid_arguments(api: Any) -> None:
 
 def _ns_name(obj: dict[str, Any]) -> tuple[str, str]:
     return (obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
-    return (obj["kind"], *_ns_name(obj))
-
-
-def _without_rv(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Watch events carry resourceVersions that seeded LIST items lack: compare without them."""
-    return [
-        {**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "resourceVersion"}} for o in objects
-    ]
 
 
 def _same_snapshot(a: ClusterSnapshot, b: ClusterSnapshot) -> bool:

@@ -40,7 +40,8 @@ from scaler.eviction.executor import drain
 from scaler.eviction.metrics import MetricRegistry, default_registry
 from scaler.eviction.podinfo import pod_usages
 from scaler.kube.writer import STATE_DRAINED, ObjectRef, WriteError
-from scaler.model.parse import ObjectError, parse_pod
+from scaler.model.decode import parse_pod
+from scaler.model.parse import ObjectError
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import orjson
+import msgspec
 
 from scaler.history.profiles import workload_key
 
@@ -160,8 +160,8 @@ class PrometheusClient:
         except httpx.HTTPError as e:
             raise HistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
         try:
-            body: Any = orjson.loads(resp.content)
-        except orjson.JSONDecodeError:
+            body: Any = msgspec.json.decode(resp.content)
+        except msgspec.DecodeError:
             if resp.status_code >= 400:
                 raise HistoryError(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
             raise HistoryError(f"{where}: invalid JSON in the answer to query_range") from None

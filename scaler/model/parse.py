@@ -1,21 +1,27 @@
-"""Parse Kubernetes API JSON (as ``kubectl get -o json`` prints it) into slim records.
+"""Turn decoded API objects (the msgspec Structs of :mod:`scaler.model.wire`) into slim records.
 
-Every function takes one API object as a ``dict`` and returns a record, or raises
-:class:`ObjectError` naming the object and the bad field. Pod requests follow Kubernetes'
-``resourcehelper.PodRequests`` (``k8s.io/component-helpers/resource``): containers summed, the
-max with each init container (plus the sidecars started before it), restartable init containers
-(sidecars) added, pod overhead added; a pod-level ``spec.resources.requests`` wins for CPU and
-memory. A container with a limit but no request for a resource requests its limit, as the API
-server's defaulting does.
+msgspec has already checked every type on the way in (strings, integers, lists, objects, enum
+values), so what is left here is meaning: defaults, required values, quantities, times, and pod
+requests. Pod requests follow Kubernetes' ``resourcehelper.PodRequests``
+(``k8s.io/component-helpers/resource``): containers summed, the max with each init container (plus
+the sidecars started before it), restartable init containers (sidecars) added, pod overhead
+added; a pod-level ``spec.resources.requests`` wins for CPU and memory. A container with a limit
+but no request for a resource requests its limit, as the API server's defaulting does.
+
+Every converter raises :class:`ObjectError` naming the object (``Pod shop/web-0``) and the bad
+field or value; :mod:`scaler.model.decode` brings the Structs in (from JSON bytes or plain values)
+and words msgspec's own type errors the same way.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, NoReturn
 
+import msgspec
+
+from scaler.model import wire
 from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
@@ -45,99 +51,69 @@ from scaler.model.times import parse_duration_seconds, rfc3339_seconds
 
 __all__ = [
     "ObjectError",
-    "parse_controller",
-    "parse_label_selector",
-    "parse_namespace",
-    "parse_node",
-    "parse_node_metrics",
-    "parse_pdb",
-    "parse_pod",
-    "parse_pod_metrics",
-    "parse_pv",
-    "parse_pvc",
+    "Record",
+    "describe",
+    "ident",
     "parse_resources",
     "parse_time",
+    "to_record",
 ]
 
-Obj = Mapping[str, Any]
+Record = (
+    Namespace
+    | Node
+    | Pod
+    | PodDisruptionBudget
+    | NodeMetrics
+    | PodMetrics
+    | Controller
+    | PersistentVolume
+    | PersistentVolumeClaim
+)
+"""Any record :func:`to_record` returns."""
 
 
 class ObjectError(ValueError):
     """An API object is malformed; the message names the object and the bad field or value."""
 
 
-def _ident(obj: Obj) -> str:
-    kind = obj.get("kind") or "object"
-    raw_meta = obj.get("metadata")
-    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-    ns, name = meta.get("namespace"), meta.get("name")
-    return f"{kind} {f'{ns}/' if ns else ''}{name or '<unnamed>'}"
+def ident(kind: str, namespace: str, name: str) -> str:
+    """How messages name an object: ``Pod shop/web-0``, ``Node n1``, ``Pod 7/<unnamed>``."""
+    return f"{kind or 'object'} {f'{namespace}/' if namespace else ''}{name or '<unnamed>'}"
 
 
-def _map(obj: Obj, key: str, where: Obj) -> Mapping[str, Any]:
-    v = obj.get(key)
-    if v is None:
-        return {}
-    if type(v) is not dict and not isinstance(v, Mapping):  # dict first: the ABC check is slow
-        raise ObjectError(f"{_ident(where)}: field {key!r} must be an object, got {v!r}")
-    return v
+def describe(w: wire.ObjectW) -> str:
+    """:func:`ident` of a decoded object."""
+    m = w.metadata
+    return ident(str(type(w).__struct_config__.tag), m.namespace, m.name)
 
 
-def _list(obj: Obj, key: str, where: Obj) -> list[Any]:
-    v = obj.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list):
-        raise ObjectError(f"{_ident(where)}: field {key!r} must be a list, got {v!r}")
-    for item in v:
-        if type(item) is not dict and not isinstance(item, Mapping):
-            raise ObjectError(f"{_ident(where)}: field {key!r} must hold objects, got {item!r}")
-    return v
+# -- times and durations ---------------------------------------------------------------------------
 
 
-def _str_map(obj: Obj, key: str, where: Obj) -> dict[str, str]:
-    m = _map(obj, key, where)
-    if all(type(k) is str and type(v) is str for k, v in m.items()):
-        return dict(m)  # the usual case: already strings
-    return {str(k): str(v) for k, v in m.items()}
-
-
-def _required(obj: Obj, key: str, where: Obj) -> Any:
-    v = obj.get(key)
-    if v is None or v == "":
-        raise ObjectError(f"{_ident(where)}: missing required field {key!r}")
-    return v
-
-
-def _int(v: Any, field: str, where: Obj) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ObjectError(f"{_ident(where)}: field {field!r} must be an integer, got {v!r}")
-    return v
-
-
-def parse_time(value: Any, field: str = "timestamp", where: Obj | None = None) -> float:
-    """Parse an RFC 3339 timestamp (``2026-11-04T14:00:00Z``) into Unix seconds.
+def parse_time(value: str, field: str = "timestamp", where: str = "object") -> float:
+    """Parse an RFC 3339 timestamp (``2026-11-04T14:00:00Z``) into Unix seconds (a time without a
+    zone is UTC).
 
     Raises:
-        ObjectError: not a valid RFC 3339 time (message names the value).
+        ObjectError: not a valid RFC 3339 time (message names ``where``, the field and the value).
     """
-    if isinstance(value, dt.datetime):  # an unquoted timestamp in a YAML file
-        t = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
-        return t.timestamp()
-    if not isinstance(value, str):
-        raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}")
     try:
         return rfc3339_seconds(value)
-    except ValueError:
-        raise ObjectError(f"{_ident(where or {})}: field {field!r} is not a timestamp: {value!r}") from None
+    except (ValueError, TypeError, AttributeError):
+        raise ObjectError(f"{where}: field {field!r} is not a timestamp: {value!r}") from None
 
 
-def parse_resources(raw: Mapping[str, Any], where: Obj, field: str) -> Resources:
+# -- pieces ----------------------------------------------------------------------------------------
+
+
+def parse_resources(raw: Mapping[str, wire.Quantity], where: str, field: str) -> Resources:
     """Parse a ``ResourceList`` (``{"cpu": "250m", "memory": "1Gi", ...}``) into
-    :class:`Resources`. ``pods`` is parsed as a count; other names go to ``extended``.
+    :class:`Resources`. ``pods`` is parsed as a count, ``storage`` skipped; other names go to
+    ``extended``.
 
     Raises:
-        ObjectError: a malformed quantity (message names the object, field and value).
+        ObjectError: a malformed quantity (message names ``where``, the field and the value).
     """
     cpu = mem = eph = pods = 0
     ext: dict[str, int] = {}
@@ -151,88 +127,77 @@ def parse_resources(raw: Mapping[str, Any], where: Obj, field: str) -> Resources
                 eph = parse_bytes(value)
             elif name == "pods":
                 pods = parse_count(value)
-            elif name == "storage":
-                continue
-            else:
+            elif name != "storage":
                 ext[name] = parse_count(value)
     except QuantityError as e:
-        raise ObjectError(f"{_ident(where)}: {field}: {e}") from None
+        raise ObjectError(f"{where}: {field}: {e}") from None
     return Resources(cpu, mem, eph, pods, ext)
 
 
-def parse_label_selector(raw: Any, where: Obj, field: str = "selector") -> LabelSelector | None:
-    """Parse a ``metav1.LabelSelector``; ``None`` stays ``None``.
-
-    Raises:
-        ObjectError: malformed selector.
-    """
-    if raw is None:
+def _label_selector(w: wire.LabelSelectorW | None) -> LabelSelector | None:
+    if w is None:
         return None
-    if not isinstance(raw, Mapping):
-        raise ObjectError(f"{_ident(where)}: field {field!r} must be an object, got {raw!r}")
-    exprs = []
-    for e in _list(raw, "matchExpressions", where):
-        op = e.get("operator")
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ObjectError(f"{_ident(where)}: {field}: unknown selector operator {op!r}")
-        exprs.append(LabelSelectorRequirement(str(e.get("key", "")), op, tuple(e.get("values") or ())))
-    return LabelSelector(_str_map(raw, "matchLabels", where), tuple(exprs))
+    exprs = tuple(
+        LabelSelectorRequirement(e.key, e.operator, tuple(e.values or ())) for e in w.match_expressions or ()
+    )
+    return LabelSelector(w.match_labels or {}, exprs)
 
 
-def _node_selector_terms(raw: Any, where: Obj) -> tuple[NodeSelectorTerm, ...]:
-    terms = []
-    for t in raw or ():
+def _node_selector(w: wire.NodeSelectorW | None) -> tuple[NodeSelectorTerm, ...] | None:
+    """A required node selector's terms; ``None`` when there is none (or it lists no terms)."""
+    if w is None or w.node_selector_terms is None:
+        return None
 
-        def reqs(key: str, t: Mapping[str, Any] = t) -> tuple[NodeSelectorRequirement, ...]:
-            out = []
-            for r in _list(t, key, where):
-                op = r.get("operator")
-                if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                    raise ObjectError(f"{_ident(where)}: unknown node selector operator {op!r}")
-                out.append(NodeSelectorRequirement(str(r.get("key", "")), op, tuple(r.get("values") or ())))
-            return tuple(out)
+    def reqs(rs: list[wire.NodeSelectorRequirementW] | None) -> tuple[NodeSelectorRequirement, ...]:
+        return tuple(NodeSelectorRequirement(r.key, r.operator, tuple(r.values or ())) for r in rs or ())
 
-        terms.append(NodeSelectorTerm(reqs("matchExpressions"), reqs("matchFields")))
-    return tuple(terms)
+    return tuple(
+        NodeSelectorTerm(reqs(t.match_expressions), reqs(t.match_fields)) for t in w.node_selector_terms
+    )
 
 
-def _controller_ref(meta: Mapping[str, Any], where: Obj) -> OwnerRef | None:
-    for o in _list(meta, "ownerReferences", where):
-        if o.get("controller"):
-            return OwnerRef(
-                str(o.get("kind", "")),
-                str(o.get("name", "")),
-                str(o.get("uid", "")),
-                str(o.get("apiVersion", "")),
-            )
+def _controller_ref(meta: wire.MetaW) -> OwnerRef | None:
+    for o in meta.owner_references or ():
+        if o.controller:
+            return OwnerRef(o.kind, o.name, o.uid, o.api_version)
     return None
 
+
+def _missing(w: wire.ObjectW, field: str) -> NoReturn:
+    raise ObjectError(f"{describe(w)}: missing required field {field!r}")
+
+
+def _time(value: str | None, field: str, w: wire.ObjectW) -> float | None:
+    """Unix seconds of an optional timestamp of ``w`` (``None`` when absent)."""
+    if not value:
+        return None
+    try:
+        return rfc3339_seconds(value)
+    except (ValueError, TypeError):
+        raise ObjectError(f"{describe(w)}: field {field!r} is not a timestamp: {value!r}") from None
+
+
+# -- pod requests ----------------------------------------------------------------------------------
 
 # Resources that pod-level ``spec.resources`` may set and that decide the QoS class
 # (``resourcehelper.IsSupportedPodLevelResource``, ``qos.isSupportedQoSComputeResource``).
 _POD_LEVEL_RESOURCES = ("cpu", "memory")
+_NO_RESOURCES: dict[str, wire.Quantity] = {}
+
+Pair = tuple[Mapping[str, wire.Quantity], Mapping[str, wire.Quantity]]
 
 
-def _requests_and_limits(res: Mapping[str, Any], where: Obj) -> tuple[dict[str, Any], Mapping[str, Any]]:
-    """(requests, limits) of a ``ResourceRequirements``, a missing request defaulting to its limit."""
-    limits = _map(res, "limits", where)
-    requests = dict(_map(res, "requests", where))
-    for name, value in limits.items():
-        requests.setdefault(name, value)  # API-server defaulting: request defaults to limit
-    return requests, limits
-
-
-def _positive(raw: Mapping[str, Any], name: str, where: Obj, field: str) -> Fraction | None:
+def _positive(raw: Mapping[str, wire.Quantity], name: str, where: str, field: str) -> Fraction | None:
     if name not in raw:
         return None
     try:
         q = parse_quantity(raw[name])
     except QuantityError as e:
-        raise ObjectError(f"{_ident(where)}: {field}: {e}") from None
+        raise ObjectError(f"{where}: {field}: {e}") from None
     return q if q > 0 else None
 
 
-def _qos_class(groups: list[tuple[Mapping[str, Any], Mapping[str, Any]]], where: Obj) -> QoSClass:
+def _qos_class(groups: list[Pair], where: str) -> QoSClass:
     """Kubernetes' ``ComputePodQOS`` over (requests, limits) pairs: only CPU and memory count, and
     only quantities above zero. Guaranteed needs every pair to limit both, and the summed requests
     to equal the summed limits; BestEffort means no CPU or memory request or limit at all."""
@@ -259,123 +224,21 @@ def _qos_class(groups: list[tuple[Mapping[str, Any], Mapping[str, Any]]], where:
     return QoSClass.BURSTABLE
 
 
-def _requests_key(spec: Mapping[str, Any]) -> Hashable | None:
-    """Everything :func:`pod_requests` reads from ``spec``, as a hashable value (each scalar
-    with its type, so that ``1`` and ``True`` differ), or ``None`` when it holds something
-    unexpected (the uncached path then reports it)."""
-    fast = _fast_requests_key(spec)
-    if fast is not None:
-        return fast
-
-    def res(r: Any) -> Hashable:
-        if r is None:
-            return None
-        if type(r) is not dict:
-            raise TypeError
-        return tuple(
-            (k, type(v).__name__, v) if type(v) is not dict else (k, "dict", res(v)) for k, v in r.items()
-        )
-
-    try:
-        containers = tuple(
-            (res(c.get("resources")), c.get("restartPolicy") if init else None)
-            for init, key in ((False, "containers"), (True, "initContainers"))
-            for c in (spec.get(key) or ())
-        )
-        key = (containers, res(spec.get("resources")), res(spec.get("overhead")))
-        hash(key)
-    except (TypeError, AttributeError):
-        return None
-    return key
-
-
-class _Bail(Exception):
-    """An unusual shape: take the general (validating) path instead of the fast one."""
-
-
-def _str_items(m: Any) -> tuple[tuple[str, str], ...]:
-    """``m``'s items when ``m`` is a dict of strings to strings (the usual ResourceList, label
-    map...); raises :class:`_Bail` otherwise. ``str.join`` checks the types in C."""
-    if type(m) is not dict:
-        raise _Bail
-    try:
-        "".join(m)
-        "".join(m.values())
-    except TypeError:
-        raise _Bail from None
-    return tuple(m.items())
-
-
-def _rr_key(r: Any) -> Hashable:
-    """Key of a ``ResourceRequirements`` holding only string ``requests``/``limits``."""
+def _rr(r: wire.ResourceRequirementsW | None) -> Pair:
+    """(requests, limits) of a ``ResourceRequirements``, a missing request defaulting to its limit
+    (API-server defaulting)."""
     if r is None:
-        return None
-    if type(r) is not dict:
-        raise _Bail
-    req = r.get("requests")
-    lim = r.get("limits")
-    if len(r) != (req is not None) + (lim is not None):
-        raise _Bail  # claims or other fields: the general key
-    return (
-        None if req is None else _str_items(req),
-        None if lim is None else _str_items(lim),
-    )
+        return _NO_RESOURCES, _NO_RESOURCES
+    limits = r.limits or _NO_RESOURCES
+    if not limits:
+        return r.requests or _NO_RESOURCES, limits
+    requests = dict(r.requests or _NO_RESOURCES)
+    for name, value in limits.items():
+        requests.setdefault(name, value)
+    return requests, limits
 
 
-def _fast_requests_key(spec: Mapping[str, Any]) -> Hashable | None:
-    """:func:`_requests_key` for the usual shape (containers whose resources hold string
-    quantities only), tagged so that it never equals a general key; ``None`` otherwise."""
-    try:
-        parts: list[Hashable] = []
-        for key, init in (("containers", False), ("initContainers", True)):
-            cs = spec.get(key)
-            if cs is None:
-                continue
-            if type(cs) is not list:
-                return None
-            for c in cs:
-                if type(c) is not dict:
-                    return None
-                rp = c.get("restartPolicy") if init else None
-                if rp is not None and type(rp) is not str:
-                    return None
-                parts.append((init, _rr_key(c.get("resources")), rp))
-        pr = spec.get("resources")
-        ov = spec.get("overhead")
-        return (
-            "fast",
-            tuple(parts),
-            _rr_key(pr),
-            None if ov is None else _str_items(ov),
-        )
-    except _Bail:
-        return None
-
-
-_REQUESTS_MEMO: dict[Hashable, tuple[Resources, QoSClass]] = {}
-_REQUESTS_MEMO_MAX = 4096
-
-
-def pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
-    """:func:`compute_pod_requests`, memoized on the resource fields of ``spec`` (replicas of a
-    workload share them); malformed input is never memoized, so it always raises.
-
-    Raises:
-        ObjectError: a malformed quantity.
-    """
-    key = _requests_key(spec)
-    if key is None:
-        return compute_pod_requests(spec, where)
-    hit = _REQUESTS_MEMO.get(key)
-    if hit is None:
-        hit = compute_pod_requests(spec, where)
-        if len(_REQUESTS_MEMO) >= _REQUESTS_MEMO_MAX:
-            _REQUESTS_MEMO.clear()
-        _REQUESTS_MEMO[key] = hit
-    return hit
-
-
-def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources, QoSClass]:
+def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
     """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``,
     ``qos.ComputePodQOS``).
 
@@ -383,37 +246,37 @@ def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources
     limit; with pod-level limits, a missing pod-level CPU or memory request to the containers'
     aggregate request, or to the pod-level limit when no container requests that resource.
     Pod-level ``spec.resources``, when it sets CPU or memory, decides the QoS class instead of the
-    containers.
+    containers. ``pods`` is 1.
 
     Raises:
         ObjectError: a malformed quantity.
     """
     total = Resources()
-    container_rl: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    container_rl: list[Pair] = []
 
-    def container(c: Mapping[str, Any]) -> Resources:
-        reqs, lims = _requests_and_limits(_map(c, "resources", where), where)
-        field = f"container {c.get('name')!r} resources"
+    def container(c: wire.ContainerW) -> Resources:
+        reqs, lims = _rr(c.resources)
+        field = f"container {c.name!r} resources"
         parse_resources(lims, where, field)  # validate the limits too
         container_rl.append((reqs, lims))
         return parse_resources(reqs, where, field)
 
-    for c in _list(spec, "containers", where):
+    for c in spec.containers or ():
         total = total + container(c)
     sidecars = Resources()
     init_max = Resources()
-    for c in _list(spec, "initContainers", where):
+    for c in spec.init_containers or ():
         r = container(c)
-        if c.get("restartPolicy") == "Always":
+        if c.restart_policy == "Always":
             total = total + r
             sidecars = sidecars + r
             init_max = init_max.max(sidecars)
         else:
             init_max = init_max.max(r + sidecars)
     total = total.max(init_max)
-    pod_res = _map(spec, "resources", where)
-    pod_lims = {k: v for k, v in _map(pod_res, "limits", where).items() if k in _POD_LEVEL_RESOURCES}
-    pod_level = {k: v for k, v in _map(pod_res, "requests", where).items() if k in _POD_LEVEL_RESOURCES}
+    pod_res = spec.resources or wire.ResourceRequirementsW()
+    pod_lims = {k: v for k, v in (pod_res.limits or {}).items() if k in _POD_LEVEL_RESOURCES}
+    pod_level = {k: v for k, v in (pod_res.requests or {}).items() if k in _POD_LEVEL_RESOURCES}
     if pod_lims:
         parse_resources(pod_lims, where, "spec.resources.limits")
         # defaultPodRequests: with pod-level limits set, a missing pod-level request defaults to the
@@ -434,9 +297,8 @@ def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources
             0,
             total.extended,
         )
-    overhead = _map(spec, "overhead", where)
-    if overhead:
-        total = total + parse_resources(overhead, where, "spec.overhead")
+    if spec.overhead:
+        total = total + parse_resources(spec.overhead, where, "spec.overhead")
     total = Resources(
         total.cpu_millicores,
         total.memory_bytes,
@@ -451,524 +313,364 @@ def compute_pod_requests(spec: Mapping[str, Any], where: Obj) -> tuple[Resources
     return total, qos
 
 
-def _affinity_terms(raw: list[Any], where: Obj) -> tuple[PodAffinityTerm, ...]:
+_KEY_ENCODER = msgspec.msgpack.Encoder()
+
+ContainerFacts = tuple[Resources, QoSClass, tuple[tuple[str, str, int], ...]]
+_CONTAINERS: dict[bytes, ContainerFacts] = {}
+
+
+def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
+    """(requests, computed QoS class, host ports) of a pod: :func:`compute_pod_requests` and the
+    containers' ``hostPort`` entries, memoized on the encoding of the containers and resource
+    fields (the replicas of a workload share them); malformed input is never memoized.
+
+    Raises:
+        ObjectError: a malformed quantity.
+    """
+    key = _KEY_ENCODER.encode((spec.containers, spec.init_containers, spec.resources, spec.overhead))
+    hit = _CONTAINERS.get(key)
+    if hit is None:
+        requests, qos = compute_pod_requests(spec, describe(w))
+        ports = tuple(
+            (p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
+            for c in (*(spec.containers or ()), *(spec.init_containers or ()))
+            for p in c.ports or ()
+            if p.host_port
+        )
+        hit = (requests, qos, ports)
+        if len(_CONTAINERS) >= 4096:
+            _CONTAINERS.clear()
+        _CONTAINERS[key] = hit
+    return hit
+
+
+# -- kinds -----------------------------------------------------------------------------------------
+
+
+def _volume(v: wire.VolumeW) -> Volume:
+    """A pod volume: its name, its source kind (``emptyDir`` when it names none, the API's
+    default), the emptyDir medium and the PVC claim name."""
+    if v.projected is not None:  # the usual one (the service-account token)
+        kind = "projected"
+    else:
+        kind = next((api for attr, api in wire.VOLUME_SOURCES if getattr(v, attr) is not None), "emptyDir")
+    medium = v.empty_dir.medium if kind == "emptyDir" and v.empty_dir is not None else ""
+    claim = v.persistent_volume_claim.claim_name if v.persistent_volume_claim is not None else ""
+    return Volume(v.name, kind, medium, claim)
+
+
+def _affinity_terms(terms: list[wire.PodAffinityTermW] | None, w: wire.PodW) -> tuple[PodAffinityTerm, ...]:
     out = []
-    for t in raw:
-        topo = t.get("topologyKey")
-        if not topo:
-            raise ObjectError(f"{_ident(where)}: pod affinity term without topologyKey")
-        ns_selector = parse_label_selector(t.get("namespaceSelector"), where, "namespaceSelector")
-        empty = ns_selector is not None and not ns_selector.match_labels and not ns_selector.match_expressions
+    for t in terms or ():
+        if not t.topology_key:
+            raise ObjectError(f"{describe(w)}: pod affinity term without topologyKey")
+        selector = _label_selector(t.namespace_selector)
+        empty = selector is not None and not selector.match_labels and not selector.match_expressions
         out.append(
             PodAffinityTerm(
-                parse_label_selector(t.get("labelSelector"), where, "labelSelector"),
-                str(topo),
-                tuple(t.get("namespaces") or ()),
+                _label_selector(t.label_selector),
+                t.topology_key,
+                tuple(t.namespaces or ()),
                 empty,  # namespaceSelector {}: every namespace
-                None if empty else ns_selector,
+                None if empty else selector,
             )
         )
     return tuple(out)
 
 
-def parse_pod(obj: Obj) -> Pod:
-    """Parse a v1 Pod.
-
-    The usual shapes take a fast path (:func:`_parse_pod_fast`); anything it does not expect, a
-    malformed field included, goes through the general path (:func:`_parse_pod_general`), which
-    validates every field and names the bad one.
-
-    Raises:
-        ObjectError: missing metadata.name/namespace, malformed quantities, selectors or times.
-    """
-    try:
-        return _parse_pod_fast(obj)
-    except Exception:  # _Bail, or anything the general path will report (or raise) itself
-        return _parse_pod_general(obj)
+def _spread(cs: list[wire.TopologySpreadConstraintW], w: wire.PodW) -> tuple[TopologySpreadConstraint, ...]:
+    out = []
+    for c in cs:
+        if not c.topology_key:
+            raise ObjectError(f"{describe(w)}: missing required field 'topologyKey'")
+        out.append(
+            TopologySpreadConstraint(
+                max_skew=c.max_skew,
+                topology_key=c.topology_key,
+                when_unsatisfiable=c.when_unsatisfiable,
+                label_selector=_label_selector(c.label_selector),
+                min_domains=c.min_domains,
+                node_affinity_policy=c.node_affinity_policy or "Honor",
+                node_taints_policy=c.node_taints_policy or "Ignore",
+                match_label_keys=tuple(c.match_label_keys or ()),
+            )
+        )
+    return tuple(out)
 
 
 _QOS = {q.value: q for q in QoSClass}
-_EMPTY: Mapping[str, Any] = {}
+_TOLERATIONS: dict[tuple[wire.TolerationW, ...], tuple[Toleration, ...]] = {}
 
 
-def _volume(v: Obj) -> Volume:
-    """A pod volume: its name, its source kind (the first key other than ``name``; none is an
-    emptyDir), the emptyDir medium and the PVC claim name. Shared by both pod parsers."""
-    kinds = [k for k in v if k != "name"]
-    kind = kinds[0] if kinds else "emptyDir"
-    medium = str((v.get("emptyDir") or {}).get("medium") or "") if kind == "emptyDir" else ""
-    claim = str((v.get("persistentVolumeClaim") or {}).get("claimName") or "")
-    return Volume(str(v.get("name", "")), kind, medium, claim)
-
-
-def _dicts(v: Any) -> list[Any]:
-    """A list of dicts (``None``: empty); raises :class:`_Bail` on anything else."""
-    if v is None:
-        return []
-    if type(v) is not list:
-        raise _Bail
-    for item in v:
-        if type(item) is not dict:
-            raise _Bail
-    return v
-
-
-def _labels(v: Any) -> dict[str, str]:
-    """A copy of a string-to-string map (``None``: empty); raises :class:`_Bail` otherwise."""
-    if v is None:
-        return {}
-    if type(v) is not dict:
-        raise _Bail
-    "".join(v)  # TypeError (the caller bails) unless keys and values are all strings
-    "".join(v.values())
-    return dict(v)
-
-
-def _stamp(v: Any) -> float:
-    if type(v) is not str:
-        raise _Bail
-    return rfc3339_seconds(v)  # ValueError: the caller bails
-
-
-def _parse_pod_fast(obj: Obj) -> Pod:
-    """:func:`_parse_pod_general` for well-formed pods, with direct dict lookups; raises (anything)
-    on an input it does not expect. It accepts only what the general path accepts, with the
-    same result; affinity and spread constraints, which are rarer, use the general helpers."""
-    if type(obj) is not dict:
-        raise _Bail
-    meta = obj.get("metadata")
-    spec = obj.get("spec")
-    status = obj.get("status")
-    if type(meta) is not dict or type(spec) is not dict:
-        raise _Bail
-    if status is None:
-        status = _EMPTY
-    elif type(status) is not dict:
-        raise _Bail
-    name = meta.get("name")
-    if type(name) is not str or not name:
-        raise _Bail
-    namespace = meta.get("namespace") or "default"
-    requests, computed_qos = pod_requests(spec, obj)
-    qos_raw = status.get("qosClass")
-    qos = _QOS[qos_raw] if qos_raw else computed_qos
-    affinity = spec.get("affinity")
-    required_node_affinity = None
-    pod_aff: list[Any] = []
-    anti: list[Any] = []
-    if affinity is not None:
-        affinity = _map(spec, "affinity", obj)
-        node_aff = _map(
-            _map(affinity, "nodeAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
+def _tolerations(ts: list[wire.TolerationW] | None) -> tuple[Toleration, ...]:
+    """A pod's tolerations, memoized (pods share a handful of toleration lists)."""
+    if not ts:
+        return ()
+    key = tuple(ts)
+    hit = _TOLERATIONS.get(key)
+    if hit is None:
+        if len(_TOLERATIONS) >= 1024:
+            _TOLERATIONS.clear()
+        hit = _TOLERATIONS[key] = tuple(
+            Toleration(t.key, t.operator or "Equal", t.value, t.effect) for t in ts
         )
-        required_node_affinity = (
-            _node_selector_terms(node_aff.get("nodeSelectorTerms"), obj) if node_aff else None
-        )
-        pod_aff = _list(
-            _map(affinity, "podAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
-        )
-        anti = _list(
-            _map(affinity, "podAntiAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
-        )
-    spread: tuple[TopologySpreadConstraint, ...] = ()
-    if spec.get("topologySpreadConstraints") is not None:
-        spread = _spread_constraints(spec, obj)
-    containers = _dicts(spec.get("containers"))
-    inits = _dicts(spec.get("initContainers"))
-    ports = []
-    for c in containers + inits if inits else containers:
-        cports = c.get("ports")
-        if cports is None:
-            continue
-        for p in _dicts(cports):
-            hp = p.get("hostPort")
-            if hp:
-                if type(hp) is not int:
-                    raise _Bail
-                ports.append((str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), hp))
-    volumes = [_volume(v) for v in _dicts(spec.get("volumes"))]
-    created = meta.get("creationTimestamp")
-    deleted = meta.get("deletionTimestamp")
-    priority = spec.get("priority")
-    if priority is None:
-        priority = 0
-    elif type(priority) is not int:
-        raise _Bail
-    tgps = spec.get("terminationGracePeriodSeconds")
-    if tgps is None:
-        tgps = 30
-    elif type(tgps) is not int:
-        raise _Bail
+    return hit
+
+
+Constraints = tuple[
+    tuple[NodeSelectorTerm, ...] | None,
+    tuple[PodAffinityTerm, ...],
+    tuple[PodAffinityTerm, ...],
+    tuple[TopologySpreadConstraint, ...],
+]
+_NO_CONSTRAINTS: Constraints = (None, (), (), ())
+_CONSTRAINTS: dict[bytes, Constraints] = {}
+
+
+def _constraints(w: wire.PodW, spec: wire.PodSpecW) -> Constraints:
+    """(required node affinity, required pod affinity, required anti-affinity, topology spread) of
+    a pod, memoized on their encoding (the replicas of a workload share them)."""
+    key = _KEY_ENCODER.encode((spec.affinity, spec.topology_spread_constraints))
+    hit = _CONSTRAINTS.get(key)
+    if hit is not None:
+        return hit
+    nodes: tuple[NodeSelectorTerm, ...] | None = None
+    pod_aff = anti = None
+    if spec.affinity is not None:
+        na, pa, paa = spec.affinity.node_affinity, spec.affinity.pod_affinity, spec.affinity.pod_anti_affinity
+        if na is not None:
+            nodes = _node_selector(na.required_during_scheduling_ignored_during_execution)
+        pod_aff = pa.required_during_scheduling_ignored_during_execution if pa is not None else None
+        anti = paa.required_during_scheduling_ignored_during_execution if paa is not None else None
+    hit = (
+        nodes,
+        _affinity_terms(pod_aff, w),
+        _affinity_terms(anti, w),
+        _spread(spec.topology_spread_constraints or [], w),
+    )
+    if len(_CONSTRAINTS) >= 4096:
+        _CONSTRAINTS.clear()
+    _CONSTRAINTS[key] = hit
+    return hit
+
+
+def _pod(w: wire.PodW) -> Pod:
+    """A v1 Pod's record (see :func:`to_record`)."""
+    meta, spec, status = w.metadata, w.spec, w.status
+    name = meta.name or _missing(w, "metadata.name")
+    if spec is None:
+        _missing(w, "spec")
+    namespace = meta.namespace or "default"
+    requests, qos, ports = _container_facts(w, spec)
+    if status.qos_class:
+        qos = _QOS[status.qos_class]
+    constraints = _NO_CONSTRAINTS
+    if spec.affinity is not None or spec.topology_spread_constraints:
+        constraints = _constraints(w, spec)
     owner = None
-    refs = meta.get("ownerReferences")
-    if refs is not None:
-        for o in _dicts(refs):
-            if o.get("controller"):
-                owner = OwnerRef(
-                    str(o.get("kind", "")),
-                    str(o.get("name", "")),
-                    str(o.get("uid", "")),
-                    str(o.get("apiVersion", "")),
-                )
-                break
-    tolerations = tuple(
-        Toleration(
-            str(t.get("key") or ""),
-            str(t.get("operator") or "Equal"),
-            str(t.get("value") or ""),
-            str(t.get("effect") or ""),
-        )
-        for t in _dicts(spec.get("tolerations"))
-    )
-    return Pod(
-        namespace=str(namespace),
-        name=name,
-        uid=str(meta.get("uid") or f"{namespace}/{name}"),
-        node_name=str(spec.get("nodeName") or ""),
-        requests=requests,
-        labels=_labels(meta.get("labels")),
-        annotations=_labels(meta.get("annotations")),
-        controller=owner,
-        phase=str(status.get("phase") or "Pending"),
-        priority=priority,
-        qos_class=qos,
-        restart_policy=str(spec.get("restartPolicy") or "Always"),
-        creation_ts=_stamp(created) if created else None,
-        deletion_ts=_stamp(deleted) if deleted else None,
-        termination_grace_seconds=tgps,
-        tolerations=tolerations,
-        node_selector=_labels(spec.get("nodeSelector")),
-        required_node_affinity=required_node_affinity,
-        required_affinity=_affinity_terms(pod_aff, obj) if pod_aff else (),
-        required_anti_affinity=_affinity_terms(anti, obj) if anti else (),
-        topology_spread=spread,
-        host_ports=tuple(ports),
-        volumes=tuple(volumes),
-        start_ts=_stamp(started) if (started := status.get("startTime")) else None,
-    )
-
-
-def _spread_constraints(spec: Obj, obj: Obj) -> tuple[TopologySpreadConstraint, ...]:
-    spread = []
-    for c in _list(spec, "topologySpreadConstraints", obj):
-        spread.append(
-            TopologySpreadConstraint(
-                max_skew=_int(c.get("maxSkew", 1), "maxSkew", obj),
-                topology_key=str(_required(c, "topologyKey", obj)),
-                when_unsatisfiable=str(c.get("whenUnsatisfiable", "DoNotSchedule")),
-                label_selector=parse_label_selector(c.get("labelSelector"), obj, "labelSelector"),
-                min_domains=c.get("minDomains"),
-                node_affinity_policy=str(c.get("nodeAffinityPolicy") or "Honor"),
-                node_taints_policy=str(c.get("nodeTaintsPolicy") or "Ignore"),
-                match_label_keys=tuple(c.get("matchLabelKeys") or ()),
-            )
-        )
-    return tuple(spread)
-
-
-def _parse_pod_general(obj: Obj) -> Pod:
-    """Parse a v1 Pod, validating every field (the reference for :func:`_parse_pod_fast`)."""
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
-    status = _map(obj, "status", obj)
-    name = _required(meta, "name", obj)
-    namespace = meta.get("namespace") or "default"
-    requests, computed_qos = pod_requests(spec, obj)
-    qos_raw = status.get("qosClass")
+    for o in meta.owner_references or ():
+        if o.controller:
+            owner = OwnerRef(o.kind, o.name, o.uid, o.api_version)
+            break
+    created, deleted = meta.creation_timestamp, meta.deletion_timestamp
     try:
-        qos = QoSClass(qos_raw) if qos_raw else computed_qos
-    except ValueError:
-        raise ObjectError(f"{_ident(obj)}: unknown qosClass {qos_raw!r}") from None
-    affinity = _map(spec, "affinity", obj)
-    node_aff = _map(
-        _map(affinity, "nodeAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
-    )
-    required_node_affinity = (
-        _node_selector_terms(node_aff.get("nodeSelectorTerms"), obj) if node_aff else None
-    )
-    pod_aff = _list(_map(affinity, "podAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj)
-    anti = _list(
-        _map(affinity, "podAntiAffinity", obj), "requiredDuringSchedulingIgnoredDuringExecution", obj
-    )
-    spread = _spread_constraints(spec, obj)
-    ports = []
-    for c in _list(spec, "containers", obj) + _list(spec, "initContainers", obj):
-        for p in _list(c, "ports", obj):
-            hp = p.get("hostPort")
-            if hp:
-                ports.append(
-                    (
-                        str(p.get("protocol") or "TCP"),
-                        str(p.get("hostIP") or "0.0.0.0"),
-                        _int(hp, "hostPort", obj),
-                    )
-                )
-    volumes = [_volume(v) for v in _list(spec, "volumes", obj)]
-    created = meta.get("creationTimestamp")
-    deleted = meta.get("deletionTimestamp")
-    priority = spec.get("priority")
-    tgps = spec.get("terminationGracePeriodSeconds")
+        creation_ts = rfc3339_seconds(created) if created else None
+        deletion_ts = rfc3339_seconds(deleted) if deleted else None
+    except (ValueError, TypeError):
+        _time(created, "metadata.creationTimestamp", w)
+        _time(deleted, "metadata.deletionTimestamp", w)
+        raise
+    volumes = spec.volumes
     return Pod(
-        namespace=str(namespace),
-        name=str(name),
-        uid=str(meta.get("uid") or f"{namespace}/{name}"),
-        node_name=str(spec.get("nodeName") or ""),
+        namespace=namespace,
+        name=name,
+        uid=meta.uid or f"{namespace}/{name}",
+        node_name=spec.node_name,
         requests=requests,
-        labels=_str_map(meta, "labels", obj),
-        annotations=_str_map(meta, "annotations", obj),
-        controller=_controller_ref(meta, obj),
-        phase=str(status.get("phase") or "Pending"),
-        priority=_int(priority, "spec.priority", obj) if priority is not None else 0,
+        labels=meta.labels or {},
+        annotations=meta.annotations or {},
+        controller=owner,
+        phase=status.phase or "Pending",
+        priority=spec.priority or 0,
         qos_class=qos,
-        restart_policy=str(spec.get("restartPolicy") or "Always"),
-        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else None,
-        deletion_ts=parse_time(deleted, "metadata.deletionTimestamp", obj) if deleted else None,
-        termination_grace_seconds=_int(tgps, "terminationGracePeriodSeconds", obj)
-        if tgps is not None
-        else 30,
-        tolerations=tuple(
-            Toleration(
-                str(t.get("key") or ""),
-                str(t.get("operator") or "Equal"),
-                str(t.get("value") or ""),
-                str(t.get("effect") or ""),
-            )
-            for t in _list(spec, "tolerations", obj)
-        ),
-        node_selector=_str_map(spec, "nodeSelector", obj),
-        required_node_affinity=required_node_affinity,
-        required_affinity=_affinity_terms(pod_aff, obj),
-        required_anti_affinity=_affinity_terms(anti, obj),
-        topology_spread=spread,
-        host_ports=tuple(ports),
-        volumes=tuple(volumes),
-        start_ts=parse_time(started, "status.startTime", obj)
-        if (started := status.get("startTime"))
-        else None,
+        restart_policy=spec.restart_policy or "Always",
+        creation_ts=creation_ts,
+        deletion_ts=deletion_ts,
+        start_ts=_time(status.start_time, "status.startTime", w),
+        termination_grace_seconds=30
+        if spec.termination_grace_period_seconds is None
+        else spec.termination_grace_period_seconds,
+        tolerations=_tolerations(spec.tolerations),
+        node_selector=spec.node_selector or {},
+        required_node_affinity=constraints[0],
+        required_affinity=constraints[1],
+        required_anti_affinity=constraints[2],
+        topology_spread=constraints[3],
+        host_ports=ports,
+        volumes=tuple([_volume(v) for v in volumes]) if volumes else (),
     )
 
 
-def parse_node(obj: Obj) -> Node:
-    """Parse a v1 Node.
-
-    Raises:
-        ObjectError: missing name or ``status.allocatable``, malformed quantities or taints.
-    """
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
-    status = _map(obj, "status", obj)
-    name = _required(meta, "name", obj)
-    alloc_raw = _map(status, "allocatable", obj)
-    if not alloc_raw:
-        raise ObjectError(f"{_ident(obj)}: missing required field 'status.allocatable'")
-    allocatable = parse_resources(alloc_raw, obj, "status.allocatable")
+def _node(w: wire.NodeW) -> Node:
+    """A v1 Node's record: ``status.allocatable`` is required; the ``ToBeDeletedByClusterAutoscaler``
+    taint's value is its time (0 when it is not a number)."""
+    meta, spec, status = w.metadata, w.spec, w.status
+    where = describe(w)
+    name = meta.name or _missing(w, "metadata.name")
+    if not status.allocatable:
+        raise ObjectError(f"{where}: missing required field 'status.allocatable'")
     taints = []
     tbd: float | None = None
-    for t in _list(spec, "taints", obj):
-        key = t.get("key")
-        if not key:
-            raise ObjectError(f"{_ident(obj)}: taint without key: {t!r}")
-        taint = Taint(str(key), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
-        taints.append(taint)
-        if key == TAINT_TO_BE_DELETED:
+    for t in spec.taints or ():
+        if not t.key:
+            raise ObjectError(f"{where}: taint without key (value {t.value!r}, effect {t.effect!r})")
+        taints.append(Taint(t.key, t.value, t.effect or "NoSchedule"))
+        if t.key == TAINT_TO_BE_DELETED:
             try:
-                tbd = float(taint.value)
+                tbd = float(t.value)
             except ValueError:
                 tbd = 0.0
     ready = False
     ready_ts = 0.0
-    for c in _list(status, "conditions", obj):
-        if c.get("type") == "Ready":
-            ready = c.get("status") == "True"
-            if c.get("lastTransitionTime"):
-                ready_ts = parse_time(c["lastTransitionTime"], "Ready.lastTransitionTime", obj)
-    created = meta.get("creationTimestamp")
+    for c in status.conditions or ():
+        if c.type == "Ready":
+            ready = c.status == "True"
+            if c.last_transition_time:
+                ready_ts = parse_time(c.last_transition_time, "Ready.lastTransitionTime", where)
     return Node(
-        name=str(name),
-        allocatable=allocatable,
-        labels=_str_map(meta, "labels", obj),
-        annotations=_str_map(meta, "annotations", obj),
+        name=name,
+        allocatable=parse_resources(status.allocatable, where, "status.allocatable"),
+        labels=meta.labels or {},
+        annotations=meta.annotations or {},
         taints=tuple(taints),
-        unschedulable=bool(spec.get("unschedulable")),
+        unschedulable=bool(spec.unschedulable),
         ready=ready,
         ready_transition_ts=ready_ts,
-        creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else 0.0,
-        provider_id=str(spec.get("providerID") or ""),
-        uid=str(meta.get("uid") or ""),
+        creation_ts=_time(meta.creation_timestamp, "metadata.creationTimestamp", w) or 0.0,
+        provider_id=spec.provider_id,
+        uid=meta.uid,
         to_be_deleted_ts=tbd,
     )
 
 
-def _usage(obj: Obj, usage: Mapping[str, Any]) -> tuple[int, int]:
-    if "cpu" not in usage or "memory" not in usage:
-        raise ObjectError(f"{_ident(obj)}: usage must have cpu and memory, got {dict(usage)!r}")
+def _usage(usage: Mapping[str, wire.Quantity] | None, w: wire.ObjectW) -> tuple[int, int]:
+    """(millicores, bytes) of a metrics ``usage``. metrics-server writes CPU in nanocores
+    (``"123456789n"``) and memory in kibibytes (``"1234Ki"``): those are read directly, anything
+    else by :func:`parse_millicores` / :func:`parse_bytes` (same results)."""
+    if not usage or "cpu" not in usage or "memory" not in usage:
+        raise ObjectError(f"{describe(w)}: usage must have cpu and memory, got {dict(usage or {})!r}")
+    cpu, mem = usage["cpu"], usage["memory"]
+    if type(cpu) is str and type(mem) is str and cpu[-1:] == "n" and mem[-2:] == "Ki":
+        n, k = cpu[:-1], mem[:-2]
+        if n.isascii() and n.isdigit() and k.isascii() and k.isdigit():
+            return -(-int(n) // 1_000_000), int(k) * 1024  # MilliValue() rounds up
     try:
-        return parse_millicores(usage["cpu"]), parse_bytes(usage["memory"])
+        return parse_millicores(cpu), parse_bytes(mem)
     except QuantityError as e:
-        raise ObjectError(f"{_ident(obj)}: usage: {e}") from None
+        raise ObjectError(f"{describe(w)}: usage: {e}") from None
 
 
-def _window(obj: Obj) -> float:
-    w = obj.get("window")
-    if w is None:
-        return 0.0
-    try:
-        return parse_duration_seconds(str(w))
-    except ValueError:
-        raise ObjectError(f"{_ident(obj)}: invalid window {w!r}") from None
+def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW) -> tuple[float, float]:
+    """(timestamp, window) in seconds of a metrics item; the timestamp is required."""
+    window = 0.0
+    if w.window is not None:
+        try:
+            window = parse_duration_seconds(w.window)
+        except ValueError:
+            raise ObjectError(f"{describe(w)}: invalid window {w.window!r}") from None
+    if not w.timestamp:
+        _missing(w, "timestamp")
+    return _time(w.timestamp, "timestamp", w) or 0.0, window
 
 
-def parse_node_metrics(obj: Obj) -> NodeMetrics:
-    """Parse a metrics.k8s.io/v1beta1 NodeMetrics item.
-
-    Raises:
-        ObjectError: missing name, timestamp or usage, or malformed quantities.
-    """
-    meta = _map(obj, "metadata", obj)
-    cpu, mem = _usage(obj, _map(obj, "usage", obj))
-    return NodeMetrics(
-        name=str(_required(meta, "name", obj)),
-        timestamp=parse_time(_required(obj, "timestamp", obj), "timestamp", obj),
-        window_seconds=_window(obj),
-        cpu_millicores=cpu,
-        memory_bytes=mem,
-    )
+def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
+    name = w.metadata.name or _missing(w, "metadata.name")
+    cpu, mem = _usage(w.usage, w)
+    ts, window = _stamp(w)
+    return NodeMetrics(name, ts, window, cpu, mem)
 
 
-def parse_pod_metrics(obj: Obj) -> PodMetrics:
-    """Parse a metrics.k8s.io/v1beta1 PodMetrics item, summing its containers' usage.
-
-    Well-formed items take a fast path; anything else the general, validating one.
-
-    Raises:
-        ObjectError: missing name, timestamp or container usage, or malformed quantities.
-    """
-    try:
-        return _parse_pod_metrics_fast(obj)
-    except Exception:  # _Bail, or anything the general path will report (or raise) itself
-        return _parse_pod_metrics_general(obj)
-
-
-def _parse_pod_metrics_fast(obj: Obj) -> PodMetrics:
-    if type(obj) is not dict:
-        raise _Bail
-    meta = obj.get("metadata")
-    if type(meta) is not dict:
-        raise _Bail
+def _pod_metrics(w: wire.PodMetricsW) -> PodMetrics:
+    name = w.metadata.name or _missing(w, "metadata.name")
     cpu = mem = 0
-    for c in _dicts(obj.get("containers")):
-        usage = c.get("usage")
-        if type(usage) is not dict:
-            raise _Bail
-        cpu += parse_millicores(usage["cpu"])
-        mem += parse_bytes(usage["memory"])
-    name = meta.get("name")
-    if type(name) is not str or not name:
-        raise _Bail
-    return PodMetrics(
-        namespace=str(meta.get("namespace") or "default"),
-        name=name,
-        timestamp=_stamp(obj.get("timestamp")),
-        window_seconds=_window(obj),
-        cpu_millicores=cpu,
-        memory_bytes=mem,
-    )
-
-
-def _parse_pod_metrics_general(obj: Obj) -> PodMetrics:
-    meta = _map(obj, "metadata", obj)
-    cpu = mem = 0
-    for c in _list(obj, "containers", obj):
-        c_cpu, c_mem = _usage(obj, _map(c, "usage", obj))
+    for c in w.containers or ():
+        c_cpu, c_mem = _usage(c.usage, w)
         cpu += c_cpu
         mem += c_mem
-    return PodMetrics(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(_required(meta, "name", obj)),
-        timestamp=parse_time(_required(obj, "timestamp", obj), "timestamp", obj),
-        window_seconds=_window(obj),
-        cpu_millicores=cpu,
-        memory_bytes=mem,
-    )
+    ts, window = _stamp(w)
+    return PodMetrics(w.metadata.namespace or "default", name, ts, window, cpu, mem)
 
 
-def parse_pdb(obj: Obj) -> PodDisruptionBudget:
-    """Parse a policy/v1 PodDisruptionBudget (``status.disruptionsAllowed`` defaults to 0).
-
-    Raises:
-        ObjectError: missing name or malformed selector.
-    """
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
-    status = _map(obj, "status", obj)
-    allowed = status.get("disruptionsAllowed", 0)
+def _pdb(w: wire.PodDisruptionBudgetW) -> PodDisruptionBudget:
     return PodDisruptionBudget(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(_required(meta, "name", obj)),
-        selector=parse_label_selector(spec.get("selector"), obj, "spec.selector"),
-        disruptions_allowed=_int(allowed, "status.disruptionsAllowed", obj),
+        namespace=w.metadata.namespace or "default",
+        name=w.metadata.name or _missing(w, "metadata.name"),
+        selector=_label_selector(w.spec.selector),
+        disruptions_allowed=w.status.disruptions_allowed,
     )
 
 
-def parse_controller(obj: Obj) -> Controller:
-    """Parse a workload controller (ReplicaSet, ReplicationController, StatefulSet, DaemonSet,
-    Job, Deployment).
+_DEFAULT_ONE_REPLICA = frozenset({"ReplicaSet", "ReplicationController", "StatefulSet", "Deployment"})
 
-    Raises:
-        ObjectError: missing name or a non-integer ``spec.replicas``.
-    """
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
-    kind = str(_required(obj, "kind", obj))
-    replicas = spec.get("replicas")
-    if replicas is None and kind in ("ReplicaSet", "ReplicationController", "StatefulSet", "Deployment"):
+
+def _controller(w: wire.ControllerW) -> Controller:
+    kind = str(type(w).__struct_config__.tag)
+    replicas = w.spec.replicas
+    if replicas is None and kind in _DEFAULT_ONE_REPLICA:
         replicas = 1  # API default
     return Controller(
         kind=kind,
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(_required(meta, "name", obj)),
-        uid=str(meta.get("uid") or ""),
-        replicas=_int(replicas, "spec.replicas", obj) if replicas is not None else None,
-        owner=_controller_ref(meta, obj),
+        namespace=w.metadata.namespace or "default",
+        name=w.metadata.name or _missing(w, "metadata.name"),
+        uid=w.metadata.uid,
+        replicas=replicas,
+        owner=_controller_ref(w.metadata),
     )
 
 
-def parse_pv(obj: Obj) -> PersistentVolume:
-    """Parse a v1 PersistentVolume (labels and required node affinity).
-
-    Raises:
-        ObjectError: missing name or malformed affinity.
-    """
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
-    required = _map(_map(spec, "nodeAffinity", obj), "required", obj)
+def _pv(w: wire.PersistentVolumeW) -> PersistentVolume:
+    na = w.spec.node_affinity
     return PersistentVolume(
-        name=str(_required(meta, "name", obj)),
-        labels=_str_map(meta, "labels", obj),
-        node_affinity=_node_selector_terms(required.get("nodeSelectorTerms"), obj) if required else None,
+        name=w.metadata.name or _missing(w, "metadata.name"),
+        labels=w.metadata.labels or {},
+        node_affinity=_node_selector(na.required) if na is not None else None,
     )
 
 
-def parse_namespace(obj: Obj) -> Namespace:
-    """Parse a v1 Namespace: its name and labels (for ``namespaceSelector``).
-
-    Raises:
-        ObjectError: missing name or malformed labels.
-    """
-    meta = _map(obj, "metadata", obj)
-    return Namespace(str(_required(meta, "name", obj)), _str_map(meta, "labels", obj))
+def _namespace(w: wire.NamespaceW) -> Namespace:
+    """A v1 Namespace: its name and labels (for pod affinity's ``namespaceSelector``)."""
+    return Namespace(w.metadata.name or _missing(w, "metadata.name"), w.metadata.labels or {})
 
 
-def parse_pvc(obj: Obj) -> PersistentVolumeClaim:
-    """Parse a v1 PersistentVolumeClaim.
-
-    Raises:
-        ObjectError: missing name.
-    """
-    meta = _map(obj, "metadata", obj)
-    spec = _map(obj, "spec", obj)
+def _pvc(w: wire.PersistentVolumeClaimW) -> PersistentVolumeClaim:
     return PersistentVolumeClaim(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(_required(meta, "name", obj)),
-        volume_name=str(spec.get("volumeName") or ""),
+        namespace=w.metadata.namespace or "default",
+        name=w.metadata.name or _missing(w, "metadata.name"),
+        volume_name=w.spec.volume_name,
     )
+
+
+_CONVERTERS: dict[type[wire.ObjectW], Callable[[Any], Record]] = {
+    wire.PodW: _pod,
+    wire.NodeW: _node,
+    wire.NodeMetricsW: _node_metrics,
+    wire.PodMetricsW: _pod_metrics,
+    wire.PodDisruptionBudgetW: _pdb,
+    wire.PersistentVolumeW: _pv,
+    wire.PersistentVolumeClaimW: _pvc,
+    wire.NamespaceW: _namespace,
+    **{t: _controller for t in wire.CONTROLLER_TYPES},
+}
+
+
+def to_record(w: wire.ObjectW) -> Record:
+    """The record of a decoded object: :class:`Pod`, :class:`Node`, :class:`NodeMetrics`,
+    :class:`PodMetrics`, :class:`PodDisruptionBudget`, :class:`Controller`,
+    :class:`PersistentVolume` or :class:`PersistentVolumeClaim`.
+
+    Raises:
+        ObjectError: a required value is missing (``metadata.name``, a pod's ``spec``, a node's
+            ``status.allocatable``, a metrics ``timestamp`` or usage), or a quantity, time or
+            duration is malformed.
+    """
+    return _CONVERTERS[type(w)](w)

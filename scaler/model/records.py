@@ -1,7 +1,8 @@
 """Slim, immutable records of the cluster objects the engine reads.
 
-Raw API JSON is parsed once, at the edge (:mod:`scaler.model.parse`); the engine only sees these
-records. Units are fixed: CPU in millicores, memory and storage in bytes, times in Unix seconds
+Raw API JSON is decoded once, at the edge (:mod:`scaler.model.decode` into the Structs of
+:mod:`scaler.model.wire`, turned into records by :mod:`scaler.model.parse`); the engine only sees
+these records. Units are fixed: CPU in millicores, memory and storage in bytes, times in Unix seconds
 (float), counts as ints. Kubernetes client model classes never appear here.
 """
 

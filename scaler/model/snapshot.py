@@ -1,30 +1,22 @@
 """The immutable cluster snapshot every evaluation reads, for live and offline alike.
 
-:func:`build_snapshot` turns raw API objects (dicts as ``kubectl get -o json`` prints them, from
-files or from the live API) into a :class:`ClusterSnapshot` of slim records with indexes by node,
-owner and name. Nothing downstream parses JSON again.
+Records (decoded from files, LIST pages or WATCH events by :mod:`scaler.model.decode`) are
+collected in a :class:`RecordSet` and built into a :class:`ClusterSnapshot` with indexes by node,
+owner and name; :func:`build_snapshot` does the same from plain dicts. Nothing downstream parses
+JSON again.
 """
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
+from scaler.model.decode import Place, parse_object, place_text
 from scaler.model.gcpause import no_cycle_collector
-from scaler.model.parse import (
-    ObjectError,
-    parse_controller,
-    parse_namespace,
-    parse_node,
-    parse_node_metrics,
-    parse_pdb,
-    parse_pod,
-    parse_pod_metrics,
-    parse_pv,
-    parse_pvc,
-)
+from scaler.model.parse import ObjectError, Record, ident
 from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
     Controller,
@@ -38,27 +30,17 @@ from scaler.model.records import (
     PodMetrics,
 )
 
-__all__ = ["CONTROLLER_KINDS", "IGNORED_KINDS", "ClusterSnapshot", "SnapshotError", "build_snapshot"]
+__all__ = [
+    "CONTROLLER_KINDS",
+    "ClusterSnapshot",
+    "RecordSet",
+    "SnapshotError",
+    "build_snapshot",
+    "record_key",
+]
 
 CONTROLLER_KINDS = frozenset(
     {"ReplicaSet", "ReplicationController", "StatefulSet", "DaemonSet", "Job", "Deployment", "CronJob"}
-)
-# Kinds a `kubectl get all`-style dump may hold that the engine does not need.
-IGNORED_KINDS = frozenset(
-    {
-        "Service",
-        "Endpoints",
-        "EndpointSlice",
-        "ConfigMap",
-        "Secret",
-        "Event",
-        "ServiceAccount",
-        "HorizontalPodAutoscaler",
-        "Ingress",
-        "StorageClass",
-        "PriorityClass",
-        "Lease",
-    }
 )
 
 
@@ -125,8 +107,8 @@ class ClusterSnapshot:
         Nodes are kept sorted by name and each node's pods by ``namespace/name``, so every
         evaluation sees the same order whatever order the input had.
         """
-        node_t = tuple(sorted(nodes, key=lambda n: n.name))
-        pod_t = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        node_t = tuple(sorted(nodes, key=attrgetter("name")))
+        pod_t = tuple(sorted(pods, key=attrgetter("namespace", "name")))
         by_node: dict[str, list[Pod]] = {n.name: [] for n in node_t}
         for p in pod_t:
             if p.node_name in by_node:
@@ -184,38 +166,108 @@ class ClusterSnapshot:
         return None
 
 
-_ITEM_KIND = {"NodeMetricsList": "NodeMetrics", "PodMetricsList": "PodMetrics"}
+_KIND_OF: dict[type, str] = {
+    Node: "Node",
+    NodeMetrics: "NodeMetrics",
+    PersistentVolume: "PersistentVolume",
+    Pod: "Pod",
+    PodMetrics: "PodMetrics",
+    PodDisruptionBudget: "PodDisruptionBudget",
+    PersistentVolumeClaim: "PersistentVolumeClaim",
+    Namespace: "Namespace",
+}
 
 
-def flatten_objects(doc: Any, source: str) -> list[dict[str, Any]]:
-    """Flatten one decoded document (a List, a ``*List`` or a single object) into objects, each
-    with its ``kind`` set (metrics list items have none in the API, so the list's kind names them).
+def record_key(rec: Record) -> tuple[str, str, str]:
+    """(kind, namespace, name) of a record: what makes two objects the same object."""
+    if isinstance(rec, Controller):
+        return rec.kind, rec.namespace, rec.name
+    if isinstance(rec, Node | NodeMetrics | PersistentVolume | Namespace):
+        return _KIND_OF[type(rec)], "", rec.name
+    return _KIND_OF[type(rec)], rec.namespace, rec.name
 
-    Raises:
-        SnapshotError: the document is not an object or a list of objects (names ``source``).
+
+class RecordSet:
+    """Records collected by kind, then built into a :class:`ClusterSnapshot`.
+
+    Args:
+        places: remember where each object came from (``pods.json item 3``, see
+            :data:`scaler.model.decode.Place`) and refuse a second object with the same kind,
+            namespace and name, naming both places; without it a later record replaces the
+            earlier one (a live cache's update).
     """
-    if doc is None:
-        return []
-    if not isinstance(doc, Mapping):
-        raise SnapshotError(f"{source}: expected a Kubernetes object or List, got {type(doc).__name__}")
-    kind = doc.get("kind")
-    if "items" in doc and (kind is None or str(kind).endswith("List")):
-        items = doc.get("items")
-        if items is None:
-            return []
-        if not isinstance(items, list):
-            raise SnapshotError(f"{source}: 'items' must be a list")
-        default_kind = _ITEM_KIND.get(str(kind)) or (str(kind)[:-4] if kind and kind != "List" else None)
-        out = []
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise SnapshotError(f"{source}: item {i} is not an object")
-            for sub in flatten_objects(item, f"{source} item {i}"):
-                if not sub.get("kind") and default_kind:
-                    sub = {**sub, "kind": default_kind}
-                out.append(sub)
-        return out
-    return [dict(doc)]
+
+    def __init__(self, *, places: bool = False) -> None:
+        self.by_kind: dict[str, dict[tuple[str, str], Record]] = {}
+        """Kind (``Pod``, ``ReplicaSet``...) -> (namespace, name) -> record."""
+        self._places: dict[str, dict[tuple[str, str], Place]] | None = {} if places else None
+
+    def add(self, rec: Record, place: Place = "") -> None:
+        """Add one record (found at ``place``).
+
+        Raises:
+            SnapshotError: with ``places``, an object with the same kind, namespace and name was
+                added before (the message names both places).
+        """
+        t = type(rec)
+        if t is Node or t is NodeMetrics or t is PersistentVolume or t is Namespace:
+            kind, key = _KIND_OF[t], ("", rec.name)
+        else:
+            kind, key = rec.kind if t is Controller else _KIND_OF[t], (rec.namespace, rec.name)  # type: ignore[union-attr]
+        store = self.by_kind.get(kind)
+        if store is None:
+            store = self.by_kind[kind] = {}
+        if self._places is not None:
+            places = self._places.get(kind)
+            if places is None:
+                places = self._places[kind] = {}
+            if key in places:
+                first, second = place_text(places[key]), place_text(place)
+                raise SnapshotError(f"{ident(kind, *key)} appears twice: in {first} and in {second}")
+            places[key] = place
+        store[key] = rec
+
+    def values(self, kind: str) -> list[Any]:
+        """The records of one kind, in the order they were added."""
+        return list(self.by_kind.get(kind, {}).values())
+
+    def snapshot(self, now: float | None, workload_kinds: Iterable[str] | None = None) -> ClusterSnapshot:
+        """Build the snapshot (see :func:`build_snapshot` for ``now`` and ``workload_kinds``).
+
+        Raises:
+            SnapshotError: ``now`` is ``None`` and there is no metrics timestamp.
+        """
+        with no_cycle_collector():
+            snap = self._snapshot(now, workload_kinds)
+            # The records are long-lived: hand them to the oldest generation at once (both calls are
+            # O(1) list splices), so that resuming the collector does not first traverse every one of
+            # them as "young" objects (about 1 s at 150,000 pods). Full collections still see them.
+            gc.freeze()
+            gc.unfreeze()
+            return snap
+
+    def _snapshot(self, now: float | None, workload_kinds: Iterable[str] | None) -> ClusterSnapshot:
+        controllers = [r for k in sorted(CONTROLLER_KINDS) for r in self.values(k)]
+        snap = ClusterSnapshot.create(
+            now=0.0,
+            nodes=self.values("Node"),
+            pods=self.values("Pod"),
+            pdbs=self.values("PodDisruptionBudget"),
+            controllers=controllers,
+            node_metrics=self.values("NodeMetrics"),
+            pod_metrics=self.values("PodMetrics"),
+            pvs=self.values("PersistentVolume") if "PersistentVolume" in self.by_kind else None,
+            pvcs=self.values("PersistentVolumeClaim"),
+            namespaces=self.values("Namespace"),
+            workload_kinds=(k for k in CONTROLLER_KINDS if k in self.by_kind)
+            if workload_kinds is None
+            else workload_kinds,
+        )
+        if now is None:
+            now = snap.metrics_time()
+            if now is None:
+                raise SnapshotError("snapshot has no metrics timestamp; pass --now")
+        return replace(snap, now=now)
 
 
 def build_snapshot(
@@ -223,98 +275,24 @@ def build_snapshot(
     now: float | None = None,
     workload_kinds: Iterable[str] | None = None,
 ) -> ClusterSnapshot:
-    """Parse raw API objects of any supported kind into a :class:`ClusterSnapshot`.
+    """Parse API objects given as plain values (dicts with ``kind`` set) into a
+    :class:`ClusterSnapshot` (:func:`scaler.model.decode.parse_object` for each one).
 
     Args:
-        objects: API objects with ``kind`` set; later duplicates (same kind, namespace, name)
-            replace earlier ones.
+        objects: API objects; later duplicates (same kind, namespace, name) replace earlier ones.
         now: evaluation time in Unix seconds; ``None`` uses the metrics timestamp.
         workload_kinds: controller kinds that were listed (the live source lists them all);
             ``None`` takes the kinds present among ``objects``.
 
     Raises:
-        SnapshotError: an object is malformed, of an unknown kind, or ``now`` cannot be set
+        SnapshotError: an object is malformed, of an unsupported kind, or ``now`` cannot be set
             because there is no metrics timestamp.
     """
+    records = RecordSet()
     with no_cycle_collector():
-        snap = _build_snapshot(objects, now, workload_kinds)
-        # The records are long-lived: hand them to the oldest generation at once (both calls are
-        # O(1) list splices), so that resuming the collector does not first traverse every one of
-        # them as "young" objects (about 1 s at 150,000 pods). Full collections still see them.
-        gc.freeze()
-        gc.unfreeze()
-        return snap
-
-
-def _build_snapshot(
-    objects: Iterable[Mapping[str, Any]],
-    now: float | None,
-    workload_kinds: Iterable[str] | None,
-) -> ClusterSnapshot:
-    parsed: dict[str, dict[tuple[str, str], Any]] = {}
-    kinds = {
-        "Node": parse_node,
-        "Pod": parse_pod,
-        "PodDisruptionBudget": parse_pdb,
-        "NodeMetrics": parse_node_metrics,
-        "PodMetrics": parse_pod_metrics,
-        "PersistentVolume": parse_pv,
-        "PersistentVolumeClaim": parse_pvc,
-        "Namespace": parse_namespace,
-    }
-    saw_pvs = False
-    seen_kinds: set[str] = set()
-    for obj in objects:
-        raw_kind = obj.get("kind")
-        kind = (
-            raw_kind if type(raw_kind) is str or isinstance(raw_kind, str) else None
-        )  # a list or dict kind is unhashable
-        raw_meta = obj.get("metadata")
-        meta: Mapping[str, Any] = raw_meta if type(raw_meta) is dict or isinstance(raw_meta, Mapping) else {}
-        ns = meta.get("namespace")
-        name = meta.get("name")
-        key = (ns if type(ns) is str else str(ns or ""), name if type(name) is str else str(name or ""))
-        try:
-            parse = kinds.get(kind)  # type: ignore[arg-type]
-            if parse is not None:
-                parsed.setdefault(str(kind), {})[key] = parse(obj)
-                saw_pvs |= kind == "PersistentVolume"
-            elif kind in CONTROLLER_KINDS:
-                seen_kinds.add(str(kind))
-                parsed.setdefault("Controller", {})[(str(kind), *key)] = parse_controller(obj)  # type: ignore[index]
-            elif kind in IGNORED_KINDS:
-                continue
-            else:
-                raise SnapshotError(
-                    f"unsupported object kind {raw_kind!r} ({key[0] + '/' if key[0] else ''}{key[1]})"
-                )
-        except ObjectError as e:
-            raise SnapshotError(str(e)) from None
-
-    def values(kind: str) -> list[Any]:
-        return list(parsed.get(kind, {}).values())
-
-    snap = ClusterSnapshot.create(
-        now=0.0,
-        nodes=values("Node"),
-        pods=values("Pod"),
-        pdbs=values("PodDisruptionBudget"),
-        controllers=values("Controller"),
-        node_metrics=values("NodeMetrics"),
-        pod_metrics=values("PodMetrics"),
-        pvs=values("PersistentVolume") if saw_pvs else None,
-        pvcs=values("PersistentVolumeClaim"),
-        workload_kinds=seen_kinds if workload_kinds is None else workload_kinds,
-        namespaces=values("Namespace"),
-    )
-    if now is None:
-        now = snap.metrics_time()
-        if now is None:
-            raise SnapshotError("snapshot has no metrics timestamp; pass --now")
-    return _with_now(snap, now)
-
-
-def _with_now(snap: ClusterSnapshot, now: float) -> ClusterSnapshot:
-    from dataclasses import replace
-
-    return replace(snap, now=now)
+        for obj in objects:
+            try:
+                records.add(parse_object(obj))
+            except ObjectError as e:
+                raise SnapshotError(str(e)) from None
+    return records.snapshot(now, workload_kinds)

@@ -2,25 +2,52 @@
 
 Directories are read recursively (``*.json``, ``*.yaml``, ``*.yml``, in name order); other files
 there are skipped. A path given explicitly is read whatever its extension: JSON first, then YAML.
+
+JSON is decoded straight into records (:func:`scaler.model.decode.records_of_document`: one
+msgspec pass, then item by item), one file at a time: a file's bytes are released before the next
+one is read, and no tree of dicts is built. YAML is read with every scalar as a string (only
+``null`` is resolved) and converted leniently, so that ``cpu: 0.5``, ``tier: 1`` and unquoted
+timestamps mean what ``kubectl`` would send.
+
+A snapshot must be complete and unambiguous (:func:`load_snapshot`): some Pods, every pod's node
+present, each object once, only kinds the snapshot uses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+import mmap
+import os
+import re
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 import yaml
 
+from scaler.model.decode import Place, decode_document, document_records, flatten_objects, records_of_plain
 from scaler.model.gcpause import no_cycle_collector
-from scaler.model.snapshot import _ITEM_KIND, ClusterSnapshot, SnapshotError, build_snapshot, flatten_objects
+from scaler.model.parse import ObjectError, Record
+from scaler.model.records import Pod
+from scaler.model.snapshot import ClusterSnapshot, RecordSet, SnapshotError
 
 __all__ = ["iter_snapshot_files", "load_objects", "load_snapshot"]
 
 _SUFFIXES = (".json", ".yaml", ".yml")
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BOM = b"\xef\xbb\xbf"
+_MAP_FROM = 1 << 24  # bytes: files from 16 MiB on are mapped, not read
+
+
+class _StringLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """YAML with every plain scalar a string, except ``null``/``~``/empty (None)."""
+
+
+_StringLoader.yaml_implicit_resolvers = {}
+_StringLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
 
 
 def iter_snapshot_files(paths: Sequence[str | Path]) -> Iterator[Path]:
@@ -42,89 +69,88 @@ def iter_snapshot_files(paths: Sequence[str | Path]) -> Iterator[Path]:
             raise SnapshotError(f"{p}: no such file or directory")
 
 
-def _json_loads(text: str) -> Any:
-    """Decode JSON with orjson (several times faster than the standard library); on any error,
-    decode again with :func:`json.loads`, which accepts what the standard library accepts
-    (``NaN``, huge integers, lone surrogates) and raises its usual, precise errors."""
+def _read(path: Path) -> bytes | memoryview:
+    """The file's bytes without a byte-order mark (PowerShell writes one). A large file is mapped
+    rather than copied into memory: its pages are the page cache's, read once by the decoder."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
-def _decode(path: Path) -> list[Any]:
-    fast = _decode_json_bytes(path)
-    if fast is not None:
-        return fast
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # tolerate a byte-order mark (PowerShell)
-    except (OSError, UnicodeDecodeError) as e:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < _MAP_FROM:
+                data: bytes | memoryview = f.read()
+            else:
+                flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_POPULATE", 0)
+                data = memoryview(mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ))
+    except OSError as e:
         raise SnapshotError(f"{path}: cannot read: {e}") from None
-    stripped = text.lstrip()
-    if path.suffix.lower() == ".json" or stripped.startswith(("{", "[")):
-        try:
-            return [_json_loads(text)]
-        except json.JSONDecodeError as e:
-            if path.suffix.lower() == ".json":
-                raise SnapshotError(
-                    f"{path}: invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
-                ) from None
+    return data[3:] if data[:3] == _BOM else data
+
+
+def _is_json(path: Path, data: bytes | memoryview) -> bool:
+    return path.suffix.lower() == ".json" or bytes(data[:64]).lstrip()[:1] in (b"{", b"[")
+
+
+def _json_error(path: Path, data: bytes) -> Any:
+    """The document when the standard library accepts what msgspec refused (``NaN``, huge
+    integers); otherwise raises its error with line and column."""
     try:
-        return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        where = (
+            f" at line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else ""
+        )
+        raise SnapshotError(f"{path}: invalid JSON{where or f': {e}'}") from None
+
+
+def _yaml_documents(path: Path, data: bytes) -> list[Any]:
+    try:
+        return [d for d in yaml.load_all(data.decode("utf-8"), Loader=_StringLoader) if d is not None]
+    except UnicodeDecodeError as e:
+        raise SnapshotError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SnapshotError(f"{path}: invalid YAML{where}: {getattr(e, 'problem', e)}") from None
 
 
-_BOM = b"\xef\xbb\xbf"
-_SPACE = b" \t\r\n"
+def _plain_documents(path: Path, view: bytes | memoryview) -> tuple[list[Any], bool]:
+    """The documents of a file that is not well-formed JSON for msgspec, as plain values, and
+    whether they are JSON (strict types) rather than YAML (every scalar a string)."""
+    data = bytes(view)
+    if path.suffix.lower() == ".json" or (_is_json(path, data) and not data.lstrip().startswith(b"{")):
+        return [_json_error(path, data)], True
+    if _is_json(path, data):  # YAML flow style ({kind: Node, ...}) starts like JSON
+        try:
+            return [json.loads(data)], True
+        except ValueError:
+            pass
+    return _yaml_documents(path, data), False
 
 
-def _decode_json_bytes(path: Path) -> list[Any] | None:
-    """The usual case of :func:`_decode`, a well-formed JSON file, decoded by orjson straight from
-    its bytes (no text copy); ``None`` when that does not apply or fails (the general path then
-    decodes the file and reports any error)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    start = 3 if data.startswith(_BOM) else 0
-    if path.suffix.lower() != ".json":
-        i = start
-        while i < len(data) and data[i] in _SPACE:
-            i += 1
-        if data[i : i + 1] not in (b"{", b"["):
-            return None
-    try:
-        return [orjson.loads(memoryview(data)[start:] if start else data)]
-    except orjson.JSONDecodeError:
-        return None
+def _sources(path: Path, docs: list[Any]) -> list[str]:
+    return [f"{path} document {i}" for i in range(len(docs))] if len(docs) > 1 else [str(path)]
 
 
-def _flatten_list(doc: Any, source: str) -> list[dict[str, Any]]:
-    """:func:`flatten_objects` for a decoded kubectl List that this module owns: items that are
-    plain objects are taken as they are (a metrics item gets its ``kind`` set in place) instead of
-    copied; anything unusual goes through :func:`flatten_objects`."""
-    if type(doc) is dict:
-        kind = doc.get("kind")
-        items = doc.get("items")
-        if (
-            type(items) is list
-            and (kind is None or (type(kind) is str and kind.endswith("List")))
-            and all(type(item) is dict and "items" not in item for item in items)
-        ):
-            default_kind = _ITEM_KIND.get(str(kind)) or (str(kind)[:-4] if kind and kind != "List" else None)
-            if default_kind:
-                for item in items:
-                    if not item.get("kind"):
-                        item["kind"] = default_kind
-            return items
-    return flatten_objects(doc, source)
+def _records(path: Path) -> Iterator[tuple[Record, Place]]:
+    """The records of one file with where each object is (``pods.json item 3``)."""
+    data = _read(path)
+    if _is_json(path, data):
+        try:
+            doc = decode_document(data)
+        except msgspec.DecodeError:
+            pass
+        else:
+            del data  # the records are made from the Structs; the file's bytes can go
+            yield from document_records(doc, str(path))
+            return
+    docs, strict = _plain_documents(path, data)
+    del data
+    for doc, source in zip(docs, _sources(path, docs), strict=True):
+        yield from records_of_plain(doc, source, strict=strict)
 
 
-def load_objects(paths: Sequence[str | Path]) -> Iterable[dict[str, Any]]:
-    """Decode every object in ``paths``.
+def load_objects(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """Every object in ``paths`` as plain dicts, each with its ``kind`` set (from its List where it
+    has none), for tools and tests that need the JSON itself (to serve it from a fake API).
 
     Raises:
         SnapshotError: unreadable or undecodable file, or a document that is not an object
@@ -132,31 +158,72 @@ def load_objects(paths: Sequence[str | Path]) -> Iterable[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for path in iter_snapshot_files(paths):
-        for i, doc in enumerate(_decode(path)):
-            if isinstance(doc, list):
-                for j, item in enumerate(doc):
-                    out.extend(flatten_objects(item, f"{path} document {i} item {j}"))
-            else:
-                out.extend(_flatten_list(doc, str(path)))
+        data = _read(path)
+        docs: list[Any] = []
+        if _is_json(path, data):
+            with contextlib.suppress(msgspec.DecodeError):
+                docs = [msgspec.json.decode(data)]
+        if not docs:
+            docs = _plain_documents(path, data)[0]
+        for doc, source in zip(docs, _sources(path, docs), strict=True):
+            items = doc if isinstance(doc, list) else [doc]
+            for j, item in enumerate(items):
+                try:
+                    for obj, kind, _ in flatten_objects(
+                        item, f"{source} item {j}" if isinstance(doc, list) else source
+                    ):
+                        out.append({**obj, "kind": obj.get("kind") or kind} if kind else dict(obj))
+                except ObjectError as e:
+                    raise SnapshotError(str(e)) from None
     return out
 
 
 def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> ClusterSnapshot:
-    """Load a :class:`ClusterSnapshot` from snapshot files or directories.
+    """Load a :class:`ClusterSnapshot` from snapshot files or directories, refusing an incomplete
+    or ambiguous one.
 
     Args:
         paths: files or directories.
         now: evaluation time (Unix seconds); ``None`` takes the metrics timestamp.
 
     Raises:
-        SnapshotError: any bad file or object; the message names the file or object.
+        SnapshotError: any bad file or object (the message names the file and the object); an
+            object of a kind a snapshot does not use; the same object twice (names both places);
+            no Pod at all; a pod without ``spec`` or bound to a node the snapshot does not have.
     """
-    with no_cycle_collector():  # millions of acyclic dicts and records: see scaler.model.gcpause
-        objects = load_objects(paths)
+    with no_cycle_collector():  # millions of acyclic records: see scaler.model.gcpause
+        records = _load_records(paths)
+        named = ", ".join(map(str, paths))
+        _check_complete(records, named)
         try:
-            snapshot = build_snapshot(objects, now)
+            return records.snapshot(now)  # inside the pause: the records go to the oldest generation
         except SnapshotError as e:
-            raise SnapshotError(f"{', '.join(map(str, paths))}: {e}") from None
-        finally:
-            del objects  # free the decoded JSON before the collector resumes
-    return snapshot
+            raise SnapshotError(f"{named}: {e}") from None
+
+
+def _load_records(paths: Sequence[str | Path]) -> RecordSet:
+    records = RecordSet(places=True)
+    for path in iter_snapshot_files(paths):
+        try:
+            for rec, place in _records(path):
+                records.add(rec, place)
+        except ObjectError as e:
+            raise SnapshotError(f"{path}: {e}") from None
+    return records
+
+
+def _check_complete(records: RecordSet, named: str) -> None:
+    """Refuse a snapshot without Pods, or with a pod bound to a node it does not have."""
+    pods: list[Pod] = records.values("Pod")
+    if not pods:
+        raise SnapshotError(
+            f"{named}: the snapshot has no Pod objects; every cluster runs pods (kube-system at least): "
+            "include them (kubectl get pods -A -o json)"
+        )
+    nodes = records.by_kind.get("Node", {})
+    for pod in pods:
+        if pod.node_name and ("", pod.node_name) not in nodes:
+            raise SnapshotError(
+                f"{named}: Pod {pod.namespace}/{pod.name} is bound to node {pod.node_name!r}, "
+                "which is not in the snapshot"
+            )

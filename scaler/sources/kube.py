@@ -2,8 +2,8 @@
 
 All HTTP goes through the official ``kubernetes`` client (config loading, auth, TLS, proxies),
 but no client model class ever leaves this module: the generated ``list_*`` methods are called
-with ``_preload_content=False`` and the raw JSON body is decoded into plain dicts, the same shape
-``kubectl get -o json`` prints and :func:`scaler.model.snapshot.build_snapshot` reads.
+with ``_preload_content=False`` and each page's JSON body is decoded by msgspec straight into
+records (:func:`scaler.model.decode.decode_list`), or into plain dicts for ``scaler snapshot``.
 
 Every request the source makes is described by one entry of :data:`READ_CALLS`; the client layer
 iterates over that table (an RBAC test compares it with the ClusterRole). Per kind there is one
@@ -17,18 +17,22 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, build_snapshot
+from scaler.model.decode import DecodedList, decode_list
+from scaler.model.gcpause import no_cycle_collector
+from scaler.model.parse import ObjectError
+from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 
 __all__ = [
     "LISTED_WORKLOAD_KINDS",
@@ -39,6 +43,7 @@ __all__ = [
     "MetricsUnavailable",
     "NoClusterConfig",
     "fetch_objects",
+    "list_pages",
     "load_live_snapshot",
     "make_api_client",
     "unreachable",
@@ -285,8 +290,8 @@ def unreachable(api: ApiClient, what: str, error: BaseException) -> ClusterUnrea
     return ClusterUnreachable(f"cannot reach API server {host} ({what}): {_one_line(str(reason))}")
 
 
-def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> dict[str, Any]:
-    """One GET for ``call``; returns the decoded List document."""
+def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> bytes:
+    """One GET for ``call``; returns the response body (checked later by the decoder)."""
     try:
         response = _list_method(api, call)(_preload_content=False, _request_timeout=timeout, **params)
         try:
@@ -304,22 +309,61 @@ def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> di
         raise unreachable(api, call.display, e) from e
     if not 200 <= status <= 299:  # older clients may not raise on their own
         raise _HttpStatusError(status, "", _status_message(raw))
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise LiveSourceError(
-            f"{call.display} ({call.path}): malformed JSON in HTTP {status} response: {e}"
-        ) from e
+    return bytes(raw)
+
+
+def _plain_page(call: ApiCall, raw: bytes) -> DecodedList:
+    """A LIST page as plain dicts, each with ``kind`` and ``apiVersion`` set."""
+    doc = msgspec.json.decode(raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("items") or [], list):
-        raise LiveSourceError(f"{call.display} ({call.path}): HTTP {status} response is not a List")
-    return doc
+        raise msgspec.ValidationError("not a List")
+    items = doc.get("items") or []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise LiveSourceError(f"{call.display} ({call.path}): item {i} is not an object")
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    return DecodedList(
+        [
+            item if item.get("kind") else {"apiVersion": call.api_version, "kind": call.kind, **item}
+            for item in items
+        ],
+        str(meta.get("continue") or ""),
+        str(meta.get("resourceVersion") or ""),
+    )
 
 
-def _list_all(api: ApiClient, call: ApiCall, page_size: int, timeout: float) -> list[dict[str, Any]]:
-    """Every item of ``call``'s collection, following ``continue`` tokens; items get their
-    ``kind`` and ``apiVersion`` (the API omits them in Lists)."""
-    items: list[dict[str, Any]] = []
-    token: str | None = None
+def _record_page(call: ApiCall, raw: bytes) -> DecodedList:
+    """A LIST page decoded straight into records."""
+    try:
+        return decode_list(raw, call.kind)
+    except ObjectError as e:
+        raise SnapshotError(f"{call.display}: {e}") from None
+
+
+def list_pages(
+    api: ApiClient,
+    call: ApiCall,
+    page_size: int,
+    timeout: float,
+    decode: Callable[[ApiCall, bytes], DecodedList] = _record_page,
+) -> tuple[list[Any], str]:
+    """Every item of ``call``'s collection, one LIST page after the other (``limit``, then the
+    ``continue`` token; the metrics API in one request). Each page is decoded by ``decode``
+    (default: into records) and its bytes released before the next one is asked for. A continue
+    token that expires mid-list (HTTP 410) restarts the list once.
+
+    Returns:
+        The items and the List's ``resourceVersion`` (the first page's).
+
+    Raises:
+        _HttpStatusError: an HTTP error status.
+        ClusterUnreachable: as :func:`fetch_objects`.
+        LiveSourceError: a body that is not a JSON List, or a repeated continue token.
+        SnapshotError: an item is malformed (records only; names the object).
+    """
+    items: list[Any] = []
+    token = rv = ""
     seen: set[str] = set()
     restarted = False
     while True:
@@ -329,31 +373,56 @@ def _list_all(api: ApiClient, call: ApiCall, page_size: int, timeout: float) -> 
             if token:
                 params["_continue"] = token
         try:
-            doc = _request(api, call, timeout, **params)
+            raw = _request(api, call, timeout, **params)
         except _HttpStatusError as e:
             if e.status == 410 and token and not restarted:  # continue token expired: start over
                 logger.warning("%s: continue token expired, restarting the list", call.display)
-                items, token, seen, restarted = [], None, set(), True
+                items, token, rv, seen, restarted = [], "", "", set(), True
                 continue
             raise
-        for i, item in enumerate(doc.get("items") or []):
-            if not isinstance(item, dict):
-                raise LiveSourceError(f"{call.display} ({call.path}): item {len(items) + i} is not an object")
-        items.extend(
-            item if item.get("kind") else {"apiVersion": call.api_version, "kind": call.kind, **item}
-            for item in doc.get("items") or []
-        )
-        meta = doc.get("metadata")
-        token = meta.get("continue") if call.paginated and isinstance(meta, dict) else None
+        try:
+            page = decode(call, raw)
+        except msgspec.DecodeError as e:
+            raise LiveSourceError(
+                f"{call.display} ({call.path}): malformed JSON in the response: {e}"
+            ) from None
+        except msgspec.ValidationError:
+            raise LiveSourceError(f"{call.display} ({call.path}): the response is not a List") from None
+        del raw
+        items.extend(page.records)
+        rv = rv or page.resource_version  # every page answers the first one's
+        token = page.continue_token if call.paginated else ""
         if not token:
-            return items
+            return items, rv
         if token in seen:
             raise LiveSourceError(f"{call.display} ({call.path}): the server repeated a continue token")
         seen.add(token)
 
 
+def _each_call(
+    api: ApiClient, page_size: int, timeout_seconds: float, decode: Callable[[ApiCall, bytes], DecodedList]
+) -> Iterator[list[Any]]:
+    """The items of every kind in :data:`READ_CALLS`, a list per kind, skipping refused optional
+    kinds."""
+    if page_size < 1:
+        raise ValueError(f"page_size must be >= 1, got {page_size}")
+    if timeout_seconds <= 0:
+        raise ValueError(f"timeout_seconds must be > 0, got {timeout_seconds}")
+    for call in READ_CALLS:
+        if call.verb != "list":
+            continue
+        try:
+            yield list_pages(api, call, page_size, timeout_seconds, decode)[0]
+        except _HttpStatusError as e:
+            if call.optional and e.status in (403, 404):
+                logger.warning("skipping %s: %s", call.display, e.describe(call))
+                continue
+            raise LiveSourceError(e.describe(call)) from None
+
+
 def fetch_objects(api: ApiClient, page_size: int = 500, timeout_seconds: float = 30) -> list[dict[str, Any]]:
-    """LIST every kind in :data:`READ_CALLS` cluster-wide and return the objects as dicts.
+    """LIST every kind in :data:`READ_CALLS` cluster-wide and return the objects as plain dicts
+    (for ``scaler snapshot``, which writes them out whole).
 
     Each kind is one paginated LIST (``limit=page_size`` then ``continue``; a continue token
     that expires mid-list, HTTP 410, restarts that kind's list once); the metrics API is read
@@ -373,26 +442,14 @@ def fetch_objects(api: ApiClient, page_size: int = 500, timeout_seconds: float =
             answering 403/404 are skipped with a logged warning.
         ValueError: ``page_size`` < 1 or ``timeout_seconds`` <= 0.
     """
-    if page_size < 1:
-        raise ValueError(f"page_size must be >= 1, got {page_size}")
-    if timeout_seconds <= 0:
-        raise ValueError(f"timeout_seconds must be > 0, got {timeout_seconds}")
-    objects: list[dict[str, Any]] = []
-    for call in READ_CALLS:
-        if call.verb != "list":
-            continue
-        try:
-            objects.extend(_list_all(api, call, page_size, timeout_seconds))
-        except _HttpStatusError as e:
-            if call.optional and e.status in (403, 404):
-                logger.warning("skipping %s: %s", call.display, e.describe(call))
-                continue
-            raise LiveSourceError(e.describe(call)) from None
-    return objects
+    return [obj for objs in _each_call(api, page_size, timeout_seconds, _plain_page) for obj in objs]
 
 
-def load_live_snapshot(api: ApiClient, now: float) -> tuple[ClusterSnapshot, list[dict[str, Any]]]:
-    """Fetch the cluster (:func:`fetch_objects` with its defaults) and build a snapshot.
+def load_live_snapshot(
+    api: ApiClient, now: float, page_size: int = 500, timeout_seconds: float = 30
+) -> ClusterSnapshot:
+    """LIST the cluster as :func:`fetch_objects` does, each page decoded straight into records
+    and released before the next, and build a snapshot.
 
     Every controller kind in :data:`READ_CALLS` counts as listed (``workload_kinds``), even when
     the cluster has none of it, so a pod owned by a missing ReplicationController is reported.
@@ -400,14 +457,15 @@ def load_live_snapshot(api: ApiClient, now: float) -> tuple[ClusterSnapshot, lis
     Args:
         api: a ``kubernetes.client.ApiClient``.
         now: evaluation time, Unix seconds.
-
-    Returns:
-        The snapshot and the raw objects it was built from (for
-        :func:`scaler.sources.writer.write_snapshot`).
+        page_size, timeout_seconds: as :func:`fetch_objects`.
 
     Raises:
-        ClusterUnreachable, LiveSourceError: as :func:`fetch_objects`.
-        SnapshotError: an object the API returned is malformed.
+        ClusterUnreachable, LiveSourceError, ValueError: as :func:`fetch_objects`.
+        SnapshotError: an object the API returned is malformed (names the resource and object).
     """
-    objects = fetch_objects(api)
-    return build_snapshot(objects, now, workload_kinds=LISTED_WORKLOAD_KINDS), objects
+    records = RecordSet()
+    with no_cycle_collector():  # and the snapshot built inside: its records go to the oldest generation
+        for recs in _each_call(api, page_size, timeout_seconds, _record_page):
+            for rec in recs:
+                records.add(rec)
+        return records.snapshot(now, workload_kinds=LISTED_WORKLOAD_KINDS)

@@ -23,12 +23,15 @@ Recovery, per kind:
 RBAC: ``list`` (:data:`WATCHED_CALLS`) and ``watch`` (:data:`WATCH_CALLS`) on every cached kind.
 
 As in :mod:`scaler.sources.kube`, HTTP goes through the official ``kubernetes`` client with
-``_preload_content=False`` (watch bodies are read line by line) and only plain dicts come out.
+``_preload_content=False`` (watch bodies are read line by line). Each LIST page and each event is
+decoded once, by msgspec, straight into an immutable record (:mod:`scaler.model.decode`), and the
+cache stores the records: a loop builds its snapshot from them without copying or parsing any
+object again. An object that cannot be read is remembered, and every snapshot names it until it
+is fixed or deleted.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -38,11 +41,16 @@ from copy import deepcopy
 from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, build_snapshot
+from scaler.model.decode import decode_watch_event
+from scaler.model.gcpause import no_cycle_collector
+from scaler.model.parse import Record
+from scaler.model.records import NodeMetrics, PodMetrics
+from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 from scaler.sources.kube import (
     METRICS_GROUP,
     READ_CALLS,
@@ -53,8 +61,8 @@ from scaler.sources.kube import (
     _HttpStatusError,
     _list_method,
     _one_line,
-    _request,
     _status_message,
+    list_pages,
 )
 
 __all__ = [
@@ -196,7 +204,8 @@ class WatchCache:
         self.stats: dict[str, KindStats] = {c.kind: KindStats() for c in self.calls}
         """Counters per kind (``stats["Pod"].relists``); updated live by the worker threads."""
         self._lock = threading.Lock()
-        self._store: dict[str, dict[tuple[str, str], dict[str, Any]]] = {c.kind: {} for c in self.calls}
+        self._store: dict[str, dict[tuple[str, str], Record]] = {c.kind: {} for c in self.calls}
+        self._bad: dict[str, dict[tuple[str, str], str]] = {c.kind: {} for c in self.calls}
         self._synced = {c.kind: threading.Event() for c in self.calls}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -265,20 +274,19 @@ class WatchCache:
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def objects(self, *, copy: bool = True) -> list[dict[str, Any]]:
-        """A consistent copy of every cached object, with ``kind`` and ``apiVersion`` set, in
-        :attr:`calls` order and by namespace then name within a kind (as
-        :func:`~scaler.sources.kube.fetch_objects` returns them).
-
-        Args:
-            copy: deep-copy the objects (about 40 µs per pod). With ``False`` the dicts are the
-                cache's own: consistent, never changed by the cache (it replaces them), but they
-                must not be mutated.
-        """
+    def malformed(self) -> list[str]:
+        """Why each object the cache could not read is not in it (one message per object, naming
+        it), until the object is fixed or deleted."""
         with self._lock:
-            views = [[store[k] for k in sorted(store)] for store in (self._store[c.kind] for c in self.calls)]
-        # Stored objects are replaced, never mutated: copying outside the lock is consistent.
-        return [_copy(obj) if copy else obj for view in views for obj in view]
+            return [message for bad in self._bad.values() for message in bad.values()]
+
+    def records(self) -> RecordSet:
+        """The cached records by kind (a consistent view: each kind's dict is copied under the
+        lock, the records themselves are immutable and shared)."""
+        with self._lock:
+            records = RecordSet()
+            records.by_kind = {c.kind: dict(self._store[c.kind]) for c in self.calls}
+        return records
 
     # -- worker ----------------------------------------------------------------------------------
 
@@ -353,36 +361,20 @@ class WatchCache:
         return base * random.uniform(0.5, 1.0)
 
     def _list(self, call: ApiCall) -> None:
-        """One complete paginated LIST of ``call``; replaces the kind's cached objects."""
+        """One complete paginated LIST of ``call``; replaces the kind's cached records."""
         assert self._client is not None
-        items: dict[tuple[str, str], dict[str, Any]] = {}
-        token: str | None = None
-        rv = ""
-        restarted = False
-        while True:
-            params: dict[str, Any] = {"limit": self.page_size}
-            if token:
-                params["_continue"] = token
-            try:
-                doc = _request(self._client, call, self.request_timeout, **params)
-            except _HttpStatusError as e:
-                if e.status == 410 and token and not restarted:  # continue token expired: start over
-                    items, token, restarted = {}, None, True
-                    continue
-                raise
-            for item in doc.get("items") or []:
-                if not isinstance(item, dict):
-                    raise LiveSourceError(f"{call.display} ({call.path}): a list item is not an object")
-                items[_key(item)] = _typed(call, item)
-            meta = doc.get("metadata")
-            meta = meta if isinstance(meta, dict) else {}
-            rv = rv or str(meta.get("resourceVersion") or "")  # every page answers the first one's
-            token = meta.get("continue")
-            if not token:
-                break
+        items: dict[tuple[str, str], Record] = {}
+        bad: dict[tuple[str, str], str] = {}
+        try:
+            records, rv = list_pages(self._client, call, self.page_size, self.request_timeout)
+        except SnapshotError as e:  # one bad object fails the whole LIST: report it, retry later
+            raise LiveSourceError(str(e)) from None
+        for rec in records:
+            items[(getattr(rec, "namespace", "") if call.namespaced else "", rec.name)] = rec
         stats = self.stats[call.kind]
         with self._lock:
             self._store[call.kind] = items
+            self._bad[call.kind] = bad
             stats.resource_version = rv
             if stats.lists:
                 stats.relists += 1
@@ -448,7 +440,7 @@ class WatchCache:
                 resp.release_conn()
         return delivered
 
-    def _apply(self, call: ApiCall, line: str) -> None:
+    def _apply(self, call: ApiCall, line: bytes) -> None:
         """Apply one watch event line to the cache.
 
         Raises:
@@ -456,74 +448,68 @@ class WatchCache:
             _WatchError: any other ``ERROR`` event, or a malformed line.
         """
         try:
-            event = json.loads(line)
-            kind, obj = event["type"], event["object"]
-            if not isinstance(obj, dict):
-                raise TypeError("object is not a JSON object")
-        except (ValueError, KeyError, TypeError) as e:
-            raise _WatchError(f"malformed watch event ({e}): {line[:200]}") from None
+            event = decode_watch_event(line, call.kind)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            raise _WatchError(f"malformed watch event ({e}): {line[:200]!r}") from None
         stats = self.stats[call.kind]
-        if kind == "ERROR":
-            message = f"watch ERROR {obj.get('code')} {obj.get('reason') or ''}: {_one_line(str(obj.get('message') or ''))}"
-            if obj.get("code") == 410:
-                raise _Gone(message)
-            raise _WatchError(message)
-        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-        if kind == "BOOKMARK":
+        if event.type == "ERROR":
+            if event.code == 410:
+                raise _Gone(f"watch ERROR {event.message}")
+            raise _WatchError(f"watch ERROR {event.message}")
+        if event.type == "BOOKMARK":
             stats.bookmarks += 1
-            if rv:
-                stats.resource_version = rv
+            if event.resource_version:
+                stats.resource_version = event.resource_version
             return
-        if kind not in ("ADDED", "MODIFIED", "DELETED"):
-            raise _WatchError(f"unknown watch event type {kind!r}")
-        try:
-            key = _key(obj)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise _WatchError(f"watch event object without metadata.name ({e})") from None
+        if event.type not in ("ADDED", "MODIFIED", "DELETED"):
+            raise _WatchError(f"unknown watch event type {event.type!r}")
+        if not event.name:
+            raise _WatchError("watch event object without metadata.name")
+        key = (event.namespace, event.name)
         with self._lock:
-            store = self._store[call.kind]
-            if kind == "DELETED":
-                store.pop(key, None)
+            store, bad = self._store[call.kind], self._bad[call.kind]
+            if event.record is not None:
+                store[key] = event.record
+                bad.pop(key, None)
             else:
-                store[key] = _typed(call, obj)
+                store.pop(key, None)
+                if event.error:
+                    bad[key] = f"{call.display}: {event.error}"
+                else:
+                    bad.pop(key, None)
             stats.events += 1
-            if rv:
-                stats.resource_version = rv
+            if event.resource_version:
+                stats.resource_version = event.resource_version
 
 
 # -- snapshots -------------------------------------------------------------------------------------
 
 
-def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[dict[str, Any]]:
-    """Exactly one LIST each of ``metrics.k8s.io`` nodes and pods (:data:`METRICS_CALLS`), as
-    dicts with ``kind``/``apiVersion`` set.
+def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[NodeMetrics | PodMetrics]:
+    """Exactly one LIST each of ``metrics.k8s.io`` nodes and pods (:data:`METRICS_CALLS`),
+    decoded straight into records.
 
     Raises:
         ClusterUnreachable: connection refused, DNS or TLS failure, timeout.
-        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down) or a body
-            that is not a JSON List.
+        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down), a body that is
+            not a JSON List, or a malformed metrics item (named).
     """
-    objects: list[dict[str, Any]] = []
+    records: list[NodeMetrics | PodMetrics] = []
     for call in METRICS_CALLS:
         try:
-            doc = _request(api, call, timeout_seconds)
+            records.extend(list_pages(api, call, 1, timeout_seconds)[0])
         except _HttpStatusError as e:
             raise MetricsUnavailable(e.describe(call)) from None
         except MetricsUnavailable:
             raise
-        except LiveSourceError as e:
+        except (LiveSourceError, SnapshotError) as e:
             raise MetricsUnavailable(str(e)) from None
-        for item in doc.get("items") or []:
-            if not isinstance(item, dict):
-                raise MetricsUnavailable(f"{call.display} ({call.path}): a list item is not an object")
-            objects.append(_typed(call, item))
-    return objects
+    return records
 
 
-def snapshot_from_cache(
-    cache: WatchCache, api: ApiClient, now: float
-) -> tuple[ClusterSnapshot, list[dict[str, Any]]]:
-    """Build a snapshot from the cache plus fresh metrics (:func:`fetch_metrics`: two requests).
+def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> ClusterSnapshot:
+    """Build a snapshot from the cache's records plus fresh metrics (:func:`fetch_metrics`: two
+    requests). No cached object is copied or parsed again.
 
     Every controller kind the cache watches counts as listed (``workload_kinds``), as in
     :func:`~scaler.sources.kube.load_live_snapshot`.
@@ -533,46 +519,31 @@ def snapshot_from_cache(
         api: the client for the metrics LISTs.
         now: evaluation time, Unix seconds.
 
-    Returns:
-        The snapshot and the raw objects it was built from.
-
     Raises:
         CacheNotSynced: some kind has not been listed yet.
         ClusterUnreachable, MetricsUnavailable: as :func:`fetch_metrics`.
-        SnapshotError: a cached or fetched object is malformed.
+        SnapshotError: a cached object is malformed (names it).
     """
     if not cache.synced:
         missing = sorted(k for k, e in cache._synced.items() if not e.is_set())
         raise CacheNotSynced(f"the watch cache has not listed {', '.join(missing)} yet")
-    objects = cache.objects() + fetch_metrics(api)
+    malformed = cache.malformed()
+    if malformed:
+        raise SnapshotError(
+            malformed[0] + (f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else "")
+        )
+    records = cache.records()
     kinds = {c.kind for c in cache.calls if c.kind in CONTROLLER_KINDS}
-    return build_snapshot(objects, now, workload_kinds=kinds), objects
+    with no_cycle_collector():  # the metrics records and the snapshot go to the oldest generation
+        for rec in fetch_metrics(api):
+            records.add(rec)
+        return records.snapshot(now, workload_kinds=kinds)
 
 
 # -- helpers ---------------------------------------------------------------------------------------
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj["metadata"]
-    return (str(meta.get("namespace") or ""), str(meta["name"]))
-
-
-def _typed(call: ApiCall, obj: dict[str, Any]) -> dict[str, Any]:
-    if obj.get("kind") and obj.get("apiVersion"):
-        return obj
-    return {"apiVersion": call.api_version, "kind": call.kind, **obj}
-
-
-def _copy(doc: Any) -> Any:
-    """A deep copy of a JSON document (faster than :func:`copy.deepcopy`)."""
-    if isinstance(doc, dict):
-        return {k: _copy(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [_copy(v) for v in doc]
-    return doc
-
-
-def _lines(resp: Any) -> Iterator[str]:
+def _lines(resp: Any) -> Iterator[bytes]:
     """The non-empty lines of a streamed (chunked) response body, as each arrives."""
     buffer = b""
     for chunk in resp.stream(amt=None, decode_content=True):
@@ -580,9 +551,9 @@ def _lines(resp: Any) -> Iterator[str]:
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
             if line.strip():
-                yield line.decode("utf-8")
+                yield line
     if buffer.strip():
-        yield buffer.decode("utf-8")
+        yield buffer
 
 
 def _cut(resp: Any) -> None:

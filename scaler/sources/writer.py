@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scaler.model.snapshot import CONTROLLER_KINDS, IGNORED_KINDS
+from scaler.model.snapshot import CONTROLLER_KINDS
 
 __all__ = ["SNAPSHOT_FILES", "write_snapshot"]
 
@@ -70,8 +70,7 @@ def write_snapshot(
 
     Items keep their input order. In the ``v1 List`` files every item has ``apiVersion`` and
     ``kind`` (a missing ``apiVersion`` is filled in for known kinds); metrics items are written
-    without either, as the metrics API serves them. Kinds a snapshot ignores (Services, Events, …,
-    see :data:`scaler.model.snapshot.IGNORED_KINDS`) are dropped.
+    without either, as the metrics API serves them.
 
     Args:
         objects: API objects as dicts.
@@ -91,8 +90,6 @@ def write_snapshot(
     groups: dict[str, list[dict[str, Any]]] = {name: [] for name in SNAPSHOT_FILES}
     for i, obj in enumerate(objects):
         kind = obj.get("kind") if isinstance(obj, Mapping) else None
-        if kind in IGNORED_KINDS:
-            continue
         name = _FILE_OF_KIND.get(str(kind)) if kind else None
         if name is None:
             raise ValueError(f"object {i} ({_describe(obj)}): unsupported kind {kind!r}")
