@@ -1,6 +1,7 @@
 """``python -m benchmarks.peer``: scaler beside the real cluster-autoscaler on a real API server.
 
-Two commands; each loads its clusters into a fresh kube-apiserver (:mod:`benchmarks.peer.harness`),
+Two commands (and ``render``, which only rewrites the section from the results file); each
+loads its clusters into a fresh kube-apiserver (:mod:`benchmarks.peer.harness`),
 records its results in ``docs/peer.json`` and rewrites the side-by-side section of
 ``docs/benchmarks.md`` from that file:
 
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -215,7 +217,10 @@ def run_loops(sizes: list[int], workdir: Path, window_loops: int, python: str = 
 
 
 def _names(nodes: list[str]) -> str:
-    return ", ".join(f"`{n}`" for n in nodes) if nodes else "—"
+    """The nodes named (up to three), else how many (each is listed under the table)."""
+    if not nodes:
+        return "—"
+    return ", ".join(f"`{n}`" for n in nodes) if len(nodes) <= 3 else f"{len(nodes)} nodes (below)"
 
 
 def _removed(nodes: set[str], entry: Mapping[str, Any]) -> str:
@@ -261,8 +266,14 @@ def markdown(results: Mapping[str, Any]) -> str:
         ]
         for name, e in dec.items():
             diffs = e["parity"]
-            causes = ", ".join(f"{d['cause']}: `{d['node']}` ({'CA' if d['ca'] == 'unneeded' else 'scaler'} removes it)"
-                               for d in diffs) or "none"  # fmt: skip
+            if len(diffs) <= 3:
+                causes = ", ".join(f"{d['cause']}: `{d['node']}` ({'CA' if d['ca'] == 'unneeded' else 'scaler'} removes it)"
+                                   for d in diffs) or "none"  # fmt: skip
+            else:
+                by_cause = Counter(d["cause"] for d in diffs)
+                causes = f"{len(diffs)} nodes (below): " + ", ".join(
+                    f"{c} {n}" for c, n in sorted(by_cause.items())
+                )
             same = len(set(e["ca"]["removable"]) & set(e["scalerCaMode"]["removable"]))
             cross = e.get("crossCheck")
             if cross is None:
@@ -391,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     lp = sub.add_parser("loops", help="loop time of both at the same time on generated clusters")
     lp.add_argument("--nodes", default="1000,5000")
     lp.add_argument("--window-loops", type=int, default=5)
+    r = sub.add_parser("render", help="only rewrite the docs/benchmarks.md section from the results file")
+    r.add_argument("--results", type=Path, default=RESULTS)
+    r.add_argument("--markdown", type=Path, default=BENCH_MD)
     for p in (d, lp):
         p.add_argument("--results", type=Path, default=RESULTS)
         p.add_argument(
@@ -401,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
             "--workdir", type=Path, default=None, help="keep logs and state here (default: a temporary dir)"
         )
     args = ap.parse_args(argv)
+    if args.command == "render":
+        write_section(json.loads(args.results.read_text()), args.markdown)
+        return 0
     why = harness.unavailable()
     if why:
         print(f"benchmarks.peer: cannot run: {why}", file=sys.stderr)
