@@ -293,6 +293,7 @@ def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
     from scaler.planner import hold_by_budgets
     from scaler.report.build import build_report, report_json, report_yaml
+    from scaler.report.compare import start_variants
     from scaler.report.table import print_table
 
     config = _config(args)
@@ -309,8 +310,10 @@ def _dry_run(args: argparse.Namespace) -> int:
             snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
         except HistoryError as e:
             raise UsageError(str(e)) from None
+    # Cluster-autoscaler's rule and right-sized requests, evaluated beside scaler's own evaluation.
+    variants = start_variants(snapshot, config)
     evaluation = hold_by_budgets(evaluate(snapshot, config))
-    report = build_report(evaluation, snapshot, source, prices)
+    report = build_report(evaluation, snapshot, source, prices, variants=variants)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     elif args.output == "yaml":

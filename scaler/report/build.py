@@ -15,6 +15,7 @@ from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay.prices import PriceTable, load_price_table
+from scaler.report.compare import Variants, compare_with_requests_rule, removal_outcome, requests_bound
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
@@ -156,19 +157,20 @@ def build_report(
     source: str,
     prices: PriceTable | None = None,
     *,
-    compare: bool = True,
+    variants: Variants | None = None,
 ) -> DryRunReport:
     """Build the :class:`DryRunReport` for ``evaluation`` of ``snapshot`` read from ``source``,
     with node costs from ``prices`` (default: the bundled table).
 
-    With ``compare`` (default) the report also carries cluster-autoscaler's rule side by side and
-    what keeps underused nodes (:mod:`scaler.report.compare`: two more evaluations).
+    With ``variants`` (:func:`scaler.report.compare.start_variants` of the same snapshot and
+    configuration) the report also carries cluster-autoscaler's rule side by side and what keeps
+    underused nodes.
 
     Raises:
-        scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
+        scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`, from a variant.
+        scaler.forked.ForkedError: a variant's process died.
     """
     from scaler.engine import counted_pods
-    from scaler.report.compare import compare_with_requests_rule, removal_outcome, requests_bound
 
     prices = prices if prices is not None else load_price_table()
     counted = counted_pods(snapshot, evaluation.config)
@@ -192,8 +194,8 @@ def build_report(
         source=source,
         nodes=nodes,
         summary=summary,
-        comparison=compare_with_requests_rule(snapshot, evaluation.config, evaluation) if compare else None,
-        requests_bound=requests_bound(snapshot, evaluation.config, evaluation) if compare else None,
+        comparison=compare_with_requests_rule(variants.ca_rule.result(), evaluation) if variants else None,
+        requests_bound=requests_bound(variants.rightsized.result(), evaluation) if variants else None,
         flags=flags,
     )
 

@@ -1,16 +1,19 @@
 """Why scaler exists, computed on the snapshot at hand: cluster-autoscaler's rule side by side,
 and what keeps underused nodes when requests, not usage, bind the cluster.
 
-Both are pure functions of a snapshot, a configuration and the evaluation already made; each
-re-runs :func:`scaler.engine.evaluate` on a variant instead of estimating:
+Each re-runs :func:`scaler.engine.evaluate` on a variant instead of estimating. The variants
+need only the snapshot and the configuration, so they are two functions of their own, which
+``scaler dry-run`` runs beside its own evaluation (:class:`scaler.forked.Forked`); the report
+then sets them beside that evaluation:
 
-* :func:`compare_with_requests_rule` evaluates the same snapshot with cluster-autoscaler's
-  settings (:data:`CA_REQUESTS_SETTINGS`: utilization by requests, no TargetUsage, no score
-  plugins; the replay's ``ca-requests`` policy) and sets the two outcomes side by side.
-* :func:`requests_bound` counts the nodes that are underused by real usage yet stay, ranks the
-  workloads whose requests exceed their real usage the most, and evaluates the snapshot once more
-  with every pod's cpu and memory requests set to the 95th percentile (nearest rank) of its
-  workload's per-pod usage in the snapshot: the nodes removable only then are kept by requests.
+* :func:`ca_rule_outcome` evaluates the same snapshot with cluster-autoscaler's settings
+  (:data:`CA_REQUESTS_SETTINGS`: utilization by requests, no TargetUsage, no score plugins; the
+  replay's ``ca-requests`` policy); :func:`compare_with_requests_rule` sets it beside scaler's.
+* :func:`rightsized_outcome` ranks the workloads whose requests exceed their real usage the
+  most, and evaluates the snapshot once more with every pod's cpu and memory requests set to the
+  95th percentile (nearest rank) of its workload's per-pod usage in the snapshot;
+  :func:`requests_bound` counts the nodes that are underused by real usage yet stay, and those of
+  them removable only with right-sized requests: the nodes kept by requests.
 
 Every variant is held by the disruption budgets (:func:`scaler.planner.hold_by_budgets`) as the
 dry-run's own evaluation is, so the outcomes compare like for like.
@@ -23,9 +26,11 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, NodeResult, evaluate
+from scaler.forked import Forked
 from scaler.history.profiles import workload_key
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Pod, Resources
@@ -43,11 +48,16 @@ from scaler.report.models import (
 __all__ = [
     "CA_REQUESTS_SETTINGS",
     "TOP_WORKLOADS",
+    "RightsizedOutcome",
+    "Variants",
     "WorkloadUsage",
+    "ca_rule_outcome",
     "compare_with_requests_rule",
     "removal_outcome",
     "requests_bound",
+    "rightsized_outcome",
     "rightsized_snapshot",
+    "start_variants",
     "workload_usage",
 ]
 
@@ -80,12 +90,10 @@ def removal_outcome(evaluation: Evaluation, rule: str, settings: Sequence[str] =
     )
 
 
-def compare_with_requests_rule(
-    snapshot: ClusterSnapshot, config: ScalerConfig, evaluation: Evaluation
-) -> ComparisonModel:
-    """Evaluate ``snapshot`` with cluster-autoscaler's settings (:data:`CA_REQUESTS_SETTINGS`
-    over ``config``) and set the outcome beside ``evaluation`` (scaler's, with ``config``). The
-    outcome's ``settings`` are the flags that differ from ``config``.
+def ca_rule_outcome(snapshot: ClusterSnapshot, config: ScalerConfig) -> RemovalOutcomeModel:
+    """What cluster-autoscaler's rule removes from ``snapshot``: :data:`CA_REQUESTS_SETTINGS`
+    over ``config``, held by the budgets. The outcome's ``settings`` are the flags that differ
+    from ``config``.
 
     Raises:
         scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
@@ -98,9 +106,11 @@ def compare_with_requests_rule(
         for k, v in zip(keys, CA_REQUESTS_SETTINGS.values(), strict=True)
         if getattr(ca_config, k) != getattr(config, k)
     ]
-    ca_outcome = removal_outcome(
-        hold_by_budgets(evaluate(snapshot, ca_config)), "cluster-autoscaler", changed
-    )
+    return removal_outcome(hold_by_budgets(evaluate(snapshot, ca_config)), "cluster-autoscaler", changed)
+
+
+def compare_with_requests_rule(ca_outcome: RemovalOutcomeModel, evaluation: Evaluation) -> ComparisonModel:
+    """Cluster-autoscaler's outcome (:func:`ca_rule_outcome`) beside scaler's ``evaluation``."""
     ours = removal_outcome(evaluation, "scaler")
     return ComparisonModel(
         cluster_autoscaler=ca_outcome,
@@ -211,51 +221,60 @@ def _excess_share(w: WorkloadUsage, cpu_total: int, memory_total: int) -> float:
     return max(cpu, mem)
 
 
-def requests_bound(
-    snapshot: ClusterSnapshot, config: ScalerConfig, evaluation: Evaluation, top: int = TOP_WORKLOADS
-) -> RequestsBoundModel:
-    """What keeps nodes that real usage would let go: see the module doc.
+@dataclass(frozen=True, slots=True)
+class RightsizedOutcome:
+    """:func:`rightsized_outcome`: the ``workloads`` requesting most above their usage (ranked),
+    and the nodes ``removable`` (in removal order) once every workload requests its p95 usage."""
 
-    ``underusedNodes`` are the nodes kept although their real usage (the dominant resource) is at
-    or below their pool's ``--scale-down-utilization-threshold``; ``keptByRequests`` those of them that become
-    removable when every workload requests its p95 usage (one more evaluation); ``workloads`` the
-    ``top`` workloads whose requests exceed their usage by the largest share of the cluster's
-    allocatable cpu or memory.
+    workloads: tuple[WorkloadUsage, ...]
+    removable: tuple[str, ...]
+
+
+def rightsized_outcome(
+    snapshot: ClusterSnapshot, config: ScalerConfig, top: int = TOP_WORKLOADS
+) -> RightsizedOutcome:
+    """Rank the ``top`` workloads whose requests exceed their usage by the largest share of the
+    cluster's allocatable cpu or memory, and evaluate ``snapshot`` with right-sized requests
+    (:func:`rightsized_snapshot`), held by the budgets.
 
     Raises:
         scaler.simulator.registry.PluginError: as :func:`scaler.engine.evaluate`.
     """
     with no_cycle_collector():  # allocation-heavy and cycle-free, as the evaluation itself
-        return _requests_bound(snapshot, config, evaluation, top)
+        usage = workload_usage(snapshot)
+        cpu_total = sum(n.allocatable.cpu_millicores for n in snapshot.nodes)
+        memory_total = sum(n.allocatable.memory_bytes for n in snapshot.nodes)
+        ranked = sorted(
+            (w for w in usage.values() if _excess_share(w, cpu_total, memory_total) > 0),
+            key=lambda w: (-_excess_share(w, cpu_total, memory_total), w.key),
+        )[:top]
+        rightsized = hold_by_budgets(evaluate(rightsized_snapshot(snapshot, usage), config))
+        return RightsizedOutcome(tuple(ranked), tuple(r.node.name for r in rightsized.removable()))
 
 
-def _requests_bound(
-    snapshot: ClusterSnapshot, config: ScalerConfig, evaluation: Evaluation, top: int
-) -> RequestsBoundModel:
-    threshold = config.scale_down_utilization_threshold
+def requests_bound(rightsized: RightsizedOutcome, evaluation: Evaluation) -> RequestsBoundModel:
+    """What keeps nodes that real usage would let go, from scaler's ``evaluation`` and the
+    right-sized variant (:func:`rightsized_outcome`): see the module doc.
+
+    ``underusedNodes`` are the nodes kept although their real usage (the dominant resource) is
+    at or below their pool's ``--scale-down-utilization-threshold``; ``keptByRequests`` those of
+    them removable with right-sized requests; ``workloads`` the ranked workloads.
+    """
+    config = evaluation.config
     underused = [r for r in evaluation.nodes if _underused(r, config)]
-    usage = workload_usage(snapshot)
-    cpu_total = sum(n.allocatable.cpu_millicores for n in snapshot.nodes)
-    memory_total = sum(n.allocatable.memory_bytes for n in snapshot.nodes)
-    ranked = sorted(
-        (w for w in usage.values() if _excess_share(w, cpu_total, memory_total) > 0),
-        key=lambda w: (-_excess_share(w, cpu_total, memory_total), w.key),
-    )[:top]
-    rightsized = hold_by_budgets(evaluate(rightsized_snapshot(snapshot, usage), config))
     before = {r.node.name for r in evaluation.nodes if r.removable}
-    after = rightsized.removable()
-    gained = [r.node.name for r in after if r.node.name not in before]
+    gained = [name for name in rightsized.removable if name not in before]
     underused_names = {r.node.name for r in underused}
     reasons: dict[str, int] = defaultdict(int)
     for r in underused:
         reasons[r.reason.value] += 1
     return RequestsBoundModel(
-        threshold=threshold,
+        threshold=config.scale_down_utilization_threshold,
         underused_nodes=len(underused),
         underused_by_reason=dict(sorted(reasons.items())),
         kept_by_requests=sum(1 for n in gained if n in underused_names),
-        workloads=[_workload_model(w) for w in ranked],
-        removable_if_rightsized=len(after),
+        workloads=[_workload_model(w) for w in rightsized.workloads],
+        removable_if_rightsized=len(rightsized.removable),
         nodes_if_rightsized=gained,
     )
 
@@ -272,4 +291,23 @@ def _workload_model(w: WorkloadUsage) -> WorkloadRequestsModel:
         ),
         used=ResourceFigures(cpu_millicores=w.used_cpu_millicores, memory_bytes=w.used_memory_bytes),
         p95_per_pod=ResourceFigures(cpu_millicores=w.p95_cpu_millicores, memory_bytes=w.p95_memory_bytes),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Variants:
+    """Both variant evaluations of one snapshot, under way (:func:`start_variants`)."""
+
+    ca_rule: Forked[RemovalOutcomeModel]
+    rightsized: Forked[RightsizedOutcome]
+
+
+def start_variants(snapshot: ClusterSnapshot, config: ScalerConfig, *, parallel: bool = True) -> Variants:
+    """Start :func:`ca_rule_outcome` and :func:`rightsized_outcome` of ``snapshot``, each in a
+    forked child when ``parallel`` and the machine allows it (:class:`scaler.forked.Forked`), so
+    that they run while the caller makes its own evaluation; the values come with
+    ``.result()``."""
+    return Variants(
+        Forked(partial(ca_rule_outcome, snapshot, config), parallel=parallel),
+        Forked(partial(rightsized_outcome, snapshot, config), parallel=parallel),
     )

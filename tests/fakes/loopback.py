@@ -110,7 +110,6 @@ class LoopbackServer(Generic[RequestT]):
         if self._server is not None:
             return self
         server = _Server(("127.0.0.1", 0), _RequestHandler)
-        server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
         self._thread = threading.Thread(
@@ -229,6 +228,37 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a dozen clients reconnecting at once (watchers
     # after drop_watches) overflow it, and each dropped SYN costs the client a 1 s retransmit.
     request_queue_size = 128
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._open: dict[socket.socket, threading.Thread] = {}
+        self._open_lock = threading.Lock()
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Serve one connection, registered so that :meth:`server_close` can end it."""
+        with self._open_lock:
+            self._open[request] = threading.current_thread()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.pop(request, None)
+
+    def server_close(self) -> None:
+        """Close the listening socket, end every open connection and wait for its thread.
+
+        An idle keep-alive connection would otherwise keep its thread until the handler's
+        timeout, and a test that forks (``scaler.forked``) would see it running.
+        """
+        super().server_close()
+        with self._open_lock:
+            open_now = list(self._open.items())
+        for sock, _ in open_now:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for _, thread in open_now:
+            thread.join(timeout=5)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):

@@ -1,0 +1,81 @@
+"""scaler.forked.Forked: a computation in a forked child, its value or exception handed back."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from scaler.forked import Forked, ForkedError
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2, reason="needs fork and 2 CPUs")
+
+
+@pytest.fixture(autouse=True)
+def _only_this_thread() -> None:
+    """Forked falls back to running in the caller while other threads run; wait for the ones an
+    earlier test left (a fake server's last connection) to end, and name any that do not."""
+    deadline = time.monotonic() + 15
+    while threading.active_count() > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    assert not others, f"threads left running by an earlier test: {others}"
+
+
+@needs_fork
+def test_the_value_comes_from_a_child_process() -> None:
+    parent = os.getpid()
+    job = Forked(os.getpid)
+    assert job.in_child
+    assert job.result() != parent  # computed elsewhere
+
+
+@needs_fork
+def test_large_values_and_exceptions_come_back() -> None:
+    big = Forked(lambda: list(range(300_000)))  # far beyond a pipe's buffer
+    assert big.result() == list(range(300_000))
+
+    def boom() -> int:
+        raise ValueError("bad plugin 'X'")
+
+    with pytest.raises(ValueError, match="bad plugin 'X'"):
+        Forked(boom).result()
+
+
+@needs_fork
+def test_runs_beside_the_caller() -> None:
+    start = time.monotonic()
+    job = Forked(lambda: time.sleep(0.5) or 1)
+    time.sleep(0.5)  # the caller's own work, meanwhile
+    assert job.result() == 1
+    assert time.monotonic() - start < 0.95
+
+
+@needs_fork
+def test_a_child_that_dies_is_an_error() -> None:
+    def die() -> int:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0
+
+    job = Forked(die)
+    assert job.in_child  # never run die() in pytest's own process
+    with pytest.raises(ForkedError, match="signal 9"):
+        job.result()
+
+
+def test_serial_without_fork_or_with_threads_running() -> None:
+    parent = os.getpid()
+    serial = Forked(os.getpid, parallel=False)
+    assert not serial.in_child
+    assert serial.result() == parent
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:  # another thread runs: a fork would copy its locks, so the value is computed here
+        assert Forked(os.getpid).result() == parent
+    finally:
+        stop.set()
+        t.join()
