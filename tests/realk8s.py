@@ -177,16 +177,24 @@ class ControlPlane:
         state_dir: where ``control-plane.sh`` keeps certificates, data, logs and PIDs.
         components: ``CONTROL_PLANE_COMPONENTS`` (default all three).
         etcd_quota_bytes: etcd's backend quota instead of the script's 2 GiB (big snapshots).
+        go_memory_limit_bytes: ``GOMEMLIMIT`` of etcd and kube-apiserver (a soft limit on each
+            one's Go heap: the garbage collector runs earlier rather than letting the heap double
+            its live size; not a cap, the resident size can pass it).
 
     Use as a context manager, or :meth:`start` then :meth:`stop` in a ``finally``.
     """
 
     def __init__(
-        self, state_dir: Path, components: str = "apiserver kcm scheduler", etcd_quota_bytes: int | None = None
+        self,
+        state_dir: Path,
+        components: str = "apiserver kcm scheduler",
+        etcd_quota_bytes: int | None = None,
+        go_memory_limit_bytes: int | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.components = components
         self.etcd_quota_bytes = etcd_quota_bytes
+        self.go_memory_limit_bytes = go_memory_limit_bytes
         self.env: dict[str, str] = {}
         self._client: httpx.Client | None = None
         self._started = False
@@ -201,6 +209,8 @@ class ControlPlane:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._started = True  # from here on, stop() must run even if start fails half-way
         env = dict(os.environ, CONTROL_PLANE_COMPONENTS=self.components)
+        if self.go_memory_limit_bytes:
+            env["GOMEMLIMIT"] = str(self.go_memory_limit_bytes)
         if self.etcd_quota_bytes:
             # control-plane.sh runs the etcd on PATH with a 2 GiB backend quota; a snapshot of
             # 150,000 pods needs more: a wrapper first on PATH raises it (the last flag wins).

@@ -164,7 +164,10 @@ def _load(server: str, verify: Any, objects: Iterable[Mapping[str, Any]], concur
 
 @contextlib.contextmanager
 def loaded_cluster(
-    objects: str | Iterable[Mapping[str, Any]], workdir: Path, concurrency: int = 32
+    objects: str | Iterable[Mapping[str, Any]],
+    workdir: Path,
+    concurrency: int = 32,
+    go_memory_limit_bytes: int | None = None,
 ) -> Iterator[Loaded]:
     """kube-apiserver and etcd with a snapshot loaded and its metrics served; stopped on exit,
     whatever happened.
@@ -176,6 +179,8 @@ def loaded_cluster(
             start.
         workdir: the control plane's state, logs.
         concurrency: requests in flight while loading.
+        go_memory_limit_bytes: ``GOMEMLIMIT`` of etcd and kube-apiserver
+            (:class:`realk8s.ControlPlane`); the autoscalers do not inherit it.
 
     Raises:
         benchmarks.peer.loader.LoadError: the API server refused an object.
@@ -183,7 +188,10 @@ def loaded_cluster(
     """
     workdir.mkdir(parents=True, exist_ok=True)
     cp = realk8s.ControlPlane(
-        workdir / "control-plane", components="apiserver", etcd_quota_bytes=ETCD_QUOTA_BYTES
+        workdir / "control-plane",
+        components="apiserver",
+        etcd_quota_bytes=ETCD_QUOTA_BYTES,
+        go_memory_limit_bytes=go_memory_limit_bytes,
     )
     metrics = None
     try:
