@@ -178,3 +178,18 @@ def test_markdown_section_from_results() -> None:
     assert text.startswith("<!-- peer:begin") and text.rstrip().endswith("<!-- peer:end -->")
     assert "| tiny | 3 / 10 | 1.50 s | 1 | 1 | 1 | — (same sets) | none |" in text
     assert "| tiny | 1 (4.0 vCPU, busiest 10%) | 2 (6.0 vCPU, busiest 30%) | 1 | — | `b` |" in text
+
+
+def test_markdown_loop_rows_and_notes() -> None:
+    side = {"functions": {"main": 4.0, "findUnneeded": 3.5, "scaleDown": 0.001}, "loops": 5, "window_seconds": 60.0,
+            "cpu_seconds_per_loop": 3.0, "rss_peak_bytes": 512 * 2**20, "simulated_per_loop": 200.0}  # fmt: skip
+    entry = {
+        "nodes": 1000, "pods": 30000, "loadSeconds": {"total": 240.0, "pods": 180.0}, "loadRequests": 80000,
+        "ca": side, "scaler": {**side, "functions": {"main": 1.0}, "simulated_per_loop": 224.0},
+        "peakRssBytes": {"kube-apiserver": 3 * 2**30}, "controlPlaneGoMemLimitBytes": 10 * 2**30,
+        "machine": {"nproc": 2, "loadavg": [3.0]}, "othersAfter": [],
+    }  # fmt: skip
+    text = markdown({"loops": {"1000": entry}})
+    assert "| 1,000 / 30,000 | 4.0 min | 4.00 s | 0.00 s | 3.50 s | 1.00 s | 0.25× |" in text
+    assert "| 512 / 512 MiB | 200 / 224 |" in text
+    assert "kube-apiserver 3.0 GiB (kube-apiserver and etcd with `GOMEMLIMIT` 10 GiB)" in text

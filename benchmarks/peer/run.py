@@ -379,6 +379,9 @@ def markdown(results: Mapping[str, Any]) -> str:
             rss = e.get("peakRssBytes") or {}
             gib = ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in sorted(rss.items()))
             load = e["loadSeconds"]["total"]
+            limit = e.get("controlPlaneGoMemLimitBytes")
+            if limit:
+                gib += f" (kube-apiserver and etcd with `GOMEMLIMIT` {limit / 2**30:.0f} GiB)"
             lines.append(f"- {int(size):,} nodes: loaded in {load / 60:.1f} min ({e['loadRequests']:,} requests, "
                          f"{e['loadRequests'] / load:.0f} a second; pods {e['loadSeconds'].get('pods', 0) / 60:.1f} min); "
                          f"window of {e['ca']['loops']} CA loops and {e['scaler']['loops']} scaler loops "
