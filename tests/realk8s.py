@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -881,7 +881,46 @@ class MetricsServer:
         return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
 
 
-class ScalerProcess:
+class LoggedProcess:
+    """A subprocess whose stdout and stderr are appended to ``log``; :attr:`output` is what it
+    appended since :meth:`start`. Subclasses set :attr:`args` and :attr:`env`."""
+
+    args: list[str]
+    env: dict[str, str]
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._offset = 0
+
+    def start(self) -> Self:
+        """Start it (its output is what it appends to ``log`` from now on)."""
+        self._offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        return self
+
+    @property
+    def output(self) -> str:
+        """What this run printed so far."""
+        if not self.log.exists():
+            return ""
+        with self.log.open("rb") as f:
+            f.seek(self._offset)
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self) -> bool:
+        """Still running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+class ScalerProcess(LoggedProcess):
     """``scaler run`` as a subprocess of this interpreter, its output appended to ``log``.
 
     Args:
@@ -897,31 +936,11 @@ class ScalerProcess:
     ) -> None:
         # -P: another interpreter's scaler, not the one in the current directory
         interpreter = [python, "-P"] if python else [sys.executable]
+        super().__init__(log)
         self.args = [*interpreter, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
-        self.log = log
         self.env = dict(os.environ, **(env or {}))
         if "POD_NAME" not in (env or {}):
             self.env.pop("POD_NAME", None)  # the hostname-based identity, as on a plain host
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._offset = 0
-
-    def start(self) -> ScalerProcess:
-        """Start it."""
-        self._offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        return self
-
-    @property
-    def output(self) -> str:
-        """What this run printed so far."""
-        with self.log.open("rb") as f:
-            f.seek(self._offset)
-            return f.read().decode("utf-8", "replace")
-
-    def alive(self) -> bool:
-        """Still running."""
-        return self.proc is not None and self.proc.poll() is None
 
     def wait_output(self, text: str, timeout: float = 30.0) -> None:
         """Wait until ``text`` appears in the output (fails early if the process exits)."""
@@ -948,12 +967,6 @@ class ScalerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL (``kill -9``) and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
     def wait(self, timeout: float = 60.0) -> int:
         """Wait for it to exit; returns the exit status."""
@@ -1082,7 +1095,7 @@ class CaLoop:
         return out
 
 
-class ClusterAutoscaler:
+class ClusterAutoscaler(LoggedProcess):
     """The real cluster-autoscaler (``../shared/ca``, 1.30.7, kwok cloud provider) as a
     subprocess, its output in ``log``.
 
@@ -1099,22 +1112,13 @@ class ClusterAutoscaler:
     """
 
     def __init__(self, kubeconfig: Path, log: Path, args: Iterable[str] = (), namespace: str = CA_NAMESPACE) -> None:
+        super().__init__(log)
         self.port = free_port()
         self.args = [
             str(ca_binary()), *CA_FLAGS, f"--kubeconfig={kubeconfig}", f"--namespace={namespace}",
             f"--address=127.0.0.1:{self.port}", *args,
         ]  # fmt: skip
         self.env = dict(os.environ, KWOK_PROVIDER_MODE="local", KUBECONFIG=str(kubeconfig), POD_NAMESPACE=namespace)
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._offset = 0
-
-    def start(self) -> ClusterAutoscaler:
-        """Start it (its output is what it appends to ``log`` from now on)."""
-        self._offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-        return self
 
     def __enter__(self) -> ClusterAutoscaler:
         """Start."""
@@ -1126,22 +1130,7 @@ class ClusterAutoscaler:
 
     def kill(self) -> None:
         """SIGKILL and reap it (never SIGTERM: see the class docstring)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-
-    def alive(self) -> bool:
-        """Still running."""
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def output(self) -> str:
-        """What this run printed so far."""
-        if not self.log.exists():
-            return ""
-        with self.log.open("rb") as f:
-            f.seek(self._offset)
-            return f.read().decode("utf-8", "replace")
+        super().kill()
 
     def loops(self) -> list[CaLoop]:
         """The completed loops in its log so far (:func:`ca_loops`)."""
