@@ -52,7 +52,7 @@ from scaler.planner import (
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.replay.prices import PriceTable, load_price_table
 from scaler.simulator.registry import Plugins, resolve_plugins
-from scaler.sources.kube import MetricsUnavailable
+from scaler.sources.kube import ClusterUnreachable, MetricsUnavailable
 
 __all__ = ["Controller"]
 
@@ -402,10 +402,15 @@ class Controller:
 
     def run(self, stop: threading.Event) -> None:
         """Loop every ``--scan-interval`` until ``stop`` is set; errors are logged and counted,
-        and the loop goes on (``/healthz`` turns red if it stalls)."""
+        and the loop goes on (``/healthz`` turns red if it stalls). An unreachable API server is
+        one warning line a loop (``scaler_errors_total{type="unreachable"}``), other errors a
+        traceback (``type="loop"``)."""
         while not stop.is_set():
             try:
                 self.run_once()
+            except ClusterUnreachable as e:  # an outage, not a bug: one line, no traceback
+                self.metrics.errors.labels("unreachable").inc()
+                log.warning("control loop skipped: %s", e)
             except Exception:
                 self.metrics.errors.labels("loop").inc()
                 log.exception("control loop failed")

@@ -13,6 +13,7 @@ never denied and that pods were only removed through ``pods/eviction``.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import time
@@ -39,7 +40,7 @@ from realk8s import (
 )
 from test_deploy import rendered
 
-from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS, LABEL_STATUS
 from scaler.model.records import TAINT_TO_BE_DELETED
 from scaler.sources.watch import WATCHED_CALLS
 
@@ -210,6 +211,10 @@ def test_empty_and_underused_nodes_removed_429_retried_and_kinds_listed_once(w: 
         assert proc.terminate(30) == 0, proc.output
     for name in busy:
         assert untouched(w.cp, name), f"busy node {name} was touched"
+        # The verdict on the node, patched by the ServiceAccount (nodes patch), once per change.
+        meta = (w.cp.get("Node", name) or {})["metadata"]
+        verdict = json.loads(meta["annotations"][ANNOTATION_STATUS])
+        assert verdict["status"] == "unremovable" and meta["labels"][LABEL_STATUS] == verdict["reason"], meta
     wait_for(lambda: len(w.cp.ready_pods(APPS, "web")) == 2, 10, "2 web pods Ready")
     ready = w.cp.ready_pods(APPS, "web")
     assert {p["spec"]["nodeName"] for p in ready} <= set(busy)
@@ -219,6 +224,8 @@ def test_empty_and_underused_nodes_removed_429_retried_and_kinds_listed_once(w: 
     refused = [e for e in evicted if e.code == 429]
     assert refused, f"the second eviction should have met the PDB (429): {[e.display for e in evicted]}"
     assert all(any(e.name == r.name and e.code == 201 and e.time >= r.time for e in evicted) for r in refused)
+    patched = Counter(e.name for e in events if e.resource == "nodes" and e.verb == "patch" and e.name in busy)
+    assert set(patched) == set(busy) and max(patched.values()) == 1, f"one status patch per busy node: {patched}"
     deleted_nodes = sorted(e.name for e in events if e.resource == "nodes" and e.verb == "delete" and e.code == 200)
     assert deleted_nodes == sorted([empty, under])
     # Start-up lists every kind once: node-group sizing and the watch caches share the LIST.

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -195,3 +196,25 @@ def test_start_checks_permissions_before_reading_anything(tmp_path: Path, caplog
         assert "no permission to list persistentvolumes; watch persistentvolumes" in caplog.text
         lists = [r for r in c.kube.requests if r.method == "GET" and "watch" not in r.query]
         assert sorted(r.path for r in lists) == sorted({c.path for c in WATCHED_CALLS}), "each kind listed once"
+
+
+def test_an_unreachable_api_server_is_one_line_a_loop_not_a_traceback(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        proc = start_process(c, "--leader-elect=false", "--scale-down-unneeded-time=1h")
+        lines: list[str] = []
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))  # type: ignore[union-attr]
+        reader.start()
+        try:
+            wait_for(lambda: any("serving /metrics" in line for line in lines), what="the start-up line")
+            time.sleep(1.0)  # a few loops against the live server
+            c.kube.close()  # the API server goes away
+            skipped = "control loop skipped: cannot reach API server"
+            wait_for(lambda: sum(skipped in line for line in lines) >= 3, timeout=30, what="three skipped loops")
+        finally:
+            proc.kill()
+            proc.wait(10)
+            reader.join(10)
+        out = "".join(lines)
+        assert "Traceback" not in out, out
+        assert "control loop failed" not in out, out

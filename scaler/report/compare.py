@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -177,6 +178,8 @@ def workload_usage(snapshot: ClusterSnapshot) -> dict[str, WorkloadUsage]:
 
 
 _POD_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.init)
+_POD_VALUES = operator.attrgetter(*_POD_FIELDS)  # every field in one C call
+_REQUESTS_AT = _POD_FIELDS.index("requests")
 
 
 def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadUsage]) -> ClusterSnapshot:
@@ -187,23 +190,22 @@ def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadU
     for w in usage.values():
         if w.p95_cpu_millicores is not None and w.p95_memory_bytes is not None:
             target.update(dict.fromkeys(w.members, (w.p95_cpu_millicores, w.p95_memory_bytes)))
-    changed: dict[tuple[str, str], Pod] = {}
+    changed: dict[int, Pod] = {}  # id() of the old record -> its right-sized copy
     for pod in snapshot.pods:
         new = target.get((pod.namespace, pod.name))
         if new is None or not _counted(pod):
             continue
         r = pod.requests
-        fields = {name: getattr(pod, name) for name in _POD_FIELDS}
-        fields["requests"] = Resources(new[0], new[1], r.ephemeral_storage_bytes, r.pods, r.extended)
-        changed[(pod.namespace, pod.name)] = Pod(**fields)  # dataclasses.replace is ~5x slower here
-
-    def swap(p: Pod) -> Pod:
-        return changed.get((p.namespace, p.name), p)
-
+        values = list(_POD_VALUES(pod))
+        values[_REQUESTS_AT] = Resources(new[0], new[1], r.ephemeral_storage_bytes, r.pods, r.extended)
+        changed[id(pod)] = Pod(*values)  # dataclasses.replace is ~5x slower here
+    get = changed.get
     return replace(
         snapshot,
-        pods=tuple(swap(p) for p in snapshot.pods),
-        pods_by_node={name: tuple(swap(p) for p in pods) for name, pods in snapshot.pods_by_node.items()},
+        pods=tuple([get(id(p), p) for p in snapshot.pods]),
+        pods_by_node={
+            name: tuple([get(id(p), p) for p in pods]) for name, pods in snapshot.pods_by_node.items()
+        },
     )
 
 
