@@ -57,7 +57,7 @@ SYNC_TIMEOUT_SECONDS = 600.0
 """How long ``scaler run`` waits at start for every watch cache's first LIST (seconds). The
 LISTs are paginated (500 items a page, each page a quorum read from etcd): beside the real
 cluster-autoscaler on a 5,000-node cluster of 150,000 pods, on a loaded 2-core API server, the
-pod LIST took about 0.6 s a page, minutes in all, so the former 60 s failed the start. Ten
+pod LIST took about 0.6 s a page, 62 s in all, and the former 60 s limit failed a start. Ten
 minutes, as cluster-autoscaler's ``--max-inactivity`` default; an unreachable or forbidden API
 is reported before this wait (SelfSubjectAccessReviews)."""
 
