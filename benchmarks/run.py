@@ -339,6 +339,17 @@ def _target(ok: bool | None, text: str) -> str:
     return "—" if ok is None else f"{text}: {_verdict(ok)}"
 
 
+def _with_peer(text: str, out: Path) -> str:
+    """``text`` followed by the side-by-side section that ``python -m benchmarks.peer`` renders
+    from ``peer.json`` (kept when this command rewrites ``benchmarks.md``)."""
+    peer = out / "peer.json"
+    if not peer.exists():
+        return text
+    from benchmarks.peer.run import markdown
+
+    return text.rstrip("\n") + "\n\n" + markdown(json.loads(peer.read_text(encoding="utf-8")))
+
+
 def _markdown(
     machine: dict[str, str],
     results: list[dict[str, Any]],
@@ -667,8 +678,15 @@ def main(argv: list[str] | None = None) -> int:
     saved = json.loads(saved_path.read_text(encoding="utf-8")) if saved_path.exists() else {}
     if a.render:
         (a.out / "benchmarks.md").write_text(
-            _markdown(
-                saved["machine"], saved["results"], saved["runs"], saved.get("live"), saved.get("note", "")
+            _with_peer(
+                _markdown(
+                    saved["machine"],
+                    saved["results"],
+                    saved["runs"],
+                    saved.get("live"),
+                    saved.get("note", ""),
+                ),
+                a.out,
             ),
             encoding="utf-8",
         )
@@ -702,7 +720,9 @@ def main(argv: list[str] | None = None) -> int:
         + "\n",
         encoding="utf-8",
     )
-    (a.out / "benchmarks.md").write_text(_markdown(machine, results, a.runs, live, note), encoding="utf-8")
+    (a.out / "benchmarks.md").write_text(
+        _with_peer(_markdown(machine, results, a.runs, live, note), a.out), encoding="utf-8"
+    )
     _plot(results, a.out / "benchmarks.png")
     _log(f"wrote {a.out / 'benchmarks.md'} and {a.out / 'benchmarks.png'}")
     return 0

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -91,6 +91,11 @@ def free_port() -> int:
 def iso(ts: float) -> str:
     """RFC 3339 UTC, seconds."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _rfc3339(text: str) -> float:
+    """Unix seconds of an RFC 3339 time (``Z`` or an offset)."""
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def collection_path(kind: str, api_version: str, namespace: str | None = None) -> str:
@@ -171,13 +176,25 @@ class ControlPlane:
     Args:
         state_dir: where ``control-plane.sh`` keeps certificates, data, logs and PIDs.
         components: ``CONTROL_PLANE_COMPONENTS`` (default all three).
+        etcd_quota_bytes: etcd's backend quota instead of the script's 2 GiB (big snapshots).
+        go_memory_limit_bytes: ``GOMEMLIMIT`` of etcd and kube-apiserver (a soft limit on each
+            one's Go heap: the garbage collector runs earlier rather than letting the heap double
+            its live size; not a cap, the resident size can pass it).
 
     Use as a context manager, or :meth:`start` then :meth:`stop` in a ``finally``.
     """
 
-    def __init__(self, state_dir: Path, components: str = "apiserver kcm scheduler") -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        components: str = "apiserver kcm scheduler",
+        etcd_quota_bytes: int | None = None,
+        go_memory_limit_bytes: int | None = None,
+    ) -> None:
         self.state_dir = Path(state_dir)
         self.components = components
+        self.etcd_quota_bytes = etcd_quota_bytes
+        self.go_memory_limit_bytes = go_memory_limit_bytes
         self.env: dict[str, str] = {}
         self._client: httpx.Client | None = None
         self._started = False
@@ -192,6 +209,18 @@ class ControlPlane:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._started = True  # from here on, stop() must run even if start fails half-way
         env = dict(os.environ, CONTROL_PLANE_COMPONENTS=self.components)
+        if self.go_memory_limit_bytes:
+            env["GOMEMLIMIT"] = str(self.go_memory_limit_bytes)
+        if self.etcd_quota_bytes:
+            # control-plane.sh runs the etcd on PATH with a 2 GiB backend quota; a snapshot of
+            # 150,000 pods needs more: a wrapper first on PATH raises it (the last flag wins).
+            etcd = shutil.which("etcd")
+            assert etcd is not None
+            wrapper = self.state_dir / "bin" / "etcd"
+            wrapper.parent.mkdir(parents=True, exist_ok=True)
+            wrapper.write_text(f'#!/bin/sh\nexec {etcd} "$@" --quota-backend-bytes={self.etcd_quota_bytes}\n')
+            wrapper.chmod(0o755)
+            env["PATH"] = f"{wrapper.parent}{os.pathsep}{env.get('PATH', '')}"
         out = subprocess.run(
             ["bash", str(SCRIPT), "start", str(self.state_dir)],
             capture_output=True, text=True, timeout=timeout, env=env, check=False,
@@ -259,11 +288,15 @@ class ControlPlane:
         return Path(self.env["RK_STATE"]) / "pki"
 
     # -- admin requests --------------------------------------------------------------------------
-    def client(self) -> httpx.Client:
-        """A new admin client (one per thread)."""
+    def ssl_context(self) -> ssl.SSLContext:
+        """A TLS client context trusting the cluster CA and holding the admin certificate."""
         ctx = ssl.create_default_context(cafile=str(self.ca))
         ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        return httpx.Client(base_url=self.server, verify=ctx, timeout=30.0)
+        return ctx
+
+    def client(self) -> httpx.Client:
+        """A new admin client (one per thread)."""
+        return httpx.Client(base_url=self.server, verify=self.ssl_context(), timeout=30.0)
 
     def request(
         self,
@@ -697,6 +730,8 @@ class MetricsServer:
         self.fail_status: int | None = None
         self.requests: list[str] = []
         self._local = threading.local()
+        self._fixed: dict[str, list[tuple[str, float, bytes, bytes]]] | None = None
+        self._fixed_lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -704,7 +739,7 @@ class MetricsServer:
 
             def do_GET(self) -> None:
                 status, body = outer._answer(urlsplit(self.path).path)
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -739,6 +774,48 @@ class MetricsServer:
             wait_for(self._served, 60, "metrics.k8s.io served through the aggregator")
         return self
 
+    def serve_snapshot(self, node_metrics: Iterable[Mapping[str, Any]], pod_metrics: Iterable[Mapping[str, Any]]) -> None:
+        """Serve these ``NodeMetrics`` and ``PodMetrics`` items (a snapshot's) instead of usage
+        made up from the cluster's nodes and pods. Each keeps its age: its ``timestamp`` is
+        re-stamped on every answer to now minus (the newest NodeMetrics timestamp, the
+        snapshot's "now", minus its own), so stale metrics stay stale. Items are encoded once;
+        an answer joins them with the fresh timestamps (a 150,000-pod list is about 60 MB)."""
+        placeholder = "@@timestamp@@"
+
+        def encoded(items: Iterable[Mapping[str, Any]]) -> list[tuple[str, float, bytes, bytes]]:
+            out = []
+            for item in items:
+                obj = {k: v for k, v in item.items() if k not in ("kind", "apiVersion")}
+                ts = str(obj.get("timestamp") or "")
+                obj["timestamp"] = placeholder
+                head, _, tail = json.dumps(obj, separators=(",", ":")).partition(placeholder)
+                ns = str((obj.get("metadata") or {}).get("namespace") or "")
+                out.append((ns, _rfc3339(ts) if ts else 0.0, head.encode(), tail.encode()))
+            return out
+
+        nodes, pods = encoded(node_metrics), encoded(pod_metrics)
+        newest = max((t for _, t, _, _ in nodes), default=0.0) or max((t for _, t, _, _ in pods), default=0.0)
+        with self._fixed_lock:
+            self._fixed = {
+                what: [(ns, newest - t if t else 0.0, head, tail) for ns, t, head, tail in items]
+                for what, items in (("nodes", nodes), ("pods", pods))
+            }
+
+    def _fixed_answer(self, what: str, namespace: str | None) -> bytes:
+        assert self._fixed is not None
+        now = time.time()
+        stamps: dict[float, bytes] = {}
+        parts = []
+        for ns, age, head, tail in self._fixed[what]:
+            if namespace is not None and ns != namespace:
+                continue
+            stamp = stamps.get(age)
+            if stamp is None:
+                stamp = stamps[age] = iso(now - age).encode()
+            parts.append(head + stamp + tail)
+        kind = b"NodeMetricsList" if what == "nodes" else b"PodMetricsList"
+        return b'{"kind":"' + kind + b'","apiVersion":"metrics.k8s.io/v1beta1","metadata":{},"items":[' + b",".join(parts) + b"]}"
+
     def _served(self) -> bool:
         try:
             return self.cp.request("GET", "/apis/metrics.k8s.io/v1beta1/nodes", ok=(200,)) is not None
@@ -756,7 +833,7 @@ class MetricsServer:
             client = self._local.client = self.cp.client()
         return client  # type: ignore[no-any-return]
 
-    def _answer(self, path: str) -> tuple[int, Any]:
+    def _answer(self, path: str) -> tuple[int, Any]:  # body: JSON-able, or encoded bytes
         self.requests.append(path)
         base = "/apis/metrics.k8s.io/v1beta1"
         if path == "/openapi/v2":
@@ -775,6 +852,12 @@ class MetricsServer:
                              {"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics", "verbs": ["get", "list"]},
                              {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics", "verbs": ["get", "list"]},
                          ]}  # fmt: skip
+        if self._fixed is not None:
+            if path == base + "/nodes":
+                return 200, self._fixed_answer("nodes", None)
+            if path == base + "/pods" or (path.startswith(base + "/namespaces/") and path.endswith("/pods")):
+                return 200, self._fixed_answer("pods", path.split("/")[5] if "/namespaces/" in path else None)
+            return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
         client = self._client()
         if path == base + "/nodes":
             items = []
@@ -801,27 +884,20 @@ class MetricsServer:
         return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
 
 
-class ScalerProcess:
-    """``scaler run`` as a subprocess of this interpreter, its output appended to ``log``.
+class LoggedProcess:
+    """A subprocess whose stdout and stderr are appended to ``log``; :attr:`output` is what it
+    appended since :meth:`start`. Subclasses set :attr:`args` and :attr:`env`."""
 
-    Args:
-        kubeconfig: the kubeconfig it uses.
-        args: flags after ``scaler run --kubeconfig …``.
-        log: output file (stdout and stderr).
-        env: extra environment variables.
-    """
+    args: list[str]
+    env: dict[str, str]
 
-    def __init__(self, kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> None:
-        self.args = [sys.executable, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
+    def __init__(self, log: Path) -> None:
         self.log = log
-        self.env = dict(os.environ, **(env or {}))
-        if "POD_NAME" not in (env or {}):
-            self.env.pop("POD_NAME", None)  # the hostname-based identity, as on a plain host
         self.proc: subprocess.Popen[bytes] | None = None
         self._offset = 0
 
-    def start(self) -> ScalerProcess:
-        """Start it."""
+    def start(self) -> Self:
+        """Start it (its output is what it appends to ``log`` from now on)."""
         self._offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.args, env=self.env, stdout=out, stderr=subprocess.STDOUT)
@@ -830,6 +906,8 @@ class ScalerProcess:
     @property
     def output(self) -> str:
         """What this run printed so far."""
+        if not self.log.exists():
+            return ""
         with self.log.open("rb") as f:
             f.seek(self._offset)
             return f.read().decode("utf-8", "replace")
@@ -837,6 +915,35 @@ class ScalerProcess:
     def alive(self) -> bool:
         """Still running."""
         return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL (``kill -9``) and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+class ScalerProcess(LoggedProcess):
+    """``scaler run`` as a subprocess of this interpreter, its output appended to ``log``.
+
+    Args:
+        kubeconfig: the kubeconfig it uses.
+        args: flags after ``scaler run --kubeconfig …``.
+        log: output file (stdout and stderr).
+        env: extra environment variables.
+        python: the interpreter whose ``scaler`` runs (default: this one).
+    """
+
+    def __init__(
+        self, kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None, python: str = ""
+    ) -> None:
+        # -P: another interpreter's scaler, not the one in the current directory
+        interpreter = [python, "-P"] if python else [sys.executable]
+        super().__init__(log)
+        self.args = [*interpreter, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args]
+        self.env = dict(os.environ, **(env or {}))
+        if "POD_NAME" not in (env or {}):
+            self.env.pop("POD_NAME", None)  # the hostname-based identity, as on a plain host
 
     def wait_output(self, text: str, timeout: float = 30.0) -> None:
         """Wait until ``text`` appears in the output (fails early if the process exits)."""
@@ -863,12 +970,6 @@ class ScalerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL (``kill -9``) and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
     def wait(self, timeout: float = 60.0) -> int:
         """Wait for it to exit; returns the exit status."""
@@ -897,10 +998,205 @@ def running_cluster(state_dir: Path) -> Iterator[tuple[ControlPlane, Kubelet, Me
 
 
 @contextlib.contextmanager
-def scaler_process(kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None) -> Iterator[ScalerProcess]:
+def scaler_process(
+    kubeconfig: Path, args: Iterable[str], log: Path, env: Mapping[str, str] | None = None, python: str = ""
+) -> Iterator[ScalerProcess]:
     """A started :class:`ScalerProcess`, killed on exit if still running."""
-    proc = ScalerProcess(kubeconfig, args, log, env).start()
+    proc = ScalerProcess(kubeconfig, args, log, env, python).start()
     try:
         yield proc
     finally:
         proc.kill()
+
+
+# -- the real cluster-autoscaler (../shared/ca) ------------------------------------------------------
+
+SHARED_CA = REPO.parent / "shared" / "ca"
+CA_ARCHIVE = SHARED_CA / "cluster-autoscaler.xz"
+CA_VERSION = "1.30.7"
+CA_NAMESPACE = "kube-system"
+CA_FLAGS = (
+    "--cloud-provider=kwok", "--leader-elect=false", "--logtostderr=true",
+    "--scale-down-delay-after-add=0s", "--max-bulk-soft-taint-count=0",
+)  # fmt: skip
+"""Flags of every run: the kwok provider, no leader election, no soft taints (the cluster stays
+exactly as loaded for the other autoscaler), no cooldown after start-up."""
+
+_KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [^\]]+\] (.*)$")
+_UNNEEDED = re.compile(r"^(\S+) is unneeded since ")
+_PROM = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ([-+0-9.eEInfa]+)$')
+
+
+def ca_unavailable() -> str:
+    """Why the real cluster-autoscaler cannot run here (``""`` when it can)."""
+    if not CA_ARCHIVE.is_file():
+        return f"no cluster-autoscaler: {CA_ARCHIVE} is missing (../shared/ca beside the clone)"
+    if shutil.which("xz") is None:
+        return "xz is not on PATH (Debian package xz-utils)"
+    return unavailable()
+
+
+def ca_binary() -> Path:
+    """The unpacked cluster-autoscaler binary: ``../shared/ca/cluster-autoscaler.xz`` unpacked
+    once into ``${XDG_CACHE_HOME:-~/.cache}/shared-ca/<version>/`` and checked against
+    ``../shared/ca/sha256sums``.
+
+    Raises:
+        RuntimeError: unpacking failed or the checksum differs.
+    """
+    import hashlib
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shared-ca" / CA_VERSION
+    binary = cache / "cluster-autoscaler"
+    expected = ""
+    sums = SHARED_CA / "sha256sums"
+    if sums.is_file():
+        for line in sums.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].lstrip("*") == "cluster-autoscaler":
+                expected = parts[0]
+    if not binary.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = cache / f"cluster-autoscaler.tmp.{os.getpid()}"
+        with tmp.open("wb") as out:
+            done = subprocess.run(["xz", "-dc", str(CA_ARCHIVE)], stdout=out, check=False)
+        if done.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            raise RuntimeError(f"cannot unpack {CA_ARCHIVE}")
+        tmp.chmod(0o755)
+        tmp.replace(binary)
+    if expected:
+        digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+        if digest != expected:
+            raise RuntimeError(f"{binary}: sha256 {digest}, expected {expected} (../shared/ca/sha256sums)")
+    return binary
+
+
+@dataclass(frozen=True, slots=True)
+class CaLoop:
+    """One RunOnce of cluster-autoscaler, read from its ``--v=4`` log.
+
+    Attributes:
+        unneeded: the nodes it found unneeded (``<node> is unneeded since …``, logged for every
+            unneeded node at the end of the planner's update).
+        lines: the loop's log messages (without the klog header).
+    """
+
+    unneeded: frozenset[str]
+    lines: tuple[str, ...]
+
+    def unremovable(self) -> dict[str, str]:
+        """node → the reason the loop logged (eligibility and simulation messages)."""
+        out: dict[str, str] = {}
+        for line in self.lines:
+            for prefix in ("Node ", "node "):
+                if not line.startswith(prefix):
+                    continue
+                name, _, rest = line[len(prefix):].partition(" ")
+                if rest.startswith(("unremovable:", "is not suitable for removal:", "cannot be removed:")):
+                    out[name] = rest
+        return out
+
+
+class ClusterAutoscaler(LoggedProcess):
+    """The real cluster-autoscaler (``../shared/ca``, 1.30.7, kwok cloud provider) as a
+    subprocess, its output in ``log``.
+
+    It needs the kwok provider's ConfigMaps in ``namespace`` and kwok-shaped nodes (see
+    :mod:`benchmarks.peer.objects`). **It is only ever stopped with SIGKILL**: on SIGTERM or
+    SIGINT its cleanup hook deletes every node of every kwok node group.
+
+    Args:
+        kubeconfig: an admin kubeconfig.
+        log: output file (stdout and stderr).
+        args: flags after :data:`CA_FLAGS` and ``--kubeconfig``/``--namespace``/``--address``
+            (e.g. ``--v=4``, ``--scale-down-unneeded-time=1h``).
+        namespace: ``--namespace`` and ``POD_NAMESPACE`` (where its ConfigMaps are).
+    """
+
+    def __init__(self, kubeconfig: Path, log: Path, args: Iterable[str] = (), namespace: str = CA_NAMESPACE) -> None:
+        super().__init__(log)
+        self.port = free_port()
+        self.args = [
+            str(ca_binary()), *CA_FLAGS, f"--kubeconfig={kubeconfig}", f"--namespace={namespace}",
+            f"--address=127.0.0.1:{self.port}", *args,
+        ]  # fmt: skip
+        self.env = dict(os.environ, KWOK_PROVIDER_MODE="local", KUBECONFIG=str(kubeconfig), POD_NAMESPACE=namespace)
+
+    def __enter__(self) -> ClusterAutoscaler:
+        """Start."""
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        """SIGKILL."""
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL and reap it (never SIGTERM: see the class docstring)."""
+        super().kill()
+
+    def loops(self) -> list[CaLoop]:
+        """The completed loops in its log so far (:func:`ca_loops`)."""
+        return ca_loops(self.output)
+
+    def wait_loops(self, count: int, timeout: float = 120.0) -> list[CaLoop]:
+        """Wait until ``count`` loops are complete (fails early if it exits)."""
+
+        def enough() -> list[CaLoop] | None:
+            assert self.alive(), f"cluster-autoscaler exited ({self.proc.returncode if self.proc else None}):\n{self.output[-3000:]}"
+            loops = self.loops()
+            return loops if len(loops) >= count else None
+
+        result: list[CaLoop] = wait_for(enough, timeout, f"{count} cluster-autoscaler loops", poll=0.5)
+        return result
+
+    def metrics_text(self) -> str:
+        """Its Prometheus exposition (``""`` while it does not answer)."""
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/metrics", timeout=10).text
+        except httpx.HTTPError:
+            return ""
+
+    def samples(self, name: str) -> dict[str, float]:
+        """Samples of one metric family member (e.g.
+        ``cluster_autoscaler_function_duration_seconds_sum``): label text → value."""
+        return prometheus_samples(self.metrics_text(), name)
+
+
+def prometheus_samples(text: str, name: str) -> dict[str, float]:
+    """The samples named ``name`` in a Prometheus text exposition: the label text inside the
+    braces (``""`` without labels) → value."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _PROM.match(line)
+        if m and m.group(1) == name:
+            out[m.group(2) or ""] = float(m.group(3))
+    return out
+
+
+def ca_loops(log: str) -> list[CaLoop]:
+    """The completed loops in a cluster-autoscaler log (``--v=4``, klog format): the messages
+    between one ``Starting main loop`` and the next (the last, unfinished loop is left out)."""
+    loops: list[CaLoop] = []
+    current: list[str] | None = None
+    for raw in log.splitlines():
+        m = _KLOG.match(raw)
+        if m is None:
+            continue
+        line = m.group(1)
+        if line.startswith("Starting main loop"):
+            if current is not None:
+                loops.append(_ca_loop(current))
+            current = []
+        elif current is not None:
+            current.append(line)
+    return loops
+
+
+def _ca_loop(lines: list[str]) -> CaLoop:
+    unneeded = set()
+    for line in lines:
+        m = _UNNEEDED.match(line)
+        if m:
+            unneeded.add(m.group(1))
+    return CaLoop(frozenset(unneeded), tuple(lines))

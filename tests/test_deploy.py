@@ -46,6 +46,7 @@ from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.kube.permissions import required_calls
 from scaler.kube.writer import ACTUATION_CALLS, ANNOTATION_STATUS, LABEL_STATUS
+from scaler.runner import SYNC_TIMEOUT_SECONDS
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -564,6 +565,9 @@ def test_deployment_is_hardened_and_highly_available() -> None:
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         assert c[probe]["httpGet"]["path"] == "/healthz"
         assert c[probe]["httpGet"]["port"] in ("http-metrics", port)
+    # The kubelet lets scaler wait for its watch caches as long as scaler itself waits.
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] > SYNC_TIMEOUT_SECONDS
     # The config file is the generated ConfigMap, mounted where --config points.
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
