@@ -206,7 +206,7 @@ def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadU
     changed: dict[int, Pod] = {}  # id() of the old record -> its right-sized copy
     for pod in snapshot.pods:
         new = target.get((pod.namespace, pod.name))
-        if new is None or not _counted(pod):
+        if new is None:  # members are counted pods only (workload_usage)
             continue
         r = pod.requests
         changed[id(pod)] = _with_requests(
