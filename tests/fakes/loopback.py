@@ -102,6 +102,7 @@ class LoopbackServer(Generic[RequestT]):
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._closing = threading.Event()  # set by close(): delayed answers stop waiting
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -109,6 +110,7 @@ class LoopbackServer(Generic[RequestT]):
         """Bind a free loopback port and serve in a daemon thread; returns ``self``."""
         if self._server is not None:
             return self
+        self._closing.clear()
         server = _Server(("127.0.0.1", 0), _RequestHandler)
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
@@ -122,6 +124,7 @@ class LoopbackServer(Generic[RequestT]):
         """Stop serving and release the port (idempotent)."""
         if self._server is None:
             return
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
@@ -281,7 +284,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         req = fake._request_type(self.command, parts.path, query, headers, body)
         response, wait = fake.dispatch(req)
         if wait > 0:
-            time.sleep(wait)
+            fake._closing.wait(wait)  # a delayed answer, cut short when the server closes
         if response.stream is not None:
             self._send_stream(response)
             return
