@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.relief_bound import Blocker, BoundCounter, PodOnNode, Room, classify, main
+from benchmarks.relief_bound import Blocker, BoundCounter, PodOnNode, Room, Verdict, classify, main
 from scaler.model.records import Pod, Taint, Toleration
 from scaler.replay.policies import parse_policies
 from scaler.replay.simulate import OVERLOAD_CPU, OVERLOAD_MEMORY, run_policy
 from scaler.usage import bundled_example
 from tests.builders import GI, MI, make_node, make_pod
-from tests.test_replay import constant_trace, replay_input, small_cluster
+from tests.test_replay import overload_input
 
 NODE = make_node("hot", cpu_m=4000, mem=16 * GI)
 """4 CPU, 16 GiB: over at > 4000m or > 15.2 GiB; TargetUsage on it: <= 1800m, < 12 GiB."""
@@ -93,35 +93,19 @@ def test_no_room_on_a_node_whose_taint_the_pod_does_not_tolerate() -> None:
 
 def test_relievable_and_the_resource_and_pod_facts() -> None:
     pods = [_on(DS, 100.0), _on(_app("a"), 1500.0, 8 * GI), _on(_app("b", cpu_limit_millicores=2000), 1500.0)]
-    v = classify(NODE, 4400.0, 4 * GI, pods, [ROOMY])
-    assert v is not None
-    assert (v.resource, v.blocker, v.one_pod_above_allocatable, v.pod_without_limit) == (
-        "cpu",
-        Blocker.RELIEVABLE,
-        False,
-        True,
-    )
+    assert classify(NODE, 4400.0, 4 * GI, pods, [ROOMY]) == Verdict("cpu", Blocker.RELIEVABLE, False, True)
     limited = [_on(DS, 100.0), _on(_app("a", memory_limit_bytes=16 * GI), 500.0, 16.5 * GI)]
     v = classify(NODE, 1000.0, 17 * GI, limited, [ROOMY])
-    assert v is not None
-    assert (v.resource, v.blocker, v.one_pod_above_allocatable, v.pod_without_limit) == (
-        "memory",
-        Blocker.TARGET_USAGE,
-        True,
-        False,
+    assert v == Verdict(
+        "memory", Blocker.TARGET_USAGE, one_pod_above_allocatable=True, pod_without_limit=False
     )
 
 
 def test_observe_hook_classifies_every_overloaded_node_step_of_the_replay() -> None:
-    # As test_replay's overload test: batch's 3.9 cores overload n3 for 3 steps (too big for
+    # test_replay's overload input: batch's 3.9 cores overload n3 for 3 steps (too big for
     # TargetUsage anywhere), web's 8 GiB per pod overloads n1 and n2 on memory for 2 steps
     # (movable, under TargetUsage's memory target, and n4 has room for their requests).
-    steps = 12
-    batch = [(50.0, MI)] * 4 + [(3900.0, MI)] * 3 + [(50.0, MI)] * 5
-    web = [(50.0, MI)] * 8 + [(50.0, 8 * GI)] * 2 + [(50.0, MI)] * 2
-    inp = replay_input(
-        small_cluster(), constant_trace({"default/web": web, "default/batch": batch}, steps), steps
-    )
+    inp = overload_input()
     policy = parse_policies(["none"])[0]
     counter = BoundCounter(policy.config, (OVERLOAD_CPU, OVERLOAD_MEMORY))
     result = run_policy(inp, policy, observe=counter)
