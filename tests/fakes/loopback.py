@@ -12,7 +12,6 @@ import json
 import select
 import socket
 import threading
-import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
