@@ -500,16 +500,20 @@ def test_replay_is_identical_serial_and_parallel_and_twice() -> None:
         assert x == y == z
 
 
-def test_overload_minutes_count_nodes_above_cpu_or_memory() -> None:
+def overload_input() -> ReplayInput:
+    """12 steps of :func:`small_cluster`: batch uses 3.9 cores (n3 allocatable 4), above 100%
+    with the DaemonSet pod and overhead, for 3 steps (4-6); web's memory reaches 8 GiB per pod
+    (n1, n2: 2 pods: > 95% of 16 GiB) for 2 (8-9)."""
     steps = 12
-    # batch uses 3.9 cores (n3 allocatable 4): above 100% with the DaemonSet pod and overhead,
-    # for 3 steps; web's memory reaches 8 GiB per pod (n1, n2: 2 pods: > 95% of 16 GiB) for 2.
     batch = [(50.0, MI)] * 4 + [(3900.0, MI)] * 3 + [(50.0, MI)] * 5
     web = [(50.0, MI)] * 8 + [(50.0, 8 * GI)] * 2 + [(50.0, MI)] * 2
-    inp = replay_input(
+    return replay_input(
         small_cluster(), constant_trace({"default/web": web, "default/batch": batch}, steps), steps
     )
-    none = run_policy(inp, parse_policies(["none"])[0])
+
+
+def test_overload_minutes_count_nodes_above_cpu_or_memory() -> None:
+    none = run_policy(overload_input(), parse_policies(["none"])[0])
     assert none.overload_cpu_node_minutes == 3 * 5
     assert none.overload_memory_node_minutes == 2 * 2 * 5
     assert none.overload_node_minutes == (3 + 4) * 5

@@ -497,17 +497,35 @@ class ReplayLogContext(logging.Filter):
         return True
 
 
-def run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None = None) -> PolicyResult:
+def run_policy(
+    inp: ReplayInput,
+    policy: Policy,
+    progress: Progress | None = None,
+    observe: Callable[[World], None] | None = None,
+) -> PolicyResult:
     """Replay ``policy`` over ``inp`` and measure it (see the module doc); ``progress`` is called
-    after every step."""
+    after every step.
+
+    ``observe``, when given, is called once per step with the :class:`World` after that step's
+    accounting (the controller's loop, the scheduler and scale-up have run; the node-hours and
+    overload of the interval ``[t, t + step)`` are counted), so a diagnostic can read the very
+    state the figures were taken from (``world.node_usage()``, ``world.pod_usage()``,
+    ``world.snapshot()``). It must not change the world. Used by
+    :mod:`benchmarks.relief_bound`.
+    """
     token = _LOG_CONTEXT.set((policy.name, float(inp.usage.times[inp.start_step])))
     try:
-        return _run_policy(inp, policy, progress)
+        return _run_policy(inp, policy, progress, observe)
     finally:
         _LOG_CONTEXT.reset(token)
 
 
-def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> PolicyResult:
+def _run_policy(
+    inp: ReplayInput,
+    policy: Policy,
+    progress: Progress | None,
+    observe: Callable[[World], None] | None,
+) -> PolicyResult:
     started = time.perf_counter()
     cfg = policy.config
     world = World(
@@ -594,6 +612,8 @@ def _run_policy(inp: ReplayInput, policy: Policy, progress: Progress | None) -> 
         result.nodes.append(sum(sizes.values()) + other)
         result.overloaded.append(over)
         result.cost_per_step.append(step_cost)
+        if observe is not None:
+            observe(world)
         if progress is not None:
             progress(policy.name, k + 1 - inp.start_step, n_steps - inp.start_step, world.now)
     # The last step's pending time.
