@@ -279,13 +279,10 @@ class RemovalSimulator:
         ordered = sorted(pods, key=placement_order)
         moves: list[tuple[Pod, str]] = []
         for pod in ordered:
-            reasons: Counter[str] = Counter()
-            dest = self._find_destination(pod, tiers, reasons)
-            if dest is None:
-                state.revert(mark)
-                return RemovalResult(node_name, (), PlacementFailure(pod, reasons))
-            state.place(pod, dest)
-            moves.append((pod, dest))
+            placed = self._place_or_revert(pod, node_name, tiers, mark)
+            if isinstance(placed, RemovalResult):
+                return placed
+            moves.append((pod, placed))
         if keep:
             state.set_flags(node_name, ghost=False, removed=True)
             state.commit()
@@ -306,14 +303,25 @@ class RemovalSimulator:
         state = self.state
         mark = state.checkpoint()
         state.unschedule(pod, node_name)
+        placed = self._place_or_revert(pod, node_name, tiers, mark)
+        if isinstance(placed, RemovalResult):
+            return placed
+        state.commit()
+        return RemovalResult(node_name, ((pod, placed),))
+
+    def _place_or_revert(
+        self, pod: Pod, node_name: str, tiers: Sequence[Sequence[str]], mark: int
+    ) -> str | RemovalResult:
+        """Place ``pod`` (taken off ``node_name``) on the first fitting node of ``tiers`` and
+        return that node's name; when none fits, revert the state to ``mark`` and return the
+        failed :class:`RemovalResult` of ``node_name``."""
         reasons: Counter[str] = Counter()
         dest = self._find_destination(pod, tiers, reasons)
         if dest is None:
-            state.revert(mark)
+            self.state.revert(mark)
             return RemovalResult(node_name, (), PlacementFailure(pod, reasons))
-        state.place(pod, dest)
-        state.commit()
-        return RemovalResult(node_name, ((pod, dest),))
+        self.state.place(pod, dest)
+        return dest
 
 
 def score_totals(
