@@ -14,7 +14,7 @@ YAML file may write it). :mod:`scaler.model.parse` turns these Structs into the 
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import msgspec
 from msgspec import Struct, field
@@ -479,21 +479,5 @@ _KINDS: tuple[type[ObjectW], ...] = (
 KIND_TYPES: dict[str, type[ObjectW]] = {str(t.__struct_config__.tag): t for t in _KINDS}
 """Kind name -> its Struct, for every kind a snapshot may hold."""
 
-ANY_KIND = Union[  # noqa: UP007 (a runtime value: the decoders' type)
-    NodeW,
-    PodW,
-    PodDisruptionBudgetW,
-    NodeMetricsW,
-    PodMetricsW,
-    PersistentVolumeW,
-    PersistentVolumeClaimW,
-    NamespaceW,
-    ReplicaSetW,
-    ReplicationControllerW,
-    StatefulSetW,
-    DaemonSetW,
-    JobW,
-    DeploymentW,
-    CronJobW,
-]
+ANY_KIND: Any = Union[_KINDS]  # noqa: UP007 (a runtime value: the decoders' type)
 """The tagged union of every kind in :data:`KIND_TYPES` (an object whose ``kind`` says which)."""
