@@ -196,7 +196,8 @@ def _with_requests(pod: Pod, requests: Resources) -> Pod:
 
 
 def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadUsage]) -> ClusterSnapshot:
-    """``snapshot`` with the cpu and memory requests of every pod of a workload in ``usage`` set
+    """``snapshot`` with the cpu and memory requests of every pod of a workload in ``usage``
+    (:func:`workload_usage` of this ``snapshot``, whose members are the counted pods only) set
     to the workload's p95 per-pod usage (up or down: requests that *match* usage). Pods of a
     workload without PodMetrics, mirror and terminal pods keep their requests."""
     target: dict[tuple[str, str], tuple[int, int]] = {}
