@@ -638,6 +638,19 @@ def _selected_pods(
             yield ns, p
 
 
+def _hard_constraints(pod: Pod) -> list[TopologySpreadConstraint]:
+    """The pod's ``whenUnsatisfiable: DoNotSchedule`` constraints, in order."""
+    return [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+
+
+def _missing_label(c: TopologySpreadConstraint) -> str:
+    return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
+
+
+def _too_skewed(c: TopologySpreadConstraint) -> str:
+    return f"node didn't match pod topology spread constraints ({c.topology_key}, maxSkew {c.max_skew})"
+
+
 class PodTopologySpread(BaseFilter):
     """kube-scheduler ``PodTopologySpread`` (``podtopologyspread/filtering.go``, ``common.go``).
 
@@ -664,64 +677,89 @@ class PodTopologySpread(BaseFilter):
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when placing the pod keeps every hard spread constraint's skew.
 
-        Matching pods are found through the state's pods-by-label index (only pods carrying the
-        selector's first ``matchLabels`` pair are examined), and the smallest domain count stops
-        at the first eligible domain holding no matching pod."""
-        constraints = [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+        The missing-label check runs over all constraints first, then the skew checks in
+        constraint order; the first failure is returned. Counts come from :meth:`_skew_base`,
+        shared with :meth:`filter_nodes`."""
+        constraints = _hard_constraints(pod)
         if not constraints:
             return None
         labels = node.node.labels
         for c in constraints:
             if c.topology_key not in labels:
-                return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
+                return _missing_label(c)
         keys = tuple(c.topology_key for c in constraints)
         for c in constraints:
-            selector = _spread_selector(c, pod)
-            eligible, domains = self._eligible(c, pod, keys, state)
-            ids, values = _domain_ids(state, c.topology_key)
-            counts: dict[int, int] = {}  # matching pods per domain id (eligible, non-ghost nodes)
-            for ns, p in _selected_pods(state, pod.namespace, selector):
-                if ns.ghost or p.deletion_ts is not None or p.uid == pod.uid or not eligible[ns.position]:
-                    continue
-                d = int(ids[ns.position])
-                counts[d] = counts.get(d, 0) + 1
-            min_domains = c.min_domains if c.min_domains is not None else 1
-            if len(domains) < min_domains:
-                global_min = 0
-            elif any(d not in counts for d in domains):
-                global_min = 0  # an eligible domain without matching pods
+            ids, values, counts, offset = self._skew_base(c, pod, keys, state)
+            if node.position >= 0:
+                here = int(ids[node.position])
             else:
-                global_min = min(counts[d] for d in domains)
-            self_match = 1 if _selects(selector, pod.labels) else 0
-            value = labels[c.topology_key]
-            here = (
-                int(ids[node.position])
-                if node.position >= 0
-                else (values.index(value) if value in values else -1)
-            )
-            skew = counts.get(here, 0) + self_match - global_min
+                value = labels[c.topology_key]
+                here = values.index(value) if value in values else -1
+            skew = (int(counts[here]) if here >= 0 else 0) + offset
             if skew > c.max_skew:
-                return (
-                    f"node didn't match pod topology spread constraints "
-                    f"({c.topology_key}, maxSkew {c.max_skew})"
-                )
+                return _too_skewed(c)
         return None
 
-    def filter_nodes(
-        self, pod: Pod, nodes: Positions, state: ClusterState
-    ) -> tuple[Codes, tuple[str, ...]] | None:
-        """:meth:`filter` for the nodes at table positions ``nodes``: all fit without a hard
-        constraint, else ``None`` (node by node)."""
-        if not any(c.when_unsatisfiable == "DoNotSchedule" for c in pod.topology_spread):
+    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+        """:meth:`filter` for the nodes at table positions ``nodes``, all at once: per hard
+        constraint the matching-pod counts per domain are computed once (:meth:`_skew_base`),
+        then each node's skew is an array lookup. A node's code is that of the first failing
+        check in :meth:`filter`'s order (missing labels over all constraints, then skews)."""
+        constraints = _hard_constraints(pod)
+        if not constraints:
             return _no_fail(nodes)
-        return None
+        reasons = _Reasons()
+        codes = np.zeros(len(nodes), dtype=np.int16)
+        for c in constraints:
+            missing = (codes == 0) & (_domain_ids(state, c.topology_key)[0][nodes] < 0)
+            if missing.any():
+                codes[missing] = reasons.code(_missing_label(c))
+        keys = tuple(c.topology_key for c in constraints)
+        for c in constraints:
+            open_ = codes == 0
+            if not open_.any():
+                break
+            ids, _, counts, offset = self._skew_base(c, pod, keys, state)
+            here = ids[nodes[open_]]  # every open node carries the key: ids >= 0
+            skewed = counts[here] + offset > c.max_skew
+            if skewed.any():
+                codes[np.flatnonzero(open_)[skewed]] = reasons.code(_too_skewed(c))
+        return codes, tuple(reasons.reasons)
+
+    def _skew_base(
+        self, c: TopologySpreadConstraint, pod: Pod, keys: tuple[str, ...], state: ClusterState
+    ) -> tuple[npt.NDArray[np.intp], list[str], npt.NDArray[np.intp], int]:
+        """What the skew of ``c`` on any candidate node depends on (the pod and the state, not
+        the candidate), computed once per call: per node its domain id (-1 without the key) and the values by id (as
+        :func:`_domain_ids`), the matching pods per domain id (pods in the pod's namespace
+        selected by ``c``'s selector, on eligible non-ghost nodes, neither terminating nor the
+        pod itself), and ``offset`` = (1 if the pod matches its own selector) − the global
+        minimum, so that a node's skew is ``counts[id] + offset`` (``offset`` alone for a value
+        no table node carries)."""
+        selector = _spread_selector(c, pod)
+        eligible, domains = self._eligible(c, pod, keys, state)
+        ids, values = _domain_ids(state, c.topology_key)
+        where = np.fromiter(
+            (
+                ns.position
+                for ns, p in _selected_pods(state, pod.namespace, selector)
+                if not ns.ghost and p.deletion_ts is None and p.uid != pod.uid
+            ),
+            dtype=np.intp,
+        )
+        counts = np.bincount(ids[where[eligible[where]]], minlength=len(values))
+        min_domains = c.min_domains if c.min_domains is not None else 1
+        # The smallest count over eligible domains; 0 with fewer domains than minDomains.
+        global_min = 0 if len(domains) < max(min_domains, 1) else int(counts[domains].min())
+        self_match = 1 if _selects(selector, pod.labels) else 0
+        return ids, values, counts, self_match - global_min
 
     def _eligible(
         self, c: TopologySpreadConstraint, pod: Pod, keys: tuple[str, ...], state: ClusterState
-    ) -> tuple[npt.NDArray[np.bool_], frozenset[int]]:
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
         """Which nodes count for ``c`` (carry every key, not removed, pass the inclusion
         policies; the ghost with its ``ToBeDeleted`` taint), and the ids of the domains they
-        form. Depends on the pod only through its node affinity and tolerations, and on the
+        form (sorted, distinct). Depends on the pod only through its node affinity and tolerations, and on the
         state only through the ghost/removed flags: memoized per flag change."""
         honor_affinity = c.node_affinity_policy == "Honor"
         honor_taints = c.node_taints_policy == "Honor"
@@ -745,13 +783,13 @@ class PodTopologySpread(BaseFilter):
                 )
             return ok
 
-        def current() -> tuple[npt.NDArray[np.bool_], frozenset[int]]:
+        def current() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
             ok = state.static(key, static) & ~state.table.removed
             for i in np.flatnonzero(state.table.ghost).tolist():
                 if ok[i]:
                     ok[i] = self._included(c, pod, state.nodes[state.names[i]])
             ids = _domain_ids(state, c.topology_key)[0]
-            return ok, frozenset(np.unique(ids[ok]).tolist())
+            return ok, np.unique(ids[ok])
 
         return state.per_flags(key, current)
 
