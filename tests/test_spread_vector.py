@@ -62,7 +62,10 @@ def bound_pods(draw: st.DrawFn, names: list[str]) -> list[Pod]:
                 f"p{i}",
                 namespace=draw(st.sampled_from(("default", "default", "other"))),
                 node=draw(st.sampled_from(names)),
-                labels={"app": draw(st.sampled_from(("web", "api", "db"))), "rev": draw(st.sampled_from("12"))},
+                labels={
+                    "app": draw(st.sampled_from(("web", "api", "db"))),
+                    "rev": draw(st.sampled_from("12")),
+                },
                 deletion_ts=draw(st.sampled_from((None, None, None, 5.0))),
             )
         )
@@ -89,7 +92,9 @@ def incoming(draw: st.DrawFn, bound: list[Pod]) -> Pod:
     names = ["new"] + [p.name for p in bound if p.namespace == "default"]
     affinity = None
     if draw(st.booleans()):
-        affinity = (NodeSelectorTerm(match_expressions=(NodeSelectorRequirement(LABEL_ZONE, "In", ("a", "b")),)),)
+        affinity = (
+            NodeSelectorTerm(match_expressions=(NodeSelectorRequirement(LABEL_ZONE, "In", ("a", "b")),)),
+        )
     return make_pod(
         draw(st.sampled_from(names)),
         node="",
