@@ -306,7 +306,7 @@ class TaintToleration(BaseFilter):
     def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
         """:meth:`filter` for the nodes at table positions ``nodes`` (per set of tolerations,
         computed once per distinct set of node taints)."""
-        codes, reasons = state.static(("TaintToleration", pod.tolerations), lambda: self._all(pod, state))
+        codes, reasons = _taint_codes(pod, state)
         return codes[nodes], reasons
 
     @staticmethod
@@ -347,9 +347,7 @@ class NodeAffinity(BaseFilter):
     def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
         """:meth:`filter` for the nodes at table positions ``nodes`` (per distinct node selector
         and affinity; ``nodeSelector`` pairs through the label index)."""
-        key = ("NodeAffinity", tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
-        codes = state.static(key, lambda: self._all(pod, state))
-        return codes[nodes], self._REASONS
+        return _affinity_codes(pod, state)[nodes], self._REASONS
 
     @staticmethod
     def _all(pod: Pod, state: ClusterState) -> Codes:
@@ -365,6 +363,19 @@ class NodeAffinity(BaseFilter):
                 node = state.nodes[names[i]].node
                 ok[i] = any(t.matches(node.name, node.labels) for t in terms)
         return np.where(ok, 0, 1).astype(np.int16)
+
+
+def _affinity_codes(pod: Pod, state: ClusterState) -> Codes:
+    """:class:`NodeAffinity`'s code for every table node (0 matches, 1 not), memoized per
+    distinct node selector and required affinity."""
+    key = ("NodeAffinity", tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
+    return state.static(key, lambda: NodeAffinity._all(pod, state))
+
+
+def _taint_codes(pod: Pod, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+    """:class:`TaintToleration`'s codes and reasons for every table node, memoized per set of
+    tolerations."""
+    return state.static(("TaintToleration", pod.tolerations), lambda: TaintToleration._all(pod, state))
 
 
 # ---- NodePorts --------------------------------------------------------------------------------
@@ -759,8 +770,9 @@ class PodTopologySpread(BaseFilter):
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
         """Which nodes count for ``c`` (carry every key, not removed, pass the inclusion
         policies; the ghost with its ``ToBeDeleted`` taint), and the ids of the domains they
-        form (sorted, distinct). Depends on the pod only through its node affinity and tolerations, and on the
-        state only through the ghost/removed flags: memoized per flag change."""
+        form (sorted, distinct). Depends on the pod only through its node affinity and
+        tolerations, and on the state only through the ghost/removed flags: memoized per flag
+        change."""
         honor_affinity = c.node_affinity_policy == "Honor"
         honor_taints = c.node_taints_policy == "Honor"
         key = (
@@ -774,13 +786,13 @@ class PodTopologySpread(BaseFilter):
         )
 
         def static() -> npt.NDArray[np.bool_]:
-            ok = np.zeros(len(state.names), dtype=np.bool_)
-            for ns in state.nodes.values():
-                ok[ns.position] = (
-                    all(k in ns.node.labels for k in keys)
-                    and (not honor_affinity or node_matches_pod_node_affinity(pod, ns.node))
-                    and (not honor_taints or untolerated_taint(ns.node.taints, pod.tolerations) is None)
-                )
+            ok = np.ones(len(state.names), dtype=np.bool_)
+            for k in keys:
+                ok &= _domain_ids(state, k)[0] >= 0
+            if honor_affinity:  # shared with NodeAffinity's verdicts for the same pod
+                ok &= _affinity_codes(pod, state) == 0
+            if honor_taints:  # shared with TaintToleration's verdicts for the same pod
+                ok &= _taint_codes(pod, state)[0] == 0
             return ok
 
         def current() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
