@@ -1,5 +1,7 @@
 """Property test: ``PodTopologySpread.filter_nodes`` (all nodes at once) agrees with ``filter``
-(node by node): same pass/fail and the same first reason for every node of random small clusters."""
+(node by node): same pass/fail and the same first reason for every node of random small clusters.
+Both share their counting, so both are also checked against :func:`reference`, a plain
+node-by-node reading of kube-scheduler's ``podtopologyspread/filtering.go`` written here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from scaler.config import ScalerConfig
 from scaler.model.records import (
     LABEL_HOSTNAME,
     LABEL_ZONE,
+    TAINT_TO_BE_DELETED,
     LabelSelector,
     LabelSelectorRequirement,
     Node,
@@ -23,8 +26,8 @@ from scaler.model.records import (
     TopologySpreadConstraint,
 )
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.simulator.filters import PodTopologySpread
-from scaler.simulator.state import ClusterState
+from scaler.simulator.filters import PodTopologySpread, node_matches_pod_node_affinity, untolerated_taint
+from scaler.simulator.state import ClusterState, NodeState
 
 RACK = "example.com/rack"
 KEYS = (LABEL_ZONE, LABEL_HOSTNAME, RACK)
@@ -44,10 +47,10 @@ def nodes(draw: st.DrawFn) -> list[Node]:
     out = []
     for i in range(draw(st.integers(1, 8))):
         labels = {"pool": draw(st.sampled_from(("x", "y")))}
-        rack = draw(st.sampled_from(("r1", "r2", None)))
+        rack = draw(st.sampled_from(("r1", "r2", "r1", "r2", None)))
         if rack is not None:
             labels[RACK] = rack
-        zone = draw(st.sampled_from(("a", "b", "c", "")))  # "": no zone label
+        zone = draw(st.sampled_from(("a", "b", "c", "a", "b", "c", "")))  # "": no zone label
         taints = (DEDICATED,) if draw(st.booleans()) else ()
         out.append(make_node(f"n{i}", zone=zone, labels=labels, taints=taints))
     return out
@@ -56,14 +59,15 @@ def nodes(draw: st.DrawFn) -> list[Node]:
 @st.composite
 def bound_pods(draw: st.DrawFn, names: list[str]) -> list[Pod]:
     out = []
-    for i in range(draw(st.integers(0, 14))):
+    crowded = names[:2] * 3 + names  # skewed placement: the first nodes hold more pods
+    for i in range(draw(st.integers(0, 20))):
         out.append(
             make_pod(
                 f"p{i}",
-                namespace=draw(st.sampled_from(("default", "default", "other"))),
-                node=draw(st.sampled_from(names)),
+                namespace=draw(st.sampled_from(("default", "default", "default", "other"))),
+                node=draw(st.sampled_from(crowded)),
                 labels={
-                    "app": draw(st.sampled_from(("web", "api", "db"))),
+                    "app": draw(st.sampled_from(("web", "web", "api", "db"))),
                     "rev": draw(st.sampled_from("12")),
                 },
                 deletion_ts=draw(st.sampled_from((None, None, None, 5.0))),
@@ -75,10 +79,10 @@ def bound_pods(draw: st.DrawFn, names: list[str]) -> list[Pod]:
 @st.composite
 def constraints(draw: st.DrawFn) -> TopologySpreadConstraint:
     return TopologySpreadConstraint(
-        max_skew=draw(st.integers(1, 2)),
+        max_skew=draw(st.sampled_from((1, 1, 2))),
         topology_key=draw(st.sampled_from(KEYS)),
-        when_unsatisfiable=draw(st.sampled_from(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"))),
-        label_selector=draw(st.sampled_from(SELECTORS)),
+        when_unsatisfiable=draw(st.sampled_from(("DoNotSchedule",) * 4 + ("ScheduleAnyway",))),
+        label_selector=draw(st.sampled_from((SELECTORS[0],) * 4 + SELECTORS)),
         min_domains=draw(st.sampled_from((None, 1, 2, 3, 5))),
         node_affinity_policy=draw(st.sampled_from(("Honor", "Ignore"))),
         node_taints_policy=draw(st.sampled_from(("Honor", "Ignore"))),
@@ -118,10 +122,59 @@ def scenarios(draw: st.DrawFn) -> tuple[ClusterState, Pod]:
         state.unschedule(p, p.node_name)
         state.place(p, draw(st.sampled_from(names)))
     for name in names:
-        flag = draw(st.sampled_from(("live", "live", "ghost", "removed")))
+        flag = draw(st.sampled_from(("live",) * 4 + ("ghost", "removed")))
         if flag != "live":
             state.set_flags(name, ghost=flag == "ghost", removed=flag == "removed")
     return state, pod
+
+
+def _skew_reason(c: TopologySpreadConstraint) -> str:
+    return f"node didn't match pod topology spread constraints ({c.topology_key}, maxSkew {c.max_skew})"
+
+
+def reference(pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+    """The filter's verdict computed the slow, obvious way: every node, every pod."""
+    hard = [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
+    for c in hard:
+        if c.topology_key not in node.node.labels:
+            return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
+    keys = [c.topology_key for c in hard]
+    for c in hard:
+        sel = c.label_selector
+        extra = tuple(
+            LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in c.match_label_keys if k in pod.labels
+        )
+        if extra:
+            base = sel if sel is not None else LabelSelector()
+            sel = LabelSelector(base.match_labels, base.match_expressions + extra)
+
+        def counts_as_domain(ns: NodeState, c: TopologySpreadConstraint = c) -> bool:
+            if ns.removed or not all(k in ns.node.labels for k in keys):
+                return False
+            if c.node_affinity_policy == "Honor" and not node_matches_pod_node_affinity(pod, ns.node):
+                return False
+            taints = ns.node.taints + ((Taint(TAINT_TO_BE_DELETED, "", "NoSchedule"),) if ns.ghost else ())
+            return c.node_taints_policy != "Honor" or untolerated_taint(taints, pod.tolerations) is None
+
+        counts: dict[str, int] = {}
+        for ns in state.nodes.values():
+            if counts_as_domain(ns):
+                value = ns.node.labels[c.topology_key]
+                counts[value] = counts.get(value, 0) + sum(
+                    1
+                    for p in ([] if ns.ghost else ns.pods)
+                    if p.namespace == pod.namespace
+                    and p.deletion_ts is None
+                    and p.uid != pod.uid
+                    and sel is not None
+                    and sel.matches(p.labels)
+                )
+        min_domains = c.min_domains or 1
+        global_min = 0 if len(counts) < min_domains else min(counts.values())
+        self_match = 1 if sel is not None and sel.matches(pod.labels) else 0
+        if counts.get(node.node.labels[c.topology_key], 0) + self_match - global_min > c.max_skew:
+            return _skew_reason(c)
+    return None
 
 
 @settings(max_examples=400, deadline=None)
@@ -132,7 +185,8 @@ def test_filter_nodes_agrees_with_filter(scenario: tuple[ClusterState, Pod]) -> 
     positions = np.arange(len(state.names), dtype=np.intp)
     codes, texts = f.filter_nodes(pod, positions, state)
     for i, name in enumerate(state.names):
-        expected = f.filter(pod, state.nodes[name], state)
+        expected = reference(pod, state.nodes[name], state)
+        assert f.filter(pod, state.nodes[name], state) == expected, name
         got = texts[codes[i] - 1] if codes[i] else None
         assert got == expected, name
     # Any subset, in any order, gives the same verdicts as the whole table.
@@ -141,3 +195,31 @@ def test_filter_nodes_agrees_with_filter(scenario: tuple[ClusterState, Pod]) -> 
     for j, i in enumerate(subset.tolist()):
         whole = texts[codes[i] - 1] if codes[i] else None
         assert (sub_texts[sub_codes[j] - 1] if sub_codes[j] else None) == whole
+
+
+def test_first_failure_wins_missing_labels_before_skews() -> None:
+    """A node lacking both keys is refused for the first constraint's key; a node skewed on the
+    first constraint but lacking the second's key is refused for the missing label."""
+    web = LabelSelector(match_labels={"app": "web"})
+    zone = TopologySpreadConstraint(1, LABEL_ZONE, "DoNotSchedule", web)
+    rack = TopologySpreadConstraint(1, RACK, "DoNotSchedule", web)
+    nodes = [
+        make_node("full", zone="a", labels={RACK: "r1"}),
+        make_node("bare", zone=""),
+        make_node("skewed", zone="a"),
+        make_node("empty", zone="b", labels={RACK: "r2"}),
+    ]
+    pods = [make_pod(f"w{i}", node="full", labels={"app": "web"}) for i in range(2)]
+    state = ClusterState(ClusterSnapshot.create(now=0.0, nodes=nodes, pods=pods))
+    pod = make_pod("new", node="", labels={"app": "web"}, topology_spread=(zone, rack))
+    f = PodTopologySpread(ScalerConfig())
+    codes, texts = f.filter_nodes(pod, np.arange(len(state.names), dtype=np.intp), state)
+    got = {n: texts[c - 1] if c else None for n, c in zip(state.names, codes.tolist(), strict=True)}
+    missing = "node didn't match pod topology spread constraints (missing label {})"
+    assert got == {
+        "full": _skew_reason(zone),
+        "bare": missing.format(LABEL_ZONE),
+        "skewed": missing.format(RACK),
+        "empty": None,
+    }
+    assert {n: f.filter(pod, state.nodes[n], state) for n in state.names} == got
