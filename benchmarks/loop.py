@@ -178,7 +178,9 @@ def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str,
                         ctl.run_once()
                         prof.disable()
                         buf = io.StringIO()
-                        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+                        st = pstats.Stats(prof, stream=buf)
+                        st.sort_stats("cumulative").print_stats(70)
+                        st.sort_stats("tottime").print_stats(30)
                         out["profile"] = buf.getvalue()
                 finally:
                     ctl.shutdown(10)

@@ -52,10 +52,11 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import attrgetter
 
 from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import Node, NodeMetrics
+from scaler.model.records import Node, NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -259,6 +260,10 @@ def _ewma(values: Sequence[int], alpha: float) -> int:
     return round(acc)
 
 
+_CPU = attrgetter("cpu_millicores")
+_MEMORY = attrgetter("memory_bytes")
+
+
 def aggregate_usage(
     samples: Sequence[UsageSample], method: Aggregation, ewma_alpha: float = 0.3
 ) -> tuple[int, int]:
@@ -273,8 +278,8 @@ def aggregate_usage(
     """
     if not samples:
         raise ValueError("no usage samples to aggregate")
-    cpu = [s.cpu_millicores for s in samples]
-    mem = [s.memory_bytes for s in samples]
+    cpu = list(map(_CPU, samples))
+    mem = list(map(_MEMORY, samples))
     if method is Aggregation.MAX:
         return max(cpu), max(mem)
     if method is Aggregation.P95:
@@ -306,7 +311,8 @@ def with_aggregated_usage(
         if samples:
             how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
             cpu, mem = aggregate_usage(samples, how)
-            metrics[name] = replace(m, cpu_millicores=cpu, memory_bytes=mem)
+            if cpu != m.cpu_millicores or mem != m.memory_bytes:
+                metrics[name] = NodeMetrics(m.name, m.timestamp, m.window_seconds, cpu, mem)
     pod_metrics = snapshot.pod_metrics
     if pod_history:
         aggregated = dict(pod_metrics)
@@ -320,7 +326,10 @@ def with_aggregated_usage(
             if pm is not None and samples:
                 how = pool_methods.get(pod_pool.get(key, ""), method) if pool_methods else method
                 cpu, mem = aggregate_usage(samples, how)
-                aggregated[key] = replace(pm, cpu_millicores=cpu, memory_bytes=mem)
+                if cpu != pm.cpu_millicores or mem != pm.memory_bytes:  # else the reading is the aggregate
+                    aggregated[key] = PodMetrics(
+                        pm.namespace, pm.name, pm.timestamp, pm.window_seconds, cpu, mem
+                    )
         pod_metrics = aggregated
     return replace(
         snapshot,

@@ -27,6 +27,7 @@ __all__ = [
     "ControllerW",
     "LabelSelectorW",
     "MetaW",
+    "NameMetaW",
     "NamespaceW",
     "NodeMetricsW",
     "NodeSelectorTermW",
@@ -83,6 +84,18 @@ class MetaW(_W, frozen=True):
 
 
 _NO_META = MetaW()
+
+
+class NameMetaW(_W, frozen=True):
+    """``metadata`` of a metrics object: only its identity. metrics-server copies the pod's
+    labels into every PodMetrics; nothing reads them, and skipping them halves the decoding of
+    a PodMetrics list (150,000 pods: 0.11 s instead of 0.25 s)."""
+
+    name: str = ""
+    namespace: str = ""
+
+
+_NO_NAME = NameMetaW()
 
 
 class LabelSelectorRequirementW(_W, frozen=True):
@@ -349,6 +362,8 @@ class ContainerMetricsW(_W, frozen=True):
 class NodeMetricsW(ObjectW, frozen=True, tag="NodeMetrics"):
     """A metrics.k8s.io/v1beta1 NodeMetrics."""
 
+    metadata: NameMetaW = _NO_NAME  # type: ignore[assignment]  # only the identity is read
+
     timestamp: str | None = None
     window: str | None = None
     usage: ResourceList | None = None
@@ -356,6 +371,8 @@ class NodeMetricsW(ObjectW, frozen=True, tag="NodeMetrics"):
 
 class PodMetricsW(ObjectW, frozen=True, tag="PodMetrics"):
     """A metrics.k8s.io/v1beta1 PodMetrics."""
+
+    metadata: NameMetaW = _NO_NAME  # type: ignore[assignment]  # only the identity is read
 
     timestamp: str | None = None
     window: str | None = None

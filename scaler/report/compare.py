@@ -157,23 +157,39 @@ def workload_usage(snapshot: ClusterSnapshot) -> dict[str, WorkloadUsage]:
     """Per workload (:func:`scaler.history.profiles.workload_key`, e.g.
     ``"shop/Deployment/web"``) of the bound, non-terminal, non-mirror pods: summed requests and
     PodMetrics usage, and the per-pod p95 usage."""
-    pods: dict[str, list[Pod]] = defaultdict(list)
+    members: dict[str, list[Pod]] = {}
     for pod in snapshot.pods:
         if _counted(pod):
-            pods[workload_key(pod, snapshot)].append(pod)
+            key = workload_key(pod, snapshot)
+            group = members.get(key)
+            if group is None:
+                members[key] = [pod]
+            else:
+                group.append(pod)
+    pod_metrics = snapshot.pod_metrics
     out: dict[str, WorkloadUsage] = {}
-    for key, members in pods.items():
-        metrics = [m for p in members if (m := snapshot.pod_metrics.get((p.namespace, p.name))) is not None]
+    for key, group in members.items():  # one pass per workload
+        req_cpu = req_mem = 0
+        cpu: list[int] = []
+        mem: list[int] = []
+        for p in group:
+            r = p.requests
+            req_cpu += r.cpu_millicores
+            req_mem += r.memory_bytes
+            m = pod_metrics.get((p.namespace, p.name))
+            if m is not None:
+                cpu.append(m.cpu_millicores)
+                mem.append(m.memory_bytes)
         out[key] = WorkloadUsage(
             key=key,
-            pods=len(members),
-            members=tuple((p.namespace, p.name) for p in members),
-            requested_cpu_millicores=sum(p.requests.cpu_millicores for p in members),
-            requested_memory_bytes=sum(p.requests.memory_bytes for p in members),
-            used_cpu_millicores=sum(m.cpu_millicores for m in metrics),
-            used_memory_bytes=sum(m.memory_bytes for m in metrics),
-            p95_cpu_millicores=_p95([m.cpu_millicores for m in metrics]),
-            p95_memory_bytes=_p95([m.memory_bytes for m in metrics]),
+            pods=len(group),
+            members=tuple([(p.namespace, p.name) for p in group]),
+            requested_cpu_millicores=req_cpu,
+            requested_memory_bytes=req_mem,
+            used_cpu_millicores=sum(cpu),
+            used_memory_bytes=sum(mem),
+            p95_cpu_millicores=_p95(cpu),
+            p95_memory_bytes=_p95(mem),
         )
     return out
 
