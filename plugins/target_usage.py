@@ -168,10 +168,9 @@ class TargetUsage:
         load_cpu, load_mem = state.load(pod)
         cpu = tab.usage_cpu[nodes] + tab.moved_cpu[nodes] + load_cpu
         mem = tab.usage_mem[nodes] + tab.moved_mem[nodes] + load_mem
-        limit = 2**62
-        for values in (cpu, alloc_cpu, mem, alloc_mem):
-            if max(abs(int(values.max())), abs(int(values.min()))) * self._largest_term >= limit:
-                return None  # beyond int64: the simulator asks :meth:`filter` node by node
+        # Every term is at most usage + moved + load in size (the table's magnitude bounds the first two).
+        if (2 * tab.magnitude + abs(load_cpu) + abs(load_mem)) * self._largest_term >= 2**62:
+            return None  # may go beyond int64: the simulator asks :meth:`filter` node by node
         # Assigned from the last check to the first, so that the first failing check wins.
         if not self._pool_targets:
             tc, tm = self.target_cpu, self.target_memory

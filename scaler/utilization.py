@@ -151,15 +151,17 @@ def requests_fractions(
             zero allocatable first, as CA's ``UnexpectedError``).
     """
     cpu_req = mem_req = cpu_skip = mem_skip = 0
-    for p in pods:
-        if is_long_terminating(p, now):
+    ignoring = config.ignore_daemonsets_utilization or config.ignore_mirror_pods_utilization
+    for p in pods:  # the checks inline where they cannot apply: called for every pod of every node
+        if p.deletion_ts is not None and is_long_terminating(p, now):
             continue
-        if _ignored(p, config):
-            cpu_skip += p.requests.cpu_millicores
-            mem_skip += p.requests.memory_bytes
+        r = p.requests
+        if ignoring and _ignored(p, config):
+            cpu_skip += r.cpu_millicores
+            mem_skip += r.memory_bytes
             continue
-        cpu_req += p.requests.cpu_millicores
-        mem_req += p.requests.memory_bytes
+        cpu_req += r.cpu_millicores
+        mem_req += r.memory_bytes
     cpu_den = node.allocatable.cpu_millicores - cpu_skip
     mem_den = node.allocatable.memory_bytes - mem_skip
     return (cpu_req / cpu_den if cpu_den > 0 else 0.0, mem_req / mem_den if mem_den > 0 else 0.0)

@@ -28,6 +28,7 @@ from scaler.model.records import (
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import Aggregation, UsageSample, with_aggregated_usage
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.simulator.state import FilterPlugin
 
 NOW = 1_800_000_000.0
 
@@ -88,14 +89,20 @@ def test_non_empty_node_without_fresh_metrics_is_never_idle(usage: str | None) -
     pods = [make_pod("w", node="a"), make_pod("v", node="b")]
     s = snap(nodes, pods, usage={"b": (400, 2 * GI)})
     if usage == "stale":
-        s = ClusterSnapshot.create(NOW, nodes, pods, node_metrics=[metrics("a", 10, GI, age=121), metrics("b", 400, 2 * GI)])
+        s = ClusterSnapshot.create(
+            NOW, nodes, pods, node_metrics=[metrics("a", 10, GI, age=121), metrics("b", 400, 2 * GI)]
+        )
     r = by_name(evaluate(s, CFG))
     assert r["a"].reason is UnremovableReason.MetricsUnavailable
     assert r["a"].utilization.value is None
 
 
 def test_threshold_is_inclusive_and_above_is_not_underutilized() -> None:
-    nodes = [make_node("a", cpu_m=1000), make_node("b", cpu_m=1000), make_node("c", cpu_m=10_000, mem=64 * GI)]
+    nodes = [
+        make_node("a", cpu_m=1000),
+        make_node("b", cpu_m=1000),
+        make_node("c", cpu_m=10_000, mem=64 * GI),
+    ]
     pods = [make_pod("x", node="a"), make_pod("y", node="b"), make_pod("z", node="c")]
     s = snap(nodes, pods, usage={"a": (500, 1 * GI), "b": (501, 1 * GI), "c": (100, 1 * GI)})
     r = by_name(evaluate(s, CFG.model_copy(update={"target_cpu_usage": 0.45})))
@@ -106,7 +113,12 @@ def test_threshold_is_inclusive_and_above_is_not_underutilized() -> None:
 def test_candidates_empty_first_then_ascending_utilization() -> None:
     big = {"cpu_m": 16_000, "mem": 64 * GI}
     nodes = [make_node("d1", **big), make_node("c-low"), make_node("c-high"), make_node("e")]
-    pods = [make_pod("p1", node="c-low"), make_pod("p2", node="c-high"), ds_pod("ds", "e"), make_pod("p3", node="d1")]
+    pods = [
+        make_pod("p1", node="c-low"),
+        make_pod("p2", node="c-high"),
+        ds_pod("ds", "e"),
+        make_pod("p3", node="d1"),
+    ]
     usage = {"d1": (1000, 40 * GI), "c-low": (100, GI), "c-high": (1000, GI), "e": (3000, 8 * GI)}
     ev = evaluate(snap(nodes, pods, usage), CFG)
     assert [r.node.name for r in ev.removable()] == ["e", "c-low", "c-high"]
@@ -116,9 +128,15 @@ def test_candidates_empty_first_then_ascending_utilization() -> None:
 def test_target_usage_is_cumulative_across_candidates() -> None:
     # Destination d: 8 cores, usage 3000m. Each candidate moves a 400m pod: 3400, then 3800 > 3600.
     nodes = [make_node("d", cpu_m=8000, mem=64 * GI), make_node("a"), make_node("b")]
-    pods = [make_pod("pa", node="a", cpu_m=400), make_pod("pb", node="b", cpu_m=400), make_pod("pd", node="d")]
+    pods = [
+        make_pod("pa", node="a", cpu_m=400),
+        make_pod("pb", node="b", cpu_m=400),
+        make_pod("pd", node="d"),
+    ]
     usage = {"d": (3000, GI), "a": (500, GI), "b": (600, GI)}
-    r = by_name(evaluate(snap(nodes, pods, usage), CFG.model_copy(update={"scale_down_utilization_threshold": 0.3})))
+    r = by_name(
+        evaluate(snap(nodes, pods, usage), CFG.model_copy(update={"scale_down_utilization_threshold": 0.3}))
+    )
     # d's 37.5% cpu usage is above 0.3: it is a destination, not a candidate.
     assert r["d"].reason is UnremovableReason.NotUnderutilized
     assert r["a"].status is NodeStatus.REMOVABLE_DRAIN and r["a"].moves[0][1] == "d"
@@ -136,7 +154,9 @@ def test_failed_simulation_leaves_no_trace() -> None:
         make_pod("pd", node="d"),
     ]
     usage = {"d": (2000, GI), "a": (600, GI), "b": (100, GI)}
-    r = by_name(evaluate(snap(nodes, pods, usage), CFG.model_copy(update={"scale_down_utilization_threshold": 0.2})))
+    r = by_name(
+        evaluate(snap(nodes, pods, usage), CFG.model_copy(update={"scale_down_utilization_threshold": 0.2}))
+    )
     assert r["b"].reason is UnremovableReason.NoPlaceToMovePods
     assert r["a"].status is NodeStatus.REMOVABLE_DRAIN
 
@@ -151,7 +171,9 @@ def test_receiving_node_is_not_removed_later() -> None:
 
 
 def test_node_group_min_size_counts_planned_removals() -> None:
-    nodes = [make_node(n) for n in ("a", "b", "c")] + [make_node("big", cpu_m=32_000, mem=128 * GI, pool="other")]
+    nodes = [make_node(n) for n in ("a", "b", "c")] + [
+        make_node("big", cpu_m=32_000, mem=128 * GI, pool="other")
+    ]
     pods = [ds_pod(f"ds-{n}", n) for n in ("a", "b", "c")] + [make_pod("x", node="big")]
     usage = {"big": (20_000, GI), **{n: (100, GI) for n in "abc"}}
     cfg = ScalerConfig.from_mapping({"nodes": ["2:10:pool-a"]})
@@ -208,7 +230,9 @@ def test_ignore_daemonsets_utilization_removes_their_usage() -> None:
     pm = [PodMetrics("kube-system", "ds", NOW, 30, 400, GI)]
     s = snap(nodes, pods, {"a": (600, 2 * GI)}, pod_metrics=pm)
     plain = by_name(evaluate(s, CFG))["a"].utilization
-    ignored = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))["a"].utilization
+    ignored = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))[
+        "a"
+    ].utilization
     assert plain.cpu == pytest.approx(0.6)
     assert ignored.cpu == pytest.approx(200 / 600)
     assert ignored.memory == pytest.approx(1 / 9)
@@ -235,6 +259,25 @@ def test_evaluation_is_deterministic_whatever_the_input_order() -> None:
         return [(r.node.name, r.reason.value, tuple((p.key, d) for p, d in r.moves)) for r in ev.nodes]
 
     assert run(1) == run(2) == run(3)
+
+
+def test_placements_do_not_depend_on_the_order_of_the_filters() -> None:
+    """The simulator runs its vectorized filters most-refusing first (it reorders them as it
+    goes); that is only sound because a node must pass all of them. Reversing the configured
+    order, on a generated cluster with every constraint kind, changes no verdict and no move."""
+    from benchmarks.generate import generate
+    from scaler.simulator.registry import load_filters
+
+    snapshot = generate(300).snapshot()
+    filters = load_filters(CFG)
+
+    def outcome(fs: list[FilterPlugin]) -> list[tuple[str, bool, tuple[tuple[str, str], ...]]]:
+        ev = evaluate(snapshot, CFG, filters=fs, scorers=[])
+        return [(r.node.name, r.removable, tuple((p.key, d) for p, d in r.moves)) for r in ev.nodes]
+
+    forward = outcome(filters)
+    assert any(moves for _, _, moves in forward), "the cluster exercises placements"
+    assert outcome(list(reversed(filters))) == forward
 
 
 def test_nodes_flag_accepts_a_mig_url_resolved_through_node_names() -> None:
@@ -265,7 +308,9 @@ def test_ignore_mirror_pods_utilization_removes_their_usage() -> None:
     assert plain.cpu == pytest.approx(0.6)
     assert ignored.cpu == pytest.approx(500 / 900)
     # DaemonSet-ignoring leaves mirror pods counted.
-    ds_only = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))["a"].utilization
+    ds_only = by_name(evaluate(s, CFG.model_copy(update={"ignore_daemonsets_utilization": True})))[
+        "a"
+    ].utilization
     assert ds_only.cpu == pytest.approx(0.6)
 
 
@@ -353,7 +398,10 @@ def test_a_destination_is_judged_by_its_newest_reading_when_it_is_higher() -> No
     pods = [make_pod("w", node="src", cpu_m=400), make_pod("resident", node="dst")]
     s = snap(nodes, pods, {"dst": (3500, 40 * GI), "src": (500, GI)})
     older = [UsageSample(NOW - 30 - 15 * i, 2000, 40 * GI) for i in range(39, 0, -1)]
-    history = {"dst": (*older, UsageSample(NOW - 30, 3500, 40 * GI)), "src": (UsageSample(NOW - 30, 500, GI),)}
+    history = {
+        "dst": (*older, UsageSample(NOW - 30, 3500, 40 * GI)),
+        "src": (UsageSample(NOW - 30, 500, GI),),
+    }
     aggregated = with_aggregated_usage(s, history, Aggregation.P95)
     assert aggregated.node_metrics["dst"].cpu_millicores == 2000
     r = by_name(evaluate(aggregated, CFG))
@@ -423,7 +471,12 @@ def test_the_recheck_words_a_refusal_as_the_evaluation_does() -> None:
 def test_a_pool_minimum_holds_in_each_zone() -> None:
     """A 3-zone pool with min 1 per zone whose two underused nodes are both in one zone keeps
     one of them (a pool-wide minimum of 3 of 4 nodes would let both go)."""
-    nodes = [make_node("u1", zone="z1"), make_node("u2", zone="z1"), make_node("b2", zone="z2"), make_node("b3", zone="z3")]
+    nodes = [
+        make_node("u1", zone="z1"),
+        make_node("u2", zone="z1"),
+        make_node("b2", zone="z2"),
+        make_node("b3", zone="z3"),
+    ]
     nodes.append(make_node("big", cpu_m=32_000, mem=128 * GI, pool="other"))
     pods = [ds_pod(f"ds-{n.name}", n.name) for n in nodes[:4]] + [make_pod("x", node="big")]
     pods += [make_pod(f"busy-{n}", node=n, cpu_m=3000) for n in ("b2", "b3")]

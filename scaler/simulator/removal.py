@@ -16,8 +16,10 @@ first tier that has one is scored and the best wins (ties keep the round-robin o
 
 Speed: destinations are examined in chunks of growing size, in round-robin order. For a chunk,
 the filters that can (``filter_nodes``, :class:`~scaler.simulator.state.VectorFilterPlugin`)
-answer for all its nodes at once; the others run node by node, in order, only on the nodes the
-vectorized ones accepted, until one node passes. Only when a pod fits nowhere are the refusals
+answer for all its nodes at once, those that refused the largest share of nodes so far first
+(a chunk refused whole skips the rest; since a node must pass every filter, their order changes
+no answer); the others run node by node, in order, only on the nodes the vectorized ones
+accepted, until one node passes. Only when a pod fits nowhere are the refusals
 counted, filter by filter in the configured order over every destination, so the reasons and
 their order are those of a node-by-node scan. A tier is best passed as a :class:`Tier`, which
 carries its nodes' table positions; any other sequence of names is looked up.
@@ -154,8 +156,13 @@ class RemovalSimulator:
         self.filters = tuple(filters)
         self.scorers = tuple(scorers)
         self._offsets: dict[int, int] = {}
-        self._vector = tuple(f for f in self.filters if callable(getattr(f, "filter_nodes", None)))
+        self._vector = [f for f in self.filters if callable(getattr(f, "filter_nodes", None))]
         self._scalar = tuple(f for f in self.filters if not callable(getattr(f, "filter_nodes", None)))
+        # Per vectorized filter (by id): nodes it was asked about and nodes it refused. _feasible
+        # runs the most refusing first, so that a chunk refused whole skips the others.
+        self._asked: dict[int, int] = {id(f): 1 for f in self._vector}
+        self._refused: dict[int, int] = {id(f): 0 for f in self._vector}
+        self._runs = 0
 
     @staticmethod
     def _label(f: FilterPlugin, reason: str) -> str:
@@ -176,19 +183,25 @@ class RemovalSimulator:
         node-by-node filters run only until the caller stops)."""
         state = self.state
         t = state.table
-        ok = ~(t.ghost[nodes] | t.removed[nodes])
+        idx = (~(t.ghost[nodes] | t.removed[nodes])).nonzero()[0]  # indexes into nodes still in
         one_by_one = list(self._scalar)
+        asked, refused = self._asked, self._refused
+        self._runs += 1
+        if self._runs % 32 == 0:  # a node must pass every filter: their order changes no answer
+            self._vector.sort(key=lambda f: -refused[id(f)] / asked[id(f)])
         for f in self._vector:
-            idx = np.flatnonzero(ok)
             if len(idx) == 0:
                 return
             res = f.filter_nodes(pod, nodes[idx], state)  # type: ignore[attr-defined]
             if res is None:
                 one_by_one.append(f)
             else:
-                ok[idx[res[0] != 0]] = False
+                before = len(idx)
+                idx = idx[res[0] == 0]
+                asked[id(f)] += before
+                refused[id(f)] += before - len(idx)
         names = state.names
-        for j in np.flatnonzero(ok).tolist():
+        for j in idx.tolist():
             ns = state.nodes[names[nodes[j]]]
             if all(f.filter(pod, ns, state) is None for f in one_by_one):
                 yield j

@@ -193,6 +193,18 @@ class NodeTable:
         self.removed = flag(s.removed for s in states)
         self.to_be_deleted = flag(any(t.key == TAINT_TO_BE_DELETED for t in s.node.taints) for s in states)
         self.cordoned = flag(s.node.unschedulable for s in states)
+        columns = (
+            self.alloc_cpu,
+            self.alloc_mem,
+            self.usage_cpu,
+            self.usage_mem,
+            self.moved_cpu,
+            self.moved_mem,
+        )
+        self.magnitude = max((int(np.abs(c).max()) for c in columns if len(c)), default=0)
+        """At least the largest ``abs`` of any value ever in the cpu and memory allocatable, usage
+        and moved columns (it never decreases): lets arithmetic on them check int64 overflow
+        without a pass over the arrays."""
 
     def sync(self, ns: NodeState) -> None:
         """Copy the mutable numbers of ``ns`` into its row."""
@@ -204,6 +216,7 @@ class NodeTable:
         self.pod_count[i] = len(ns.pods)
         self.moved_cpu[i] = ns.moved_cpu_millicores
         self.moved_mem[i] = ns.moved_memory_bytes
+        self.magnitude = max(self.magnitude, abs(ns.moved_cpu_millicores), abs(ns.moved_memory_bytes))
         self.ghost[i] = ns.ghost
         self.removed[i] = ns.removed
 
