@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
+import msgspec
 import pytest
 from builders import make_controller, make_node, make_pdb, make_pod, owner_ref
 from hypothesis import given, settings
@@ -283,7 +283,7 @@ def test_daemonset_pod_drainable() -> None:
 def test_daemonset_annotation_pod_drainable() -> None:
     pod = make_pod("ds", owner_kind=None, annotations={ANNOTATION_DAEMONSET_POD: "true"})
     assert status_of(pod).outcome is DO.DRAIN_OK
-    assert blocked(status_of(replace(pod, annotations={})), S.NotReplicated)
+    assert blocked(status_of(msgspec.structs.replace(pod, annotations={})), S.NotReplicated)
 
 
 def test_daemonset_before_not_safe_to_evict() -> None:
@@ -307,7 +307,7 @@ def test_safe_to_evict_true_on_kube_system_without_pdb() -> None:
 def test_safe_to_evict_true_with_host_path() -> None:
     pod = make_pod("p", annotations=ste("true"), volumes=(HOST,))
     assert status_of(pod).outcome is DO.DRAIN_OK
-    assert blocked(status_of(replace(pod, annotations={})), S.LocalStorageRequested)
+    assert blocked(status_of(msgspec.structs.replace(pod, annotations={})), S.LocalStorageRequested)
 
 
 def test_safe_to_evict_true_short_circuits_pdb_rule() -> None:

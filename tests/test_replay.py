@@ -14,6 +14,7 @@ import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -69,8 +70,7 @@ def small_cluster(extra_pods: Sequence[Pod] = ()) -> ClusterSnapshot:
         make_pod("batch-x-0", node="n3", cpu_m=1000, mem=2 * GI, owner_name="batch-x", labels={"app": "b"})
     )
     pods.extend(extra_pods)
-    for p in pods:
-        object.__setattr__(p, "creation_ts", T0 - 86400)
+    pods = [msgspec.structs.replace(p, creation_ts=T0 - 86400) for p in pods]
     controllers = [
         make_controller("ReplicaSet", "web-abc", replicas=4, owner=owner_ref("Deployment", "web")),
         make_controller("Deployment", "web", replicas=4),
@@ -350,7 +350,7 @@ def test_world_moves_pod_start_times_with_the_snapshot() -> None:
     included: its pods are in their nodes' metrics, not all of them forever "not yet in them"."""
     year = 365 * 86400.0
     base = small_cluster()
-    pods = [dataclasses.replace(p, start_ts=T0 + year - 3600) for p in base.pods]
+    pods = [msgspec.structs.replace(p, start_ts=T0 + year - 3600) for p in base.pods]
     node_metrics = [dataclasses.replace(m, timestamp=T0 + year) for m in base.node_metrics.values()]
     snap = ClusterSnapshot.create(
         T0 + year, base.nodes, pods, controllers=base.controllers.values(), node_metrics=node_metrics,
@@ -527,7 +527,7 @@ def test_cpu_is_capped_at_the_pod_limit_and_memory_above_the_limit_is_an_oom_kil
     steps = 4
     base = small_cluster()
     pods = [
-        dataclasses.replace(p, cpu_limit_millicores=1000, memory_limit_bytes=2 * GI)
+        msgspec.structs.replace(p, cpu_limit_millicores=1000, memory_limit_bytes=2 * GI)
         if p.name.startswith("web")
         else p
         for p in base.pods

@@ -78,6 +78,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from msgspec.structs import replace as replace_pod
 
 from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_sizes
 from scaler.config import ScalerConfig
@@ -275,7 +276,7 @@ def _lifetime_shifted(snapshot: ClusterSnapshot, delta: float) -> ClusterSnapsho
         for n in snapshot.nodes
     ]
     pods = [
-        replace(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
+        replace_pod(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
         for p in snapshot.pods
     ]
     return _with_objects(snapshot, nodes, pods, snapshot.now + delta)
@@ -288,7 +289,7 @@ def _unique_uids(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     pods, changed = [], False
     for p in snapshot.pods:
         if not p.uid or p.uid in seen:
-            p, changed = replace(p, uid=f"replay-{p.key}"), True
+            p, changed = replace_pod(p, uid=f"replay-{p.key}"), True
         seen.add(p.uid)
         pods.append(p)
     return _with_objects(snapshot, snapshot.nodes, pods, snapshot.now) if changed else snapshot
@@ -648,7 +649,7 @@ class World:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
         name and usage, created now; any other pod is gone."""
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
-            self.pods[pod.uid] = replace(pod, node_name="", creation_ts=self.now, start_ts=None)
+            self.pods[pod.uid] = replace_pod(pod, node_name="", creation_ts=self.now, start_ts=None)
             self.pending[pod.uid] = self.now
         else:
             del self.pods[pod.uid]
@@ -764,7 +765,7 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
-            self.pods[pod.uid] = replace(pod, node_name=dest, start_ts=self.now)
+            self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
         if placed:
@@ -816,7 +817,7 @@ class World:
     def _template_state(self, pool: str) -> tuple[ClusterState, Node]:
         tpl = self.templates[pool]
         node = replace(tpl.node, name=f"~template-{pool}")
-        pods = [replace(p, node_name=node.name) for p in tpl.pods]
+        pods = [replace_pod(p, node_name=node.name) for p in tpl.pods]
         snap = _with_objects(self._base, [node], pods, self.now)
         return ClusterState(snap), node
 
@@ -901,7 +902,7 @@ class World:
             else:  # a DaemonSet pod: <daemonset>-<random suffix>
                 pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}"
             uid = f"replay-{_short_hash(pname, at, n=16)}"
-            self.pods[uid] = replace(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
+            self.pods[uid] = replace_pod(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
             self._add_slot(uid, -1, use, p)
         self.stats.nodes_added += 1
         self.touch()
