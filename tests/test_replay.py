@@ -351,10 +351,10 @@ def test_world_moves_pod_start_times_with_the_snapshot() -> None:
     year = 365 * 86400.0
     base = small_cluster()
     pods = [msgspec.structs.replace(p, start_ts=T0 + year - 3600) for p in base.pods]
-    node_metrics = [dataclasses.replace(m, timestamp=T0 + year) for m in base.node_metrics.values()]
+    node_metrics = [msgspec.structs.replace(m, timestamp=T0 + year) for m in base.node_metrics.values()]
     snap = ClusterSnapshot.create(
         T0 + year, base.nodes, pods, controllers=base.controllers.values(), node_metrics=node_metrics,
-        pod_metrics=[dataclasses.replace(m, timestamp=T0 + year) for m in base.pod_metrics.values()],
+        pod_metrics=[msgspec.structs.replace(m, timestamp=T0 + year) for m in base.pod_metrics.values()],
     )  # fmt: skip
     inp = replay_input(snap, idle_trace(2), 2)
     w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config)

@@ -421,9 +421,9 @@ class Namespace:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class NodeMetrics:
-    """metrics.k8s.io NodeMetrics: usage at ``timestamp`` (Unix seconds) over ``window_seconds``."""
+class NodeMetrics(msgspec.Struct, frozen=True):
+    """metrics.k8s.io NodeMetrics: usage at ``timestamp`` (Unix seconds) over ``window_seconds``.
+    A frozen Struct, as :class:`Pod` (rebuilt every loop)."""
 
     name: str
     timestamp: float
@@ -432,9 +432,9 @@ class NodeMetrics:
     memory_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
-class PodMetrics:
-    """metrics.k8s.io PodMetrics summed over containers."""
+class PodMetrics(msgspec.Struct, frozen=True):
+    """metrics.k8s.io PodMetrics summed over containers. A frozen Struct, as :class:`Pod`: a
+    live loop decodes one per pod every ``--scan-interval``."""
 
     namespace: str
     name: str
