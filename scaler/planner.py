@@ -54,6 +54,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from operator import attrgetter
 
+import msgspec
+
 from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Node, NodeMetrics, PodMetrics
@@ -95,9 +97,9 @@ class Aggregation(StrEnum):
     EWMA = "ewma"
 
 
-@dataclass(frozen=True, slots=True)
-class UsageSample:
-    """One NodeMetrics reading: time (Unix s), CPU millicores, memory bytes."""
+class UsageSample(msgspec.Struct, frozen=True, gc=False):
+    """One NodeMetrics (or PodMetrics) reading: time (Unix s), CPU millicores, memory bytes. A
+    frozen Struct, as the metrics records: a loop keeps one per sampled pod."""
 
     timestamp: float
     cpu_millicores: int
@@ -278,10 +280,11 @@ def aggregate_usage(
     """
     if not samples:
         raise ValueError("no usage samples to aggregate")
+    if method is Aggregation.MAX or (method is Aggregation.P95 and len(samples) < 20):
+        # The nearest-rank p95 of fewer than 20 samples is their maximum (rank ceil(0.95 n) = n).
+        return max(map(_CPU, samples)), max(map(_MEMORY, samples))
     cpu = list(map(_CPU, samples))
     mem = list(map(_MEMORY, samples))
-    if method is Aggregation.MAX:
-        return max(cpu), max(mem)
     if method is Aggregation.P95:
         return _p95(cpu), _p95(mem)
     return _ewma(cpu, ewma_alpha), _ewma(mem, ewma_alpha)

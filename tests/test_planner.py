@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from builders import GI, make_node, make_pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -162,6 +165,16 @@ def test_aggregations() -> None:
     assert aggregate_usage(samples([100] * 18 + [4000, 4000]), Aggregation.P95)[0] == 4000
     with pytest.raises(ValueError):
         aggregate_usage([], Aggregation.MAX)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 10**6), min_size=45, max_size=45))
+def test_p95_is_the_nearest_rank_percentile_at_every_sample_count(values: list[int]) -> None:
+    """Below 20 samples the p95 is taken as the maximum (a shortcut): at every count from 1 to
+    45 it must be the nearest-rank 95th percentile (numpy's ``inverted_cdf``)."""
+    for n in range(1, len(values) + 1):
+        expected = int(np.percentile(values[:n], 95, method="inverted_cdf"))
+        assert aggregate_usage(samples(values[:n]), Aggregation.P95)[0] == expected, n
 
 
 def test_record_usage_trims_window_and_dedupes() -> None:
