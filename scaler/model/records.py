@@ -282,10 +282,10 @@ class TopologySpreadConstraint:
     match_label_keys: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Volume:
+class Volume(msgspec.Struct, frozen=True, gc=False):
     """A pod volume. ``kind`` is the volume source key (``emptyDir``, ``hostPath``,
-    ``persistentVolumeClaim``, ``configMap``, …); ``medium`` is the emptyDir medium."""
+    ``persistentVolumeClaim``, ``configMap``, …); ``medium`` is the emptyDir medium. A frozen
+    Struct, as :class:`Pod` (pods have one or more each)."""
 
     name: str
     kind: str
@@ -293,9 +293,9 @@ class Volume:
     claim_name: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class OwnerRef:
-    """The controller owner reference of a pod or workload."""
+class OwnerRef(msgspec.Struct, frozen=True, gc=False):
+    """The controller owner reference of a pod or workload (a frozen Struct, as :class:`Pod`:
+    every pod has one)."""
 
     kind: str
     name: str
