@@ -58,7 +58,7 @@ import msgspec
 
 from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import Node, NodeMetrics, PodMetrics
+from scaler.model.records import Node, NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -315,7 +315,7 @@ def with_aggregated_usage(
             how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
             cpu, mem = aggregate_usage(samples, how)
             if cpu != m.cpu_millicores or mem != m.memory_bytes:
-                metrics[name] = NodeMetrics(m.name, m.timestamp, m.window_seconds, cpu, mem)
+                metrics[name] = msgspec.structs.replace(m, cpu_millicores=cpu, memory_bytes=mem)
     pod_metrics = snapshot.pod_metrics
     if pod_history:
         aggregated = dict(pod_metrics)
@@ -330,9 +330,7 @@ def with_aggregated_usage(
                 how = pool_methods.get(pod_pool.get(key, ""), method) if pool_methods else method
                 cpu, mem = aggregate_usage(samples, how)
                 if cpu != pm.cpu_millicores or mem != pm.memory_bytes:  # else the reading is the aggregate
-                    aggregated[key] = PodMetrics(
-                        pm.namespace, pm.name, pm.timestamp, pm.window_seconds, cpu, mem
-                    )
+                    aggregated[key] = msgspec.structs.replace(pm, cpu_millicores=cpu, memory_bytes=mem)
         pod_metrics = aggregated
     return replace(
         snapshot,

@@ -652,15 +652,11 @@ def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
 def _pod_metrics(w: wire.PodMetricsW) -> PodMetrics:
     meta = w.metadata
     name = meta.name or _missing(w, "metadata.name")
-    containers = w.containers
-    if containers is not None and len(containers) == 1:  # most pods: one call fewer
-        cpu, mem = _usage(containers[0].usage, w)
-    else:
-        cpu = mem = 0
-        for c in containers or ():
-            c_cpu, c_mem = _usage(c.usage, w)
-            cpu += c_cpu
-            mem += c_mem
+    cpu = mem = 0
+    for c in w.containers or ():
+        c_cpu, c_mem = _usage(c.usage, w)
+        cpu += c_cpu
+        mem += c_mem
     ts, window = _stamp(w)
     return PodMetrics(meta.namespace or "default", name, ts, window, cpu, mem)
 

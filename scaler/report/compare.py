@@ -194,11 +194,6 @@ def workload_usage(snapshot: ClusterSnapshot) -> dict[str, WorkloadUsage]:
     return out
 
 
-def _with_requests(pod: Pod, requests: Resources) -> Pod:
-    """A copy of ``pod`` with other ``requests`` (:func:`msgspec.structs.replace`, in C)."""
-    return replace_struct(pod, requests=requests)
-
-
 def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadUsage]) -> ClusterSnapshot:
     """``snapshot`` with the cpu and memory requests of every pod of a workload in ``usage``
     (:func:`workload_usage` of this ``snapshot``, whose members are the counted pods only) set
@@ -214,8 +209,8 @@ def rightsized_snapshot(snapshot: ClusterSnapshot, usage: Mapping[str, WorkloadU
         if new is None:  # members are counted pods only (workload_usage)
             continue
         r = pod.requests
-        changed[id(pod)] = _with_requests(
-            pod, Resources(new[0], new[1], r.ephemeral_storage_bytes, r.pods, r.extended)
+        changed[id(pod)] = replace_struct(
+            pod, requests=Resources(new[0], new[1], r.ephemeral_storage_bytes, r.pods, r.extended)
         )
     get = changed.get
     return replace(

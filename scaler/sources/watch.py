@@ -535,13 +535,8 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     records = cache.records()
     kinds = {c.kind for c in cache.calls if c.kind in CONTROLLER_KINDS}
     with no_cycle_collector():  # the metrics records and the snapshot go to the oldest generation
-        node_metrics = records.by_kind.setdefault("NodeMetrics", {})
-        pod_metrics = records.by_kind.setdefault("PodMetrics", {})
-        for rec in fetch_metrics(api):  # as RecordSet.add, without its dispatch on each record's type
-            if type(rec) is PodMetrics:
-                pod_metrics[(rec.namespace, rec.name)] = rec
-            else:
-                node_metrics[("", rec.name)] = rec
+        for rec in fetch_metrics(api):
+            records.add(rec)
         return records.snapshot(now, workload_kinds=kinds)
 
 
