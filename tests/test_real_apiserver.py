@@ -262,7 +262,8 @@ def test_kill_9_mid_drain_then_restart_rolls_back(w: World) -> None:
     assert (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == "scaler"
     with w.scaler("--max-pod-eviction-time=120s", "--leader-elect=false", log="restart.log") as proc:
         wait_for(lambda: untouched(w.cp, under), 30, "the restart to roll the node back")
-        assert w.events_for(under, "ScaleDownRolledBack")
+        # The Event is posted after the node's patch (Controller.recover): wait for it too.
+        wait_for(lambda: w.events_for(under, "ScaleDownRolledBack"), 10, "the ScaleDownRolledBack event")
         assert proc.terminate(30) == 0, proc.output
     assert w.cp.get("Node", under) is not None
 
