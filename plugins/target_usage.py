@@ -20,6 +20,12 @@ from scaler.plugin_api import ClusterState, Codes, NodeState, Pod, Positions, Sc
 __all__ = ["TargetUsage"]
 
 
+_Rooms = tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], bool
+]
+"""CPU room, CPU code, memory room, memory code per table row, and whether the codes are uniform."""
+
+
 def _target(f: Fraction) -> str:
     return f"{float(f * 100):g}%"
 
@@ -96,9 +102,6 @@ class TargetUsage:
                 if t not in targets:
                     targets.append(t)
             self._pool_targets[pool] = (self._cpu_targets.index(tc), self._mem_targets.index(tm))
-        self._largest_term = max(
-            max(t.numerator, t.denominator) for t in (*self._cpu_targets, *self._mem_targets)
-        )
         # Codes: 1-3 as below, then one per cpu target, then one per memory target.
         self._reasons = (
             "unknown usage (no fresh node metrics)",
@@ -108,7 +111,12 @@ class TargetUsage:
             *(f"memory usage at or above target {_target(t)}" for t in self._mem_targets),
         )
         self._mem_code0 = 4 + len(self._cpu_targets)
-        self._rows_key = ("TargetUsage.rows", tuple(sorted(self._pool_targets.items())))
+        self._rooms_key = (
+            "TargetUsage.rooms",
+            tuple(self._cpu_targets),
+            tuple(self._mem_targets),
+            tuple(sorted(self._pool_targets.items())),
+        )
 
     def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
         """Return ``None`` when the projected usage of ``node`` with ``pod`` stays within the
@@ -136,53 +144,77 @@ class TargetUsage:
             return self._reasons[self._mem_code0 - 1 + mi]
         return None
 
-    def _rows(self, state: ClusterState) -> tuple[npt.NDArray[np.int64], ...]:
-        """Per table row: cpu numerator, denominator and failure code, then the same for memory
-        (built once per state)."""
+    def _rooms(self, state: ClusterState) -> _Rooms:
+        """Per table row, built once per state from its static columns: the CPU room (the most
+        ``moved + load`` millicores that keep the node within its CPU target) and its failure
+        code, then the same for memory (the fewest bytes of ``moved + load`` that reach the
+        memory target).
 
-        def build() -> tuple[npt.NDArray[np.int64], ...]:
-            idx = [self._pool_targets.get(ns.node.node_group, (0, 0)) for ns in state.nodes.values()]
-            cpu = [self._cpu_targets[c] for c, _ in idx]
-            mem = [self._mem_targets[m] for _, m in idx]
-            return (
-                np.array([t.numerator for t in cpu], dtype=np.int64),
-                np.array([t.denominator for t in cpu], dtype=np.int64),
-                np.array([4 + c for c, _ in idx], dtype=np.int64),
-                np.array([t.numerator for t in mem], dtype=np.int64),
-                np.array([t.denominator for t in mem], dtype=np.int64),
-                np.array([self._mem_code0 + m for _, m in idx], dtype=np.int64),
+        With target ``t = num/den``, integer usage and allocatable, :meth:`filter`'s checks are
+        ``usage + x > floor(num * alloc / den)`` for CPU and ``usage + x >= ceil(num * alloc /
+        den)`` for memory, so the rooms are those bounds minus usage, computed exactly on Python
+        integers and clamped to ±2**62 (:meth:`filter_nodes` only compares them with values
+        below 2**62 in size, so the clamp changes no verdict). A row failing before the targets
+        (no usage, no allocatable CPU or memory) gets a CPU room of -2**62, which every value
+        exceeds, and that check's code. Last, whether every row has the global targets and no
+        such failure (then the codes are the same on every row)."""
+        bound = 2**62
+
+        def clamp(v: int) -> int:
+            return max(-bound, min(bound, v))
+
+        def build() -> _Rooms:
+            tab = state.table
+            cpu_room, cpu_code, mem_room, mem_code = [], [], [], []
+            rows = zip(
+                state.nodes.values(),
+                tab.has_usage.tolist(),
+                tab.usage_cpu.tolist(),
+                tab.usage_mem.tolist(),
+                tab.alloc_cpu.tolist(),
+                tab.alloc_mem.tolist(),
+                strict=True,
             )
+            for ns, has_usage, used_cpu, used_mem, alloc_cpu, alloc_mem in rows:
+                ci, mi = self._pool_targets.get(ns.node.node_group, (0, 0))
+                tc, tm = self._cpu_targets[ci], self._mem_targets[mi]
+                first = 1 if not has_usage else 2 if alloc_cpu <= 0 else 3 if alloc_mem <= 0 else 0
+                cpu_room.append(
+                    -bound if first else clamp(tc.numerator * alloc_cpu // tc.denominator - used_cpu)
+                )
+                cpu_code.append(first or 4 + ci)
+                mem_room.append(clamp(-(-tm.numerator * alloc_mem // tm.denominator) - used_mem))
+                mem_code.append(self._mem_code0 + mi)
+            uniform = not self._pool_targets and not any(c < 4 for c in cpu_code)
 
-        return state.static(self._rows_key, build)
+            def arr(col: list[int]) -> npt.NDArray[np.int64]:
+                return np.array(col, dtype=np.int64)
+
+            return arr(cpu_room), arr(cpu_code), arr(mem_room), arr(mem_code), uniform
+
+        return state.static(self._rooms_key, build)
 
     def filter_nodes(
         self, pod: Pod, nodes: Positions, state: ClusterState
     ) -> tuple[Codes, tuple[str, ...]] | None:
-        """:meth:`filter` for the nodes at table positions ``nodes``; ``None`` (check node by
-        node) when a value is too large for exact int64 arithmetic."""
+        """:meth:`filter` for the nodes at table positions ``nodes``: each node's moved load plus
+        the pod's compared with its rooms (:meth:`_rooms`). ``None`` (check node by node) when
+        a value is too large for exact int64 arithmetic."""
         tab = state.table
         codes = np.zeros(len(nodes), dtype=np.int16)
         if len(nodes) == 0:
             return codes, self._reasons
-        alloc_cpu, alloc_mem = tab.alloc_cpu[nodes], tab.alloc_mem[nodes]
         load_cpu, load_mem = state.load(pod)
-        cpu = tab.usage_cpu[nodes] + tab.moved_cpu[nodes] + load_cpu
-        mem = tab.usage_mem[nodes] + tab.moved_mem[nodes] + load_mem
-        # Every term is at most usage + moved + load in size (the table's magnitude bounds the first two).
-        if (2 * tab.magnitude + abs(load_cpu) + abs(load_mem)) * self._largest_term >= 2**62:
-            return None  # may go beyond int64: the simulator asks :meth:`filter` node by node
+        # |moved + load| stays below 2**62 (the table's magnitude bounds |moved|): no overflow,
+        # and the rooms' clamp changes no comparison.
+        if tab.magnitude + abs(load_cpu) + abs(load_mem) >= 2**62:
+            return None  # the simulator asks :meth:`filter` node by node
+        cpu_room, cpu_code, mem_room, mem_code, uniform = self._rooms(state)
+        mem_over = tab.moved_mem[nodes] + load_mem >= mem_room[nodes]
+        cpu_over = tab.moved_cpu[nodes] + load_cpu > cpu_room[nodes]
+        if uniform:  # one code per check: no per-row lookups (most nodes fail, so it matters)
+            return np.where(cpu_over, np.int16(4), mem_over * np.int16(self._mem_code0)), self._reasons
         # Assigned from the last check to the first, so that the first failing check wins.
-        if not self._pool_targets:
-            tc, tm = self.target_cpu, self.target_memory
-            codes[mem * tm.denominator >= tm.numerator * alloc_mem] = 5
-            codes[cpu * tc.denominator > tc.numerator * alloc_cpu] = 4
-        else:
-            cnum, cden, ccode, mnum, mden, mcode = (col[nodes] for col in self._rows(state))
-            over = mem * mden >= mnum * alloc_mem
-            codes[over] = mcode[over]
-            over = cpu * cden > cnum * alloc_cpu
-            codes[over] = ccode[over]
-        codes[alloc_mem <= 0] = 3
-        codes[alloc_cpu <= 0] = 2
-        codes[~tab.has_usage[nodes]] = 1
+        codes[mem_over] = mem_code[nodes[mem_over]]
+        codes[cpu_over] = cpu_code[nodes[cpu_over]]
         return codes, self._reasons

@@ -116,7 +116,10 @@ def test_pool_size_limits_and_the_nodes_flag_wins() -> None:
     nodes = snapshot(T0, BUSY).nodes
     sized = {"batch": {"min-size": 1, "max-size": 20}}
     limits = node_group_limits(ScalerConfig.from_mapping({"node-pools": sized}), nodes)
-    assert (limits.pools["batch"].min_size, limits.pools["batch"].max_size) == (1, 20) and "web" not in limits.pools
+    assert (limits.pools["batch"].min_size, limits.pools["batch"].max_size) == (
+        1,
+        20,
+    ) and "web" not in limits.pools
     with_flag = ScalerConfig.from_mapping({"node-pools": sized, "nodes": ["0:3:batch"]})
     assert node_group_limits(with_flag, nodes).pools["batch"].min_size == 0
     only_min = ScalerConfig.from_mapping({"node-pools": {"web": {"min-size": 2}}})
@@ -143,7 +146,9 @@ def test_target_usage_uses_the_destinations_pool_targets() -> None:
     codes, reasons = plugin.filter_nodes(p, state.positions(["batch-1", "web-1", "x-1"]), state) or ((), ())
     assert [reasons[c - 1] if c else None for c in codes] == list(verdicts.values())
     # Without the overrides, the global 45% refuses batch-1.
-    assert TargetUsage(ScalerConfig()).filter(p, state.nodes["batch-1"], state) == "cpu usage above target 45%"
+    assert (
+        TargetUsage(ScalerConfig()).filter(p, state.nodes["batch-1"], state) == "cpu usage above target 45%"
+    )
 
 
 targets = st.integers(1, 100).map(lambda n: n / 100)
@@ -174,7 +179,37 @@ def test_vectorised_target_usage_agrees_with_node_by_node(
         f"p{i}": {k: v for k, v in (("target-cpu-usage", c), ("target-memory-usage", m)) if v is not None}
         for i, (c, m) in enumerate(pool_targets)
     }
-    plugin = TargetUsage(ScalerConfig.from_mapping({"node-pools": pools}))
+    _assert_vector_agrees(TargetUsage(ScalerConfig.from_mapping({"node-pools": pools})), rows, request)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.just("p0"),
+            st.integers(1, 8_000),
+            st.integers(1, 32 * GI),
+            st.tuples(st.integers(0, 8_000), st.integers(0, 32 * GI)),
+            st.tuples(st.integers(0, 4_000), st.integers(0, 8 * GI)),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    request=st.tuples(st.integers(0, 4_000), st.integers(0, 8 * GI)),
+)
+def test_vectorised_target_usage_agrees_with_one_target_and_no_early_failure(
+    rows: list[tuple[str, int, int, tuple[int, int] | None, tuple[int, int]]],
+    request: tuple[int, int],
+) -> None:
+    """The path where every row has the same codes (global targets, usage and allocatable known)."""
+    _assert_vector_agrees(TargetUsage(ScalerConfig()), rows, request)
+
+
+def _assert_vector_agrees(
+    plugin: TargetUsage,
+    rows: list[tuple[str, int, int, tuple[int, int] | None, tuple[int, int]]],
+    request: tuple[int, int],
+) -> None:
     nodes = [make_node(f"n{i}", cpu_m=c, mem=m, pool=pool) for i, (pool, c, m, _, _) in enumerate(rows)]
     usage = {f"n{i}": u for i, (*_, u, _) in enumerate(rows) if u is not None}
     state = ClusterState(ClusterSnapshot.create(T0, nodes, []), usage=usage)
@@ -194,7 +229,9 @@ def test_vectorised_target_usage_agrees_with_node_by_node(
 # ---- the dry-run -----------------------------------------------------------------------------
 
 
-def test_the_dry_run_shows_effective_values_per_pool(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_dry_run_shows_effective_values_per_pool(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(json.dumps({"node-pools": {"default-pool": {"scale-down-utilization-threshold": 0.9, "min-size": 3},
                                             "gone-pool": {"target-cpu-usage": 0.6}}}))  # fmt: skip

@@ -87,19 +87,25 @@ class TestMemoryBoundary:
         assert check(node_state(mem_alloc=alloc, usage=(0, used)), pod()) is None
 
 
-def test_values_beyond_int64_are_checked_node_by_node_by_the_simulator() -> None:
-    # filter_nodes declines (None) when exact arithmetic would overflow int64; the removal
-    # simulator then runs filter() on each node and reaches the same verdict.
+@pytest.mark.parametrize("scale", [2**60, 2**62])
+def test_values_near_and_beyond_int64_keep_exact_verdicts(scale: int) -> None:
+    # Up to 2**62 filter_nodes compares exactly (rooms on Python integers, clamped); beyond it
+    # declines (None) and the removal simulator runs filter() on each node. Either way the
+    # verdict is filter()'s, one byte either side of the memory target.
     from scaler.simulator.removal import RemovalSimulator
 
-    alloc = 2**60
-    dst = make_node("dst", cpu_m=1000, mem=alloc)
+    dst = make_node("dst", cpu_m=1000, mem=scale)
     src = make_node("src", cpu_m=1000, mem=16 * GI)
     p = make_pod("p", node="src", cpu_m=10, mem=GI, owner_kind="ReplicaSet", owner_name="rs")
     snap = ClusterSnapshot.create(now=0.0, nodes=[dst, src], pods=[p])
-    for used, fits in ((3 * 2**58 - GI - 1, True), (3 * 2**58 - GI, False)):
+    limit = 3 * scale // 4  # 75 % of allocatable memory, exactly
+    for used, fits in ((limit - GI - 1, True), (limit - GI, False)):
         state = ClusterState(snap, usage={"dst": (0, used), "src": (0, GI)})
-        assert F.filter_nodes(p, state.positions(["dst"]), state) is None
+        vector = F.filter_nodes(p, state.positions(["dst"]), state)
+        if scale >= 2**62:
+            assert vector is None
+        else:
+            assert vector is not None and (int(vector[0][0]) == 0) is fits
         assert (F.filter(p, state.nodes["dst"], state) is None) is fits
         result = RemovalSimulator(state, [F]).simulate("src", [p], [["dst"]])
         assert result.success is fits, result

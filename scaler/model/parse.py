@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any, NoReturn
 
 import msgspec
@@ -611,26 +612,39 @@ def _node(w: wire.NodeW) -> Node:
     )
 
 
-def _usage(usage: Mapping[str, wire.Quantity] | None, w: wire.ObjectW) -> tuple[int, int]:
+def _usage(usage: wire.UsageW | None, w: wire.ObjectW) -> tuple[int, int]:
     """(millicores, bytes) of a metrics ``usage``. metrics-server writes CPU in nanocores
     (``"123456789n"``) and memory in kibibytes (``"1234Ki"``): those are read directly, anything
     else by :func:`parse_millicores` / :func:`parse_bytes` (same results)."""
-    if usage:
-        cpu, mem = usage.get("cpu"), usage.get("memory")
+    if usage is not None:
+        cpu, mem = usage.cpu, usage.memory
         if type(cpu) is str and type(mem) is str and cpu[-1:] == "n" and mem[-2:] == "Ki":
             n, k = cpu[:-1], mem[:-2]
             if n.isascii() and n.isdigit() and k.isascii() and k.isdigit():
                 return -(-int(n) // 1_000_000), int(k) * 1024  # MilliValue() rounds up
-    if not usage or "cpu" not in usage or "memory" not in usage:
-        raise ObjectError(f"{describe(w)}: usage must have cpu and memory, got {dict(usage or {})!r}")
+    if usage is None or usage.cpu is None or usage.memory is None:
+        given = usage.present() if usage is not None else {}
+        raise ObjectError(f"{describe(w)}: usage must have cpu and memory, got {given!r}")
     try:
-        return parse_millicores(usage["cpu"]), parse_bytes(usage["memory"])
+        return parse_millicores(usage.cpu), parse_bytes(usage.memory)
     except QuantityError as e:
         raise ObjectError(f"{describe(w)}: usage: {e}") from None
 
 
+@lru_cache(maxsize=4096)
+def _valid_stamp(timestamp: str, window: str | None) -> tuple[float, float]:
+    """(timestamp, window) in seconds; raises ``ValueError``/``TypeError`` on a bad one. Memoized:
+    metrics-server stamps many items alike, and one cached call replaces four."""
+    return rfc3339_seconds(timestamp), 0.0 if window is None else parse_duration_seconds(window)
+
+
 def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW) -> tuple[float, float]:
     """(timestamp, window) in seconds of a metrics item; the timestamp is required."""
+    if w.timestamp:
+        try:
+            return _valid_stamp(w.timestamp, w.window)
+        except (ValueError, TypeError):
+            pass  # named below
     window = 0.0
     if w.window is not None:
         try:

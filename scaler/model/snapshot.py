@@ -262,7 +262,6 @@ class RecordSet:
             pdbs=self.values("PodDisruptionBudget"),
             controllers=controllers,
             node_metrics=self.values("NodeMetrics"),
-            pod_metrics=self.values("PodMetrics"),
             pvs=self.values("PersistentVolume") if "PersistentVolume" in self.by_kind else None,
             pvcs=self.values("PersistentVolumeClaim"),
             namespaces=self.values("Namespace"),
@@ -270,6 +269,9 @@ class RecordSet:
             if workload_kinds is None
             else workload_kinds,
         )
+        # Kept by the same (namespace, name) key as the snapshot's: a copy, not a rebuild.
+        pod_metrics: dict[tuple[str, str], PodMetrics] = dict(self.by_kind.get("PodMetrics", {}))  # type: ignore[arg-type]
+        snap = replace(snap, pod_metrics=pod_metrics)
         if now is None:
             now = snap.metrics_time()
             if now is None:

@@ -800,8 +800,10 @@ class PodTopologySpread(BaseFilter):
             for i in np.flatnonzero(state.table.ghost).tolist():
                 if ok[i]:
                     ok[i] = self._included(c, pod, state.nodes[state.names[i]])
-            ids = _domain_ids(state, c.topology_key)[0]
-            return ok, np.unique(ids[ok])
+            ids, values = _domain_ids(state, c.topology_key)
+            present = np.zeros(len(values), dtype=np.bool_)
+            present[ids[ok]] = True  # every eligible node carries the key: ids >= 0
+            return ok, np.flatnonzero(present)  # the distinct ids, sorted (np.unique sorts: slower)
 
         return state.per_flags(key, current)
 
