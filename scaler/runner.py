@@ -9,6 +9,7 @@ back (up to ``--max-graceful-termination-sec`` + 60 s), release the lease, exit.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import threading
@@ -342,7 +343,8 @@ class Runner:
 
 def run_forever(runner: Runner) -> int:
     """Run until SIGTERM/SIGINT (or lost leadership, or a permission missing on becoming
-    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal."""
+    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal.
+    SIGUSR1 writes every thread's stack to stderr and goes on (:mod:`faulthandler`)."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)
@@ -350,6 +352,8 @@ def run_forever(runner: Runner) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if hasattr(signal, "SIGUSR1"):  # kill -USR1: every thread's stack on stderr (a hang's where)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     runner.start()
     log.info("scaler run started (%s)", "dry-run" if runner.controller.dry_run else "active")
     while not runner.stop_event.wait(1.0):

@@ -966,10 +966,17 @@ class ScalerProcess(LoggedProcess):
         return int(found[1])
 
     def terminate(self, timeout: float = 60.0) -> int:
-        """SIGTERM, wait; returns the exit status."""
+        """SIGTERM, wait; returns the exit status. Still running after ``timeout``: SIGUSR1 first
+        (``scaler run`` writes every thread's stack to its log), then the timeout is raised with
+        the log's end, which shows where the shutdown waits."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            raise AssertionError(f"no exit {timeout:.0f}s after SIGTERM; threads:\n{self.output[-6000:]}") from None
 
     def wait(self, timeout: float = 60.0) -> int:
         """Wait for it to exit; returns the exit status."""

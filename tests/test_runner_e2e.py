@@ -113,6 +113,25 @@ def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
                 assert not tainted(c, name), f"{name} left tainted after SIGTERM"
 
 
+def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        c.kube.delay("/api/v1/namespaces/", 2.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        proc = start_process(c, "--leader-elect=false")
+        try:
+            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)
+            assert proc.poll() is None, "SIGUSR1 stopped the process"
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, out
+        dump = out[out.index("most recent call first") :]
+        assert "scaler/runner.py" in dump and dump.count("most recent call first") >= 2, dump[:3000]
+
+
 def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
         cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=3600)
