@@ -9,11 +9,12 @@ back (up to ``--max-graceful-termination-sec`` + 60 s), release the lease, exit.
 
 from __future__ import annotations
 
-import faulthandler
 import logging
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import FrameType
@@ -341,10 +342,24 @@ class Runner:
             self.health.stop()
 
 
+def _dump_stacks(signum: int, frame: FrameType | None) -> None:
+    """Write every thread's stack to stderr, most recent call last. A Python-level handler: it
+    runs in the main thread holding the interpreter lock, so it reads the other threads' frames
+    safely (``faulthandler``'s all-thread dump reads them from C without it, and crashed the
+    process here once in six tries)."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = [f"signal {signum}: stacks of {len(names)} thread(s)\n"]
+    for ident, top in sys._current_frames().items():
+        parts.append(f"Thread {names.get(ident, '?')} ({ident}), most recent call last:\n")
+        parts.extend(traceback.format_stack(top))
+    sys.stderr.write("".join(parts))
+    sys.stderr.flush()
+
+
 def run_forever(runner: Runner) -> int:
     """Run until SIGTERM/SIGINT (or lost leadership, or a permission missing on becoming
     leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal.
-    SIGUSR1 writes every thread's stack to stderr and goes on (:mod:`faulthandler`)."""
+    SIGUSR1 writes every thread's stack to stderr and goes on (:func:`_dump_stacks`)."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: shutting down", signum)
@@ -353,7 +368,7 @@ def run_forever(runner: Runner) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if hasattr(signal, "SIGUSR1"):  # kill -USR1: every thread's stack on stderr (a hang's where)
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        signal.signal(signal.SIGUSR1, _dump_stacks)
     runner.start()
     log.info("scaler run started (%s)", "dry-run" if runner.controller.dry_run else "active")
     while not runner.stop_event.wait(1.0):

@@ -66,13 +66,37 @@ def start_process(c: E2ECluster, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def start_tainting(c: E2ECluster, eviction_delay: float, *extra: str) -> subprocess.Popen[str]:
+    """:func:`start_process` with every eviction answered ``eviction_delay`` seconds late,
+    returned once it has tainted a node (killed if it never does)."""
+    c.kube.delay("/api/v1/namespaces/", eviction_delay, match=lambda r: r.path.endswith("/eviction"), method="POST")
+    proc = start_process(c, *extra)
+    try:
+        wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
+    except BaseException:
+        proc.kill()
+        proc.wait(10)
+        raise
+    return proc
+
+
+def terminate(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM; its output once it exited 0 within 30 s (killed if it did not)."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    return out
+
+
 def test_kill_mid_drain_then_restart_rolls_the_node_back(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
         # Evictions hang, so the drain is in flight when the process dies.
-        c.kube.delay("/api/v1/namespaces/", 30.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
-        proc = start_process(c, "--leader-elect=false")
+        proc = start_tainting(c, 30.0, "--leader-elect=false")
         try:
-            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
             wait_for(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), what="an eviction")
             target = next(n for n in c.underused if tainted(c, n))
         finally:
@@ -95,16 +119,7 @@ def test_kill_mid_drain_then_restart_rolls_the_node_back(tmp_path: Path) -> None
 
 def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
-        c.kube.delay("/api/v1/namespaces/", 2.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
-        proc = start_process(c, "--leader-elect=true", "--namespace=scaler-system")
-        try:
-            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
-            proc.send_signal(signal.SIGTERM)
-            out, _ = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, out
+        terminate(start_tainting(c, 2.0, "--leader-elect=true", "--namespace=scaler-system"))
         lease = c.kube.get_object("Lease", "scaler", "scaler-system")
         assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
         for name in c.underused:
@@ -115,21 +130,15 @@ def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
 
 def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
-        c.kube.delay("/api/v1/namespaces/", 2.0, match=lambda r: r.path.endswith("/eviction"), method="POST")
-        proc = start_process(c, "--leader-elect=false")
-        try:
-            wait_for(lambda: any(tainted(c, n) for n in c.underused), what="a node to be tainted")
-            proc.send_signal(signal.SIGUSR1)
-            time.sleep(1.0)
-            assert proc.poll() is None, "SIGUSR1 stopped the process"
-            proc.send_signal(signal.SIGTERM)
-            out, _ = proc.communicate(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, out
-        dump = out[out.index("most recent call first") :]
-        assert "scaler/runner.py" in dump and dump.count("most recent call first") >= 2, dump[:3000]
+        proc = start_tainting(c, 2.0, "--leader-elect=false")
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.0)
+        alive = proc.poll() is None
+        out = terminate(proc) if alive else proc.communicate()[0]
+        assert alive, f"SIGUSR1 stopped the process ({proc.returncode}):\n{out[-3000:]}"
+        dump = out[out.index("stacks of") :]
+        assert "scaler/runner.py" in dump and dump.count("most recent call last") >= 2, dump[:3000]
+        assert "Thread loop" in dump, dump[:3000]
 
 
 def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:

@@ -282,11 +282,24 @@ class Actuator:
         return self._finish(node, "underutilized", lambda: self._verify_and_delete(node))
 
     def stop(self, timeout: float | None = None) -> None:
-        """Start no new removal; let running ones finish or roll back; wait up to ``timeout``."""
+        """Start no new removal; let running ones finish or roll back; wait up to ``timeout``.
+
+        The workers are read under the lock they are registered and started under, so every
+        one seen has started; the reading is repeated until no new worker appears (one the
+        loop dispatched meanwhile sees the stop and rolls back)."""
         self._stopping.set()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for t in [*self._threads.values(), *self._relief_threads.values()]:
-            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        joined: set[threading.Thread] = set()
+        while True:
+            with self._lock:
+                workers = [
+                    t for t in (*self._threads.values(), *self._relief_threads.values()) if t not in joined
+                ]
+            if not workers:
+                return
+            for t in workers:
+                t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                joined.add(t)
 
     def idle(self) -> bool:
         """True when no removal and no relief is under way."""
