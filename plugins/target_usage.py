@@ -201,9 +201,8 @@ class TargetUsage:
         the pod's compared with its rooms (:meth:`_rooms`). ``None`` (check node by node) when
         a value is too large for exact int64 arithmetic."""
         tab = state.table
-        codes = np.zeros(len(nodes), dtype=np.int16)
         if len(nodes) == 0:
-            return codes, self._reasons
+            return np.zeros(0, dtype=np.int16), self._reasons
         load_cpu, load_mem = state.load(pod)
         # |moved + load| stays below 2**62 (the table's magnitude bounds |moved|): no overflow,
         # and the rooms' clamp changes no comparison.
@@ -215,6 +214,7 @@ class TargetUsage:
         if uniform:  # one code per check: no per-row lookups (most nodes fail, so it matters)
             return np.where(cpu_over, np.int16(4), mem_over * np.int16(self._mem_code0)), self._reasons
         # Assigned from the last check to the first, so that the first failing check wins.
+        codes = np.zeros(len(nodes), dtype=np.int16)
         codes[mem_over] = mem_code[nodes[mem_over]]
         codes[cpu_over] = cpu_code[nodes[cpu_over]]
         return codes, self._reasons

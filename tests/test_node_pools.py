@@ -116,10 +116,7 @@ def test_pool_size_limits_and_the_nodes_flag_wins() -> None:
     nodes = snapshot(T0, BUSY).nodes
     sized = {"batch": {"min-size": 1, "max-size": 20}}
     limits = node_group_limits(ScalerConfig.from_mapping({"node-pools": sized}), nodes)
-    assert (limits.pools["batch"].min_size, limits.pools["batch"].max_size) == (
-        1,
-        20,
-    ) and "web" not in limits.pools
+    assert (limits.pools["batch"].min_size, limits.pools["batch"].max_size) == (1, 20) and "web" not in limits.pools
     with_flag = ScalerConfig.from_mapping({"node-pools": sized, "nodes": ["0:3:batch"]})
     assert node_group_limits(with_flag, nodes).pools["batch"].min_size == 0
     only_min = ScalerConfig.from_mapping({"node-pools": {"web": {"min-size": 2}}})
@@ -146,9 +143,7 @@ def test_target_usage_uses_the_destinations_pool_targets() -> None:
     codes, reasons = plugin.filter_nodes(p, state.positions(["batch-1", "web-1", "x-1"]), state) or ((), ())
     assert [reasons[c - 1] if c else None for c in codes] == list(verdicts.values())
     # Without the overrides, the global 45% refuses batch-1.
-    assert (
-        TargetUsage(ScalerConfig()).filter(p, state.nodes["batch-1"], state) == "cpu usage above target 45%"
-    )
+    assert TargetUsage(ScalerConfig()).filter(p, state.nodes["batch-1"], state) == "cpu usage above target 45%"
 
 
 targets = st.integers(1, 100).map(lambda n: n / 100)
@@ -229,9 +224,7 @@ def _assert_vector_agrees(
 # ---- the dry-run -----------------------------------------------------------------------------
 
 
-def test_the_dry_run_shows_effective_values_per_pool(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_dry_run_shows_effective_values_per_pool(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "c.yaml"
     f.write_text(json.dumps({"node-pools": {"default-pool": {"scale-down-utilization-threshold": 0.9, "min-size": 3},
                                             "gone-pool": {"target-cpu-usage": 0.6}}}))  # fmt: skip
