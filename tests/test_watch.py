@@ -202,6 +202,29 @@ def test_snapshot_reflects_watched_changes(cache: WatchCache, fake: FakeKubeAPI,
     assert _same_snapshot(snap, load_live_snapshot(api, NOW))
 
 
+def test_pods_are_regrouped_by_change_not_sorted_again(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
+    layout = cache.records().pod_layout
+    assert layout is not None and cache.records().pod_layout is layout  # nothing changed: kept
+    pods = fake.objects("Pod")
+    moved, deleted = pods[0], pods[1]
+    src = moved["spec"]["nodeName"]
+    dst = next(n["metadata"]["name"] for n in fake.objects("Node") if n["metadata"]["name"] != src)
+    fake.put_object({**moved, "spec": {**moved["spec"], "nodeName": dst}})
+    fake.put_object({**moved, "metadata": {**moved["metadata"], "name": "aaa-new", "uid": "new"}})
+    fake.delete_object("Pod", deleted["metadata"]["name"], deleted["metadata"]["namespace"])
+    assert wait_until(lambda: find(cache, "Pod", deleted["metadata"]["name"]) is None)
+    assert wait_until(lambda: find(cache, "Pod", moved["metadata"]["name"]).node_name == dst)
+    assert wait_until(lambda: find(cache, "Pod", "aaa-new") is not None)
+    snap = snapshot_from_cache(cache, api, NOW)
+    assert _same_snapshot(snap, load_live_snapshot(api, NOW))
+    assert snap.pods[0].name == "aaa-new" and [p.name for p in snap.pods_by_node[src]][0] == "aaa-new"
+    after = cache.records().pod_layout
+    assert after is not None and after is not layout
+    touched = {src, dst, deleted["spec"]["nodeName"]}
+    assert all(after.by_node[n] is group for n, group in layout.by_node.items() if n not in touched)
+    assert cache.stats["Pod"].relists == 0
+
+
 def test_a_malformed_object_is_named_until_it_is_fixed(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
     pod = a_pod(fake)
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -364,6 +387,7 @@ def _same_snapshot(a: ClusterSnapshot, b: ClusterSnapshot) -> bool:
         a.node_metrics,
         a.pod_metrics,
         a.workload_kinds,
+        a.pods_by_node,
     ) == (
         b.now,
         b.nodes,
@@ -373,4 +397,5 @@ def _same_snapshot(a: ClusterSnapshot, b: ClusterSnapshot) -> bool:
         b.node_metrics,
         b.pod_metrics,
         b.workload_kinds,
+        b.pods_by_node,
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 from scaler.model.decode import Place, parse_object, place_text
 from scaler.model.gcpause import no_cycle_collector
+from scaler.model.layout import PodLayout
 from scaler.model.parse import ObjectError, Record, ident
 from scaler.model.profiles import WorkloadProfile
 from scaler.model.records import (
@@ -42,13 +43,6 @@ __all__ = [
 CONTROLLER_KINDS = frozenset(
     {"ReplicaSet", "ReplicationController", "StatefulSet", "DaemonSet", "Job", "Deployment", "CronJob"}
 )
-
-
-def _namespaced_key(obj: Pod) -> str:
-    """Sort key ordering like ``(namespace, name)``: no name holds ``\0``, which sorts before
-    every other character, so the order is the tuple's. One string compares about three times
-    faster than a tuple of two (0.11 s against 0.35 s for 150,000 pods)."""
-    return f"{obj.namespace}\0{obj.name}"
 
 
 class SnapshotError(ValueError):
@@ -99,7 +93,7 @@ class ClusterSnapshot:
     def create(
         now: float,
         nodes: Iterable[Node],
-        pods: Iterable[Pod],
+        pods: Iterable[Pod] | PodLayout,
         pdbs: Iterable[PodDisruptionBudget] = (),
         controllers: Iterable[Controller] = (),
         node_metrics: Iterable[NodeMetrics] = (),
@@ -112,20 +106,19 @@ class ClusterSnapshot:
         """Build a snapshot from records, computing the indexes.
 
         Nodes are kept sorted by name and each node's pods by ``namespace/name``, so every
-        evaluation sees the same order whatever order the input had.
+        evaluation sees the same order whatever order the input had. ``pods`` may come already
+        sorted and grouped, as a :class:`~scaler.model.layout.PodLayout` (the watch cache keeps
+        one from loop to loop).
         """
         node_t = tuple(sorted(nodes, key=attrgetter("name")))
-        pod_t = tuple(sorted(pods, key=_namespaced_key))
-        by_node: dict[str, list[Pod]] = {n.name: [] for n in node_t}
-        for p in pod_t:
-            if p.node_name in by_node:
-                by_node[p.node_name].append(p)
+        layout = pods if isinstance(pods, PodLayout) else PodLayout.build(pods)
+        grouped = layout.by_node
         ctrl = tuple(controllers)
         pv_list = None if pvs is None else tuple(pvs)
         return ClusterSnapshot(
             now=now,
             nodes=node_t,
-            pods=pod_t,
+            pods=layout.pods,
             pdbs=tuple(sorted(pdbs, key=lambda b: (b.namespace, b.name))),
             controllers={(c.kind, c.namespace, c.name): c for c in ctrl},
             node_metrics={m.name: m for m in node_metrics},
@@ -137,7 +130,7 @@ class ClusterSnapshot:
             if workload_kinds is None
             else frozenset(workload_kinds),
             namespaces={ns.name: ns for ns in namespaces},
-            pods_by_node={k: tuple(v) for k, v in by_node.items()},
+            pods_by_node={n.name: grouped.get(n.name, ()) for n in node_t},
             node_by_name={n.name: n for n in node_t},
         )
 
@@ -208,6 +201,9 @@ class RecordSet:
         self.by_kind: dict[str, dict[tuple[str, str], Record]] = {}
         """Kind (``Pod``, ``ReplicaSet``...) -> (namespace, name) -> record."""
         self._places: dict[str, dict[tuple[str, str], Place]] | None = {} if places else None
+        self.pod_layout: PodLayout | None = None
+        """The Pod records already sorted and grouped (a watch cache's), else ``None``: the
+        snapshot sorts them. Adding a Pod record drops it."""
 
     def add(self, rec: Record, place: Place = "") -> None:
         """Add one record (found at ``place``).
@@ -217,6 +213,8 @@ class RecordSet:
                 added before (the message names both places).
         """
         t = type(rec)
+        if t is Pod:
+            self.pod_layout = None
         if t is Node or t is NodeMetrics or t is PersistentVolume or t is Namespace:
             kind, key = _KIND_OF[t], ("", rec.name)
         else:
@@ -258,7 +256,7 @@ class RecordSet:
         snap = ClusterSnapshot.create(
             now=0.0,
             nodes=self.values("Node"),
-            pods=self.values("Pod"),
+            pods=self.values("Pod") if self.pod_layout is None else self.pod_layout,
             pdbs=self.values("PodDisruptionBudget"),
             controllers=controllers,
             node_metrics=self.values("NodeMetrics"),

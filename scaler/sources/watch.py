@@ -48,8 +48,9 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.model.decode import decode_watch_event
 from scaler.model.gcpause import no_cycle_collector
+from scaler.model.layout import PodLayout
 from scaler.model.parse import Record
-from scaler.model.records import NodeMetrics, PodMetrics
+from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 from scaler.sources.kube import (
     METRICS_GROUP,
@@ -211,6 +212,11 @@ class WatchCache:
         self._threads: list[threading.Thread] = []
         self._responses: dict[str, Any] = {}  # kind -> the open watch response (to cut it on stop)
         self._client: ApiClient | None = None
+        # Pods sorted and grouped as of the previous records(), and the keys of the pods changed
+        # since (None: relisted, build again). records() updates it under its own lock.
+        self._pod_layout: PodLayout | None = None
+        self._pod_changes: set[tuple[str, str]] | None = None
+        self._layout_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -282,10 +288,22 @@ class WatchCache:
 
     def records(self) -> RecordSet:
         """The cached records by kind (a consistent view: each kind's dict is copied under the
-        lock, the records themselves are immutable and shared)."""
-        with self._lock:
-            records = RecordSet()
-            records.by_kind = {c.kind: dict(self._store[c.kind]) for c in self.calls}
+        lock, the records themselves are immutable and shared), with the pods already sorted
+        and grouped by node (``RecordSet.pod_layout``): the previous call's layout updated
+        with the pods changed since (:meth:`PodLayout.update`), or built anew after a LIST."""
+        with self._layout_lock:
+            with self._lock:
+                records = RecordSet()
+                records.by_kind = {c.kind: dict(self._store[c.kind]) for c in self.calls}
+                changed, self._pod_changes = self._pod_changes, set()
+            pods: dict[tuple[str, str], Pod] | None = records.by_kind.get("Pod")  # type: ignore[assignment]
+            if pods is None:
+                return records
+            if changed is None or self._pod_layout is None:
+                self._pod_layout = PodLayout.build(pods.values())
+            else:
+                self._pod_layout = self._pod_layout.update(pods, changed)
+            records.pod_layout = self._pod_layout
         return records
 
     # -- worker ----------------------------------------------------------------------------------
@@ -375,6 +393,8 @@ class WatchCache:
         with self._lock:
             self._store[call.kind] = items
             self._bad[call.kind] = bad
+            if call.kind == "Pod":
+                self._pod_changes = None
             stats.resource_version = rv
             if stats.lists:
                 stats.relists += 1
@@ -468,6 +488,11 @@ class WatchCache:
         key = (event.namespace, event.name)
         with self._lock:
             store, bad = self._store[call.kind], self._bad[call.kind]
+            changes = self._pod_changes
+            if call.kind == "Pod" and changes is not None:
+                changes.add(key)
+                if len(changes) * 8 > len(store):  # records() would build anew: stop counting
+                    self._pod_changes = None
             if event.record is not None:
                 store[key] = event.record
                 bad.pop(key, None)
