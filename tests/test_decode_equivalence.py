@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scaler.model.decode import decode_document, decode_object, document_records, parse_object
+from scaler.model.decode import decode_document, decode_list, decode_object, document_records, parse_object
 from scaler.model.parse import ObjectError
 
 
@@ -361,3 +361,27 @@ def test_metrics_decode_as_before(obj: dict[str, Any]) -> None:
 @given(others())
 def test_other_kinds_decode_as_before(obj: dict[str, Any]) -> None:
     _same_everywhere(obj)
+
+
+pod_metrics_items = st.lists(metrics().filter(lambda o: o["kind"] == "PodMetrics"), max_size=6)
+
+
+@SETTINGS
+@given(pod_metrics_items, st.sampled_from(["1500000n", "7n", "250m", "1"]), st.sampled_from(["1024Ki", "3Ki", "1Gi"]))
+def test_a_pod_metrics_list_decodes_as_its_items_did_one_by_one(
+    objs: list[dict[str, Any]], cpu: str, memory: str
+) -> None:
+    """The LIST's own loop (:func:`scaler.model.parse.pod_metrics_records`: metrics-server's
+    usual spelling read inline, stamps alike read once) gives the legacy parser's records."""
+    for i, obj in enumerate(objs):
+        if i % 2:  # metrics-server's spelling: nanocores and kibibytes
+            obj["containers"] = [*obj["containers"], {"name": "usual", "usage": {"cpu": cpu, "memory": memory}}]
+    items = [{k: v for k, v in o.items() if k != "kind"} for o in objs]
+    data = json.dumps({"kind": "PodMetricsList", "items": items}).encode()
+    try:
+        expected = [legacy.parse_pod_metrics(o) for o in objs]
+    except legacy.ObjectError:
+        with pytest.raises(ObjectError):
+            decode_list(data, "PodMetrics")
+        return
+    assert decode_list(data, "PodMetrics").records == expected

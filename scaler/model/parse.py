@@ -615,7 +615,8 @@ def _node(w: wire.NodeW) -> Node:
 def _usage(usage: wire.UsageW | None, w: wire.ObjectW) -> tuple[int, int]:
     """(millicores, bytes) of a metrics ``usage``. metrics-server writes CPU in nanocores
     (``"123456789n"``) and memory in kibibytes (``"1234Ki"``): those are read directly, anything
-    else by :func:`parse_millicores` / :func:`parse_bytes` (same results)."""
+    else by :func:`parse_millicores` / :func:`parse_bytes` (same results). The loop of
+    :func:`pod_metrics_records` holds a copy of the direct reading."""
     if usage is not None:
         cpu, mem = usage.cpu, usage.memory
         if type(cpu) is str and type(mem) is str and cpu[-1:] == "n" and mem[-2:] == "Ki":
@@ -664,15 +665,46 @@ def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
 
 
 def _pod_metrics(w: wire.PodMetricsW) -> PodMetrics:
-    meta = w.metadata
-    name = meta.name or _missing(w, "metadata.name")
-    cpu = mem = 0
-    for c in w.containers or ():
-        c_cpu, c_mem = _usage(c.usage, w)
-        cpu += c_cpu
-        mem += c_mem
-    ts, window = _stamp(w)
-    return PodMetrics(meta.namespace or "default", name, ts, window, cpu, mem)
+    return pod_metrics_records([w])[0]
+
+
+def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
+    """The records of decoded PodMetrics, in order: usage summed over the containers, each item
+    released (set to ``None`` in ``items``) once converted.
+
+    One loop for a whole LIST (450,000 pods at 15,000 nodes, every ``--scan-interval``): the
+    usual container (``"123456789n"`` CPU, ``"1234Ki"`` memory) is read inline, anything else by
+    :func:`_usage`, and a timestamp and window like the previous item's are not read again.
+
+    Raises:
+        ObjectError: as :func:`to_record`, naming the first bad item.
+    """
+    out: list[PodMetrics] = []
+    append = out.append
+    stamp_of: tuple[str | None, str | None] | None = None
+    stamp = (0.0, 0.0)
+    for i in range(len(items)):
+        w, items[i] = items[i], None  # type: ignore[call-overload]
+        meta = w.metadata
+        name = meta.name or _missing(w, "metadata.name")
+        cpu = mem = 0
+        for c in w.containers or ():
+            u = c.usage
+            if u is not None:
+                n, k = u.cpu, u.memory
+                if type(n) is str and type(k) is str and n[-1:] == "n" and k[-2:] == "Ki":
+                    n, k = n[:-1], k[:-2]
+                    if n.isascii() and n.isdigit() and k.isascii() and k.isdigit():
+                        cpu += -(-int(n) // 1_000_000)  # MilliValue() rounds up
+                        mem += int(k) * 1024
+                        continue
+            c_cpu, c_mem = _usage(u, w)  # anything else, or a named error
+            cpu += c_cpu
+            mem += c_mem
+        if stamp_of != (w.timestamp, w.window):
+            stamp, stamp_of = _stamp(w), (w.timestamp, w.window)
+        append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem))
+    return out
 
 
 def _pdb(w: wire.PodDisruptionBudgetW) -> PodDisruptionBudget:
