@@ -7,7 +7,9 @@ The controller is built as ``scaler run`` builds it: a :class:`~scaler.sources.w
 snapshot's nodes; the leader, not dry-run, with a scale-down-unneeded-time of an hour (nothing is
 deleted while we count) and without the node status annotations (writes, drained at 50 nodes a loop).
 After the settling loops (the first recovers, the status ConfigMap is
-rewritten until the plan's content settles), each measured loop advances the clock 10 s, has the
+rewritten until the plan's content settles), every node's and sampled pod's usage history is
+grown to a whole default unneeded window (:data:`HISTORY_SAMPLES`, :func:`full_history`: what a
+controller holds after ten minutes, which a few loops never reach). Each measured loop advances the clock 10 s, has the
 fake re-stamp the metrics (outside the timed part: metrics-server's own scrape), then times
 :meth:`~scaler.controller.Controller.run_once`: the wall time, this process's CPU time (all
 threads, the watch threads included) and the requests the fake saw during it.
@@ -23,6 +25,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from scaler.eligibility import GroupLimits, node_group_limits
 from scaler.kube.writer import KubeWriter
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
+from scaler.planner import PlannerState, UsageSample
 from scaler.sources.watch import WatchCache, snapshot_from_cache
 
 __all__ = ["measure_loop", "start_controller"]
@@ -76,6 +80,33 @@ def start_controller(
     ctl = Controller(config, source, writer, cloud, Metrics(), identity="bench", clock=clock)
     ctl.leader.set()
     return ctl, cache, last, limits, synced
+
+
+HISTORY_SAMPLES = 40
+"""Usage samples per node and per sampled pod when the timed loops start: a whole default
+``--scale-down-unneeded-time`` (600 s) at metrics-server's ``--metric-resolution`` of 15 s."""
+
+
+def full_history(state: PlannerState, samples: int = HISTORY_SAMPLES, step: float = 15.0) -> PlannerState:
+    """``state`` with each node's and pod's usage history grown to ``samples`` readings, ``step``
+    seconds apart and ending with its newest one, their values spread ±20% around it (fixed
+    pseudo-random): the history a controller holds once it has run for a whole unneeded window,
+    which the few loops of a benchmark never reach."""
+
+    def grow(window: tuple[UsageSample, ...], seed: int) -> tuple[UsageSample, ...]:
+        newest = window[-1]
+        older = []
+        for i in range(samples - 1):
+            f = 0.8 + 0.4 * (((seed + i) * 2654435761) % 1000) / 1000
+            t = newest.timestamp - step * (samples - 1 - i)
+            older.append(UsageSample(t, int(newest.cpu_millicores * f), int(newest.memory_bytes * f)))
+        return (*older, newest)
+
+    return replace(
+        state,
+        usage_history={k: grow(v, i) for i, (k, v) in enumerate(state.usage_history.items())},
+        pod_usage_history={k: grow(v, i) for i, (k, v) in enumerate(state.pod_usage_history.items())},
+    )
 
 
 def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str, Any]:
@@ -150,6 +181,9 @@ def measure_loop(nodes: int, loops: int = 3, profile: bool = False) -> dict[str,
                         if not any(m.startswith(("PUT", "POST", "PATCH")) for m in made):
                             break
                     out["settling_loops"] = settle
+                    ctl.state = full_history(ctl.state)
+                    out["history_samples"] = HISTORY_SAMPLES
+                    out["sampled_pods"] = len(ctl.state.pod_usage_history)
                     walls, cpus, reqs, rewatches = [], [], [], 0
                     for _ in range(loops):
                         made, wall, cpu = loop()

@@ -411,7 +411,9 @@ def _markdown(
         "the medians. (d) is `Controller.run_once` of a controller built as `scaler run` builds it",
         "(watch caches warm, both metrics LISTs decoded, usage recorded and aggregated, evaluation,",
         "plan, status) against the loopback fake API server running in another process",
-        "(`benchmarks/loop.py`, `benchmarks/fake_api.py`); CPU is this process's, all threads.",
+        "(`benchmarks/loop.py`, `benchmarks/fake_api.py`); CPU is this process's, all threads. Before",
+        "the timed loops every node and sampled pod is given a whole default unneeded window of usage",
+        "history (40 samples: 600 s at metrics-server's 15 s), as after ten minutes of running.",
         "",
     ]
     for r in results:
@@ -463,6 +465,11 @@ def _markdown(
                 + f" | 2: {_verdict(set(lp['requests_per_loop']) == {2})} |",
                 f"| watch caches: first LIST of every kind (sync) | {_fmt_s(lp['cache_sync_seconds'])} | — |",
             ]
+            if "history_samples" in lp:
+                out.append(
+                    f"| (d) usage history when the timed loops start | {lp['history_samples']} samples for every node "
+                    f"and for each of {lp['sampled_pods']:,} sampled pods | — |"
+                )
         out += [
             f"| full evaluation (median, {len(e['evaluate_seconds'])} runs) | {_median_span(e['evaluate_seconds'])} | "
             + _target(

@@ -48,17 +48,19 @@ budgets; the first that holds a node gives its reason.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from functools import cache
 from operator import attrgetter
 
 import msgspec
 
 from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import Node, NodeMetrics
+from scaler.model.records import Node, NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.reasons import NodeStatus, UnremovableReason
@@ -201,13 +203,21 @@ def record_usage(
     windows = pool_windows or {}
     for node in snapshot.nodes:
         horizon = snapshot.now - windows.get(node.node_group, window_seconds)
-        past = [s for s in history.get(node.name, ()) if s.timestamp >= horizon]
+        past = _within(history.get(node.name, ()), horizon)
         m = snapshot.node_metrics.get(node.name)
         if m is not None and (not past or past[-1].timestamp < m.timestamp):
-            past.append(UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+            past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
         if past:
-            out[node.name] = tuple(past)
+            out[node.name] = past
     return out
+
+
+def _within(samples: tuple[UsageSample, ...], horizon: float) -> tuple[UsageSample, ...]:
+    """The samples (oldest first) taken at or after ``horizon`` (Unix seconds): a slice found by
+    bisection, not a pass over the window (40 samples a pod at metrics-server's 15 s)."""
+    if not samples or samples[0].timestamp >= horizon:
+        return samples
+    return samples[bisect_left(samples, horizon, key=_TIMESTAMP) :]
 
 
 def record_pod_usage(
@@ -237,9 +247,7 @@ def record_pod_usage(
         horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
         for p in pods:
             key = (p.namespace, p.name)
-            past = history.get(key, ())
-            if past and past[0].timestamp < horizon:
-                past = tuple(x for x in past if x.timestamp >= horizon)
+            past = _within(history.get(key, ()), horizon)
             m = metrics.get(key)
             if m is not None and (not past or past[-1].timestamp < m.timestamp):
                 past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
@@ -264,6 +272,7 @@ def _ewma(values: Sequence[int], alpha: float) -> int:
 
 _CPU = attrgetter("cpu_millicores")
 _MEMORY = attrgetter("memory_bytes")
+_TIMESTAMP = attrgetter("timestamp")
 
 
 def aggregate_usage(
@@ -306,6 +315,7 @@ def with_aggregated_usage(
     of the aggregate and the newest reading (:mod:`scaler.utilization`), so that smoothing never
     hides a spike where pods would land. Freshness is unchanged: the newest sample's timestamp
     is kept, so stale or missing metrics still make a non-empty node ``MetricsUnavailable``.
+    A pod's aggregate is computed when the pod is first read (:class:`AggregatedPodMetrics`).
     """
     metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
     pool_of = {n.name: n.node_group for n in snapshot.nodes} if pool_methods else {}
@@ -316,22 +326,11 @@ def with_aggregated_usage(
             cpu, mem = aggregate_usage(samples, how)
             if cpu != m.cpu_millicores or mem != m.memory_bytes:
                 metrics[name] = msgspec.structs.replace(m, cpu_millicores=cpu, memory_bytes=mem)
-    pod_metrics = snapshot.pod_metrics
+    pod_metrics: Mapping[tuple[str, str], PodMetrics] = snapshot.pod_metrics
     if pod_history:
-        aggregated = dict(pod_metrics)
-        pod_pool = (
-            {(p.namespace, p.name): pool_of.get(p.node_name, "") for p in snapshot.pods}
-            if pool_methods
-            else {}
+        pod_metrics = AggregatedPodMetrics(
+            snapshot.pod_metrics, pod_history, _pod_method(snapshot, method, pool_methods)
         )
-        for key, samples in pod_history.items():
-            pm = pod_metrics.get(key)
-            if pm is not None and samples:
-                how = pool_methods.get(pod_pool.get(key, ""), method) if pool_methods else method
-                cpu, mem = aggregate_usage(samples, how)
-                if cpu != pm.cpu_millicores or mem != pm.memory_bytes:  # else the reading is the aggregate
-                    aggregated[key] = msgspec.structs.replace(pm, cpu_millicores=cpu, memory_bytes=mem)
-        pod_metrics = aggregated
     return replace(
         snapshot,
         node_metrics=metrics,
@@ -339,6 +338,73 @@ def with_aggregated_usage(
         newest_node_metrics=snapshot.node_metrics,
         newest_pod_metrics=snapshot.pod_metrics,
     )
+
+
+def _pod_method(
+    snapshot: ClusterSnapshot, method: Aggregation, pool_methods: Mapping[str, Aggregation] | None
+) -> Callable[[tuple[str, str]], Aggregation]:
+    """A pod's aggregation: its node's pool's in ``pool_methods``, else ``method``. The pods'
+    pools are looked up on first use (whole: a race builds the map twice, never half)."""
+    if not pool_methods:
+        return lambda key: method
+
+    @cache
+    def pools() -> dict[tuple[str, str], str]:
+        pool_of = {n.name: n.node_group for n in snapshot.nodes}
+        return {(p.namespace, p.name): pool_of.get(p.node_name, "") for p in snapshot.pods}
+
+    return lambda key: pool_methods.get(pools().get(key, ""), method)
+
+
+class AggregatedPodMetrics(Mapping[tuple[str, str], PodMetrics]):
+    """PodMetrics by ``(namespace, name)`` as :func:`with_aggregated_usage` gives them: each
+    pod's newest reading, or, for a pod with samples in ``history``, the reading with their
+    aggregate (``method(key)``, :func:`aggregate_usage`) in place of its usage.
+
+    The aggregate is computed when the pod is first read, then kept: a loop reads the pods of
+    the nodes it simulates, a few percent of the cluster, while aggregating every sampled pod's
+    window up front cost a second a loop at 15,000 nodes (137,000 pods, 40 samples each, p95).
+    Reads from several threads are safe (a race computes the same value twice).
+    """
+
+    __slots__ = ("_done", "_history", "_method", "_newest")
+
+    def __init__(
+        self,
+        newest: Mapping[tuple[str, str], PodMetrics],
+        history: Mapping[tuple[str, str], tuple[UsageSample, ...]],
+        method: Callable[[tuple[str, str]], Aggregation],
+    ) -> None:
+        self._newest = newest
+        self._history = history
+        self._method = method
+        self._done: dict[tuple[str, str], PodMetrics] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> PodMetrics:
+        done = self._done.get(key)
+        if done is not None:
+            return done
+        pm = self._newest[key]
+        samples = self._history.get(key)
+        if samples:
+            cpu, mem = aggregate_usage(samples, self._method(key))
+            if cpu != pm.cpu_millicores or mem != pm.memory_bytes:  # else the reading is the aggregate
+                pm = msgspec.structs.replace(pm, cpu_millicores=cpu, memory_bytes=mem)
+        self._done[key] = pm
+        return pm
+
+    def get(self, key: tuple[str, str], default: PodMetrics | None = None) -> PodMetrics | None:  # type: ignore[override]
+        """The pod's (aggregated) PodMetrics, ``default`` without a reading."""
+        return self[key] if key in self._newest else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._newest
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._newest)
+
+    def __len__(self) -> int:
+        return len(self._newest)
 
 
 def record_failures(

@@ -5,6 +5,7 @@ pools' size limits and the dry-run's effective flags."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from scaler.cli import main
 from scaler.config import POOL_KEYS, ConfigError, NodePoolSettings, ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.engine import evaluate
-from scaler.model.records import NodeMetrics
+from scaler.model.records import NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import Aggregation, GroupSize, PlannerState, UsageSample, plan, with_aggregated_usage
 from scaler.reasons import UnremovableReason
@@ -110,6 +111,12 @@ def test_usage_aggregation_is_the_nodes_pool() -> None:
     out = with_aggregated_usage(snap, history, Aggregation.P95, {"batch": Aggregation.MAX})
     assert out.node_metrics["batch-1"].cpu_millicores == 3_900  # max: the spike counts
     assert out.node_metrics["web-1"].cpu_millicores == 100  # p95: one spike in 20 is ignored
+    # A pod's aggregation is its node's pool's too (looked up when the pod is first read).
+    readings = [PodMetrics("default", p, T0 - 10, 30, 100, GI) for p in ("b", "w", "x")]
+    snap = replace(snap, pod_metrics={(m.namespace, m.name): m for m in readings})
+    pod_history = {("default", p): tuple(spike) for p in ("b", "w")}
+    out = with_aggregated_usage(snap, {}, Aggregation.P95, {"batch": Aggregation.MAX}, pod_history=pod_history)
+    assert [out.pod_metrics[("default", p)].cpu_millicores for p in ("b", "w", "x")] == [3_900, 100, 100]
 
 
 def test_pool_size_limits_and_the_nodes_flag_wins() -> None:

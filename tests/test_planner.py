@@ -16,6 +16,7 @@ from scaler.engine import evaluate
 from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import (
+    AggregatedPodMetrics,
     Aggregation,
     GroupSize,
     PlannerState,
@@ -254,6 +255,71 @@ def test_record_pod_usage_keeps_the_pods_of_the_given_nodes_within_the_window() 
     assert hist[("default", "pa")][-1].cpu_millicores == 290
     assert set(record_pod_usage(hist, snap, 600, {"b"})) == {("default", "pb")}
     assert set(record_pod_usage({}, snap, 600)) == {("default", "x"), ("default", "pa"), ("default", "pb")}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(0, 1000), max_size=50).map(sorted),
+    st.integers(-10, 1010),
+    st.integers(1, 3),
+)
+def test_the_window_is_trimmed_as_a_pass_over_it_would(times: list[int], horizon: int, n_pods: int) -> None:
+    """record_usage and record_pod_usage cut the samples before the horizon by bisection: the
+    same samples a filter over the whole window keeps (equal timestamps included)."""
+    window = tuple(UsageSample(float(t), i, i) for i, t in enumerate(times))
+    now = float(horizon + 600)
+    snap = cluster(now, IDLE)
+    pods = [("default", p) for p in ("x", "pa", "pb")[:n_pods]]
+    snap = replace(snap, node_metrics={}, pod_metrics={})  # no new reading: only the trim shows
+    kept = tuple(s for s in window if s.timestamp >= horizon)
+    nodes = record_usage({n.name: window for n in snap.nodes}, snap, 600)
+    assert all(v == kept for v in nodes.values()) and len(nodes) == (len(snap.nodes) if kept else 0)
+    pod_hist = record_pod_usage(dict.fromkeys(pods, window), snap, 600)
+    assert pod_hist == (dict.fromkeys(pods, kept) if kept else {})
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 8 * GI)), max_size=25),
+    ),
+    st.sampled_from(list(Aggregation)),
+    st.sets(st.sampled_from(["a", "b", "c", "d", "e"])),
+)
+def test_pods_are_aggregated_when_read_as_they_were_all_at_once(
+    histories: dict[str, list[tuple[int, int]]], method: Aggregation, read: set[str]
+) -> None:
+    newest = {("ns", p): PodMetrics("ns", p, T0, 30, 100, GI) for p in "abce"}
+    history = {
+        ("ns", p): tuple(UsageSample(T0 - 30 * (len(v) - i), c, m) for i, (c, m) in enumerate(v))
+        for p, v in histories.items()
+    }
+    asked: list[tuple[str, str]] = []
+
+    def method_of(key: tuple[str, str]) -> Aggregation:
+        asked.append(key)
+        return method
+
+    lazy = AggregatedPodMetrics(newest, history, method_of)
+    for p in sorted(read):  # only the pods read are aggregated, each once
+        lazy.get(("ns", p))
+        lazy.get(("ns", p))
+    assert sorted(asked) == sorted(("ns", p) for p in read if p in "abce" and history.get(("ns", p)))
+    eager = {}
+    for key, pm in newest.items():
+        samples = history.get(key)
+        cpu, mem = aggregate_usage(samples, method) if samples else (pm.cpu_millicores, pm.memory_bytes)
+        eager[key] = replace_usage(pm, cpu, mem)
+    assert dict(lazy.items()) == eager and lazy == eager and len(lazy) == 4
+    assert lazy.get(("ns", "e")) == newest[("ns", "e")] and lazy.get(("ns", "z")) is None
+    assert ("ns", "z") not in lazy and set(lazy) == set(newest)
+    with pytest.raises(KeyError):
+        lazy[("ns", "z")]
+
+
+def replace_usage(pm: PodMetrics, cpu: int, mem: int) -> PodMetrics:
+    return PodMetrics(pm.namespace, pm.name, pm.timestamp, pm.window_seconds, cpu, mem)
 
 
 def test_a_not_ready_node_with_pods_is_judged_by_requests_and_goes_after_the_unready_time() -> None:
