@@ -217,7 +217,7 @@ def test_pods_are_regrouped_by_change_not_sorted_again(cache: WatchCache, fake: 
     assert wait_until(lambda: find(cache, "Pod", "aaa-new") is not None)
     snap = snapshot_from_cache(cache, api, NOW)
     assert _same_snapshot(snap, load_live_snapshot(api, NOW))
-    assert snap.pods[0].name == "aaa-new" and [p.name for p in snap.pods_by_node[src]][0] == "aaa-new"
+    assert snap.pods[0].name == "aaa-new" and snap.pods_by_node[src][0].name == "aaa-new"
     after = cache.records().pod_layout
     assert after is not None and after is not layout
     touched = {src, dst, deleted["spec"]["nodeName"]}
