@@ -372,16 +372,20 @@ def test_a_pod_metrics_list_decodes_as_its_items_did_one_by_one(
     objs: list[dict[str, Any]], cpu: str, memory: str
 ) -> None:
     """The LIST's own loop (:func:`scaler.model.parse.pod_metrics_records`: metrics-server's
-    usual spelling read inline, stamps alike read once) gives the legacy parser's records."""
+    usual spelling read inline, stamps alike read once), for a LIST answer and for a
+    ``pod-metrics.json`` file alike, gives the legacy parser's records."""
     for i, obj in enumerate(objs):
         if i % 2:  # metrics-server's spelling: nanocores and kibibytes
             obj["containers"] = [*obj["containers"], {"name": "usual", "usage": {"cpu": cpu, "memory": memory}}]
     items = [{k: v for k, v in o.items() if k != "kind"} for o in objs]
     data = json.dumps({"kind": "PodMetricsList", "items": items}).encode()
+    from_file = lambda: [rec for rec, _ in records_of_document(data, "pod-metrics.json")]  # noqa: E731
     try:
         expected = [legacy.parse_pod_metrics(o) for o in objs]
     except legacy.ObjectError:
-        with pytest.raises(ObjectError):
-            decode_list(data, "PodMetrics")
+        for decode in (lambda: decode_list(data, "PodMetrics"), from_file):
+            with pytest.raises(ObjectError):
+                decode()
         return
     assert decode_list(data, "PodMetrics").records == expected
+    assert from_file() == expected

@@ -413,6 +413,9 @@ def document_records(doc: Document, source: str) -> Iterator[tuple[Record, Place
         yield doc.single, source
     if doc.items is not None:
         items = doc.items
+        if items and all(type(w) is wire.PodMetricsW for w in items):  # pod-metrics.json: one loop
+            yield from ((rec, (source, i)) for i, rec in enumerate(pod_metrics_records(items)))  # type: ignore[arg-type]
+            return
         for i in range(len(items)):
             w, items[i] = items[i], None  # each Struct is dropped once converted
             yield to_record(w), (source, i)  # type: ignore[arg-type]
