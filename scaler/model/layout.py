@@ -36,7 +36,7 @@ class PodLayout:
     """Pods sorted by :func:`namespaced_key`, and grouped by ``spec.nodeName``.
 
     Attributes:
-        pods: every pod, sorted; (namespace, name) is unique.
+        pods: every pod, sorted.
         by_node: node name -> its pods in the same order, for every name a pod is bound to
             (``""`` holds the unbound ones), whether or not such a node exists. No empty tuple.
     """
@@ -46,7 +46,8 @@ class PodLayout:
 
     @staticmethod
     def build(pods: Iterable[Pod]) -> PodLayout:
-        """Sort and group ``pods`` (their (namespace, name) must be unique)."""
+        """Sort and group ``pods`` (for :meth:`update`, their (namespace, name) must be unique,
+        as a store's keys are)."""
         ordered = tuple(sorted(pods, key=namespaced_key))
         groups: dict[str, list[Pod]] = {}
         for p in ordered:

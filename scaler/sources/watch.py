@@ -26,7 +26,9 @@ As in :mod:`scaler.sources.kube`, HTTP goes through the official ``kubernetes`` 
 ``_preload_content=False`` (watch bodies are read line by line). Each LIST page and each event is
 decoded once, by msgspec, straight into an immutable record (:mod:`scaler.model.decode`), and the
 cache stores the records: a loop builds its snapshot from them without copying or parsing any
-object again. An object that cannot be read is remembered, and every snapshot names it until it
+object again. It also remembers which pods changed since the last snapshot, so that the pods'
+sort and grouping by node (:class:`~scaler.model.layout.PodLayout`) is updated rather than done
+again. An object that cannot be read is remembered, and every snapshot names it until it
 is fixed or deleted.
 """
 
