@@ -17,11 +17,11 @@ from itertools import chain
 
 from scaler.model.records import Pod
 
-__all__ = ["PodLayout", "namespaced_key"]
+__all__ = ["REBUILD_FRACTION", "PodLayout", "namespaced_key"]
 
-_REBUILD_FRACTION = 8
+REBUILD_FRACTION = 8
 """Past one changed pod in this many, :meth:`PodLayout.update` builds from scratch: one sort
-is then cheaper than that many look-ups."""
+is then cheaper than that many look-ups (the watch cache stops recording changes there)."""
 
 
 def namespaced_key(pod: Pod) -> str:
@@ -68,11 +68,11 @@ class PodLayout:
             changed: the keys that may differ.
 
         Costs O(changed × log pods) look-ups plus copying the sorted tuple once; past one
-        change in :data:`_REBUILD_FRACTION` it is :meth:`build`.
+        change in :data:`REBUILD_FRACTION` it is :meth:`build`.
         """
         if not changed:
             return self
-        if len(changed) * _REBUILD_FRACTION > len(self.pods):
+        if len(changed) * REBUILD_FRACTION > len(self.pods):
             return PodLayout.build(pods.values())
         changed = changed if isinstance(changed, set | frozenset) else set(changed)
         old = self.pods

@@ -50,7 +50,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.model.decode import decode_watch_event
 from scaler.model.gcpause import no_cycle_collector
-from scaler.model.layout import PodLayout
+from scaler.model.layout import REBUILD_FRACTION, PodLayout
 from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
@@ -493,7 +493,7 @@ class WatchCache:
             changes = self._pod_changes
             if call.kind == "Pod" and changes is not None:
                 changes.add(key)
-                if len(changes) * 8 > len(store):  # records() would build anew: stop counting
+                if len(changes) * REBUILD_FRACTION > len(store):  # records() builds anew: stop counting
                     self._pod_changes = None
             if event.record is not None:
                 store[key] = event.record
