@@ -14,10 +14,18 @@ and a pool scope:
   that apply to the pool and to the reason (no ``reasons``: every reason), the smallest
   allowance binds.
 * **What counts as disrupted** (``BuildDisruptionBudgetMapping``): nodes of the pool that are
-  NotReady or being deleted (here: in flight, or tainted ``ToBeDeletedByClusterAutoscaler``),
-  plus the removals already planned in this loop. Unlike Karpenter, a NotReady candidate is not
-  counted twice: removing a node that is already unavailable does not add a disruption (it is
-  still held when the budget allows 0).
+  NotReady or being deleted (here: removals and reliefs in flight, or nodes tainted
+  ``ToBeDeletedByClusterAutoscaler``), plus the removals already found in this evaluation.
+  Unlike Karpenter, a NotReady candidate is not counted twice: removing a node that is already
+  unavailable does not add a disruption (it is still held when the budget allows 0).
+* **Before the simulation** (``pkg/controllers/disruption/controller.go`` builds the mapping and
+  hands it to the method's ``ComputeCommand``; ``emptiness.go``, ``multinodeconsolidation.go``
+  and ``singlenodeconsolidation.go`` drop the candidates whose pool has no disruption left
+  before ``SimulateScheduling``): :func:`scaler.engine.evaluate` asks :meth:`BudgetLedger.hold`
+  before it simulates a candidate, so a node held by a budget never has its pods moved in the
+  simulation. A removal is charged once the simulation finds it possible (Karpenter's
+  single-node consolidation: the first candidate that works takes the slot), so the allowance
+  goes to the candidates that will really go, in removal order.
 
 Time zones (``timeZone``, IANA, via :mod:`zoneinfo`; Karpenter is UTC only, #3074): the
 schedule is read as Debian's cron reads a crontab in that zone (the ``cronsim`` library):
@@ -111,7 +119,12 @@ class BudgetHold:
 
 
 class BudgetLedger:
-    """The budgets of one planning pass: admits removals one by one and charges them.
+    """The budgets of one evaluation: whether a removal fits, and its charge once it is made.
+
+    The evaluation (:func:`scaler.engine.evaluate`) asks :meth:`hold` before it simulates a
+    candidate and :meth:`charge` once the candidate is found removable, so that the allowance
+    goes to the nodes that will really go, in removal order; hot-node relief asks :meth:`admit`
+    on a :meth:`copy` after the removals.
 
     Args:
         budgets: the configured budgets.
@@ -139,17 +152,43 @@ class BudgetLedger:
             if hit is not None:
                 self.active.append((b, f"window since {hit.strftime('%Y-%m-%d %H:%M %Z')}"))
 
+    @classmethod
+    def for_nodes(
+        cls, budgets: Sequence[ScaleDownBudget], now: float, nodes: Iterable[Node], disrupted: Collection[str]
+    ) -> BudgetLedger:
+        """The ledger of a cluster of ``nodes`` at ``now`` (Unix seconds): each pool's size, and
+        as already disrupted its NotReady nodes, its nodes tainted ``ToBeDeletedByClusterAutoscaler``
+        and those named in ``disrupted`` (removals and reliefs under way); see
+        :func:`unavailable_nodes`. Karpenter's ``BuildDisruptionBudgetMapping``
+        (``pkg/controllers/disruption/helpers.go``) counts the same: nodes NotReady or marked for
+        deletion."""
+        if not budgets:
+            return cls((), now, {}, {})
+        nodes = list(nodes)
+        pool_nodes: dict[str, int] = {}
+        for n in nodes:
+            pool_nodes[n.node_group] = pool_nodes.get(n.node_group, 0) + 1
+        return cls(budgets, now, pool_nodes, unavailable_nodes(nodes, disrupted))
+
     @property
     def active_names(self) -> tuple[str, ...]:
         """Names of the budgets active at this pass's time, in configuration order."""
         return tuple(b.name for b, _ in self.active)
 
-    def admit(self, node: Node, reason: DisruptionReasonName) -> BudgetHold | None:
-        """Whether removing ``node`` for ``reason`` stays within every active budget that
-        applies to its pool and reason. Admitted removals are charged (the node counts as
-        disrupted for later calls); a refusal names the most restrictive budget exceeded."""
+    def copy(self) -> BudgetLedger:
+        """An independent ledger with the same budgets and charges."""
+        twin = BudgetLedger((), 0.0, self.pool_nodes, self.unavailable)
+        twin.active = list(self.active)
+        return twin
+
+    def hold(self, node: Node, reason: DisruptionReasonName) -> BudgetHold | None:
+        """Why removing ``node`` for ``reason`` now would exceed an active budget that applies
+        to its pool and reason (the most restrictive one exceeded), or ``None`` when it fits.
+        Charges nothing."""
+        if not self.active:
+            return None
         pool = node.node_group
-        taken = self.unavailable.setdefault(pool, set())
+        taken = self.unavailable.get(pool, set())
         after = len(taken | {node.name})
         total = self.pool_nodes.get(pool, 0)
         worst: tuple[int, ScaleDownBudget, str] | None = None
@@ -162,7 +201,6 @@ class BudgetLedger:
             if after > allowed and (worst is None or allowed < worst[0]):
                 worst = (allowed, budget, window)
         if worst is None:
-            taken.add(node.name)
             return None
         allowed, budget, window = worst
         where = f"; {window}" if window else ""
@@ -171,6 +209,17 @@ class BudgetLedger:
             f"budget {budget.name} ({budget.describe()}{where}) allows {allowed} of node pool {pool}'s "
             f"{total} nodes disrupted at once; {len(taken)} already are",
         )
+
+    def charge(self, node: Node) -> None:
+        """Count ``node`` as disrupted from now on (a removal or relief that was let go)."""
+        self.unavailable.setdefault(node.node_group, set()).add(node.name)
+
+    def admit(self, node: Node, reason: DisruptionReasonName) -> BudgetHold | None:
+        """:meth:`hold`, and when nothing holds ``node``, :meth:`charge` it."""
+        held = self.hold(node, reason)
+        if held is None:
+            self.charge(node)
+        return held
 
 
 def allowed_disruptions_of(budget: ScaleDownBudget, pool_nodes: int) -> int:

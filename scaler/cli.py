@@ -291,7 +291,6 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
 
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
-    from scaler.planner import hold_by_budgets
     from scaler.report.build import build_report, report_json, report_yaml
     from scaler.report.compare import start_variants
     from scaler.report.table import print_table
@@ -312,13 +311,13 @@ def _dry_run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from None
     # Cluster-autoscaler's rule and right-sized requests, evaluated beside scaler's own evaluation.
     variants = start_variants(snapshot, config)
-    evaluation = hold_by_budgets(evaluate(snapshot, config))
+    evaluation = evaluate(snapshot, config)  # the disruption budgets active at its time included
     relief = None
     if config.hot_node_relief:  # every hot node, as if hot for --hot-node-time; after the removals
         from scaler.planner import relief_admission
         from scaler.relief import plan_relief
 
-        admit = relief_admission(evaluation, {r.node.name for r in evaluation.removable()})
+        admit = relief_admission(evaluation)
         relief = plan_relief(evaluation, [n.name for n in snapshot.nodes], admit=admit)
     report = build_report(evaluation, snapshot, source, prices, variants=variants, relief=relief)
     if args.output == "json":

@@ -271,6 +271,7 @@ class Controller:
             filters=filters,
             scorers=scorers,
             recently_unremovable=self.state.recently_unremovable(now),
+            disrupted={*in_flight, *self.actuator.relieving},
         )
         # Pods whose usage history the next loops keep: those of the nodes that may be candidates
         # (and of the hot nodes, whose pods relief may evict by that usage).
@@ -342,9 +343,7 @@ class Controller:
         excluded |= dict.fromkeys(
             (r.node.name for r in decision.to_delete), "being removed: chosen in this loop"
         )
-        admit = relief_admission(
-            evaluation, {*deleting, *relieving, *(r.node.name for r in decision.to_delete)}
-        )
+        admit = relief_admission(evaluation)  # counts what the evaluation's budgets counted
         relief = plan_relief(
             evaluation, relief_due(self.state, now, cfg.hot_node_time), admit=admit, excluded=excluded
         )

@@ -14,8 +14,28 @@ the function the actuator's re-check calls too; before it, the node's pool must 
 minimum in the node's zone (:class:`scaler.eligibility.GroupLimits`), counting the nodes already
 found removable.
 
-Destinations: every other live node, in two tiers: nodes that are not candidates first, then
-candidates in reverse removal order (the ones least likely to be removed). A node that receives
+Disruption budgets (:mod:`scaler.budgets`) are applied before the simulation, as Karpenter's
+disruption controller filters its candidates by the budgets' allowed disruptions per node pool
+before ``SimulateScheduling`` (``kubernetes-sigs/karpenter``, ``pkg/controllers/disruption``:
+``controller.go`` builds ``BuildDisruptionBudgetMapping`` and passes it to the method;
+``emptiness.go``, ``singlenodeconsolidation.go`` and ``multinodeconsolidation.go`` skip a
+candidate whose pool has no disruption left). A candidate that the budgets active at
+``snapshot.now`` cannot let go, counting the nodes already disrupted and the removals found
+before it in removal order, is held: it is never simulated as removed, its pods stay where
+they are and it is a destination like any node that stays. Only a trial of its removal runs, at
+its place in the removal order, committing nothing (not even the destinations' round-robin
+position): when it succeeds the node is ``ScaleDownBudgetExhausted`` (the budget alone keeps
+it; :attr:`NodeResult.budget_only`), otherwise it gets the reason that would keep it anyway
+(``NoPlaceToMovePods``, ``BlockedByPod``, ...). A removal takes its
+pool's allowance only once its simulation succeeds, so a budget of ``n`` goes to the first
+``n`` candidates of the pool that can really go. The result is exactly that of an evaluation
+in which the held nodes carry ``scale-down-disabled``: when a budget spent during a pass holds
+a candidate, the pass is run again with that candidate held from the start (in the destination
+tiers with the nodes that stay), until no new candidate is held (each pass holds more, so it
+ends; with budgets that allow 0, or none spent in the loop, one pass).
+
+Destinations: every other live node, in two tiers: nodes that are not candidates (or that a
+budget holds) first, then candidates in reverse removal order (the ones least likely to be removed). A node that receives
 moved pods is no longer a candidate later in the evaluation (``DestinationForMovedPods``), so no
 pod is ever proposed to move onto a node that is itself reported removable.
 
@@ -28,12 +48,13 @@ tracker, and the cyclic garbage collector is paused for the evaluation
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scaler.config import ScalerConfig
+from scaler.budgets import BudgetHold, BudgetLedger, disruption_reason
+from scaler.config import DisruptionReasonName, ScalerConfig
 from scaler.drain.rules import BlockingPod
-from scaler.eligibility import check_eligibility, node_group_limits
+from scaler.eligibility import GroupLimits, check_eligibility, node_group_limits
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
@@ -61,6 +82,11 @@ class NodeResult:
         moves: (pod, destination node) for every pod that would be re-placed.
         daemonset_pods: DaemonSet pods on the node (not moved; evicted best effort).
         rank: position in the removal order (0-based) for removable nodes, else ``None``.
+        budget_only: ``True`` when a disruption budget alone keeps the node
+            (``ScaleDownBudgetExhausted``): a trial of its removal, at its place in the removal
+            order and committing nothing, succeeded. Its unneeded timer keeps running
+            (:func:`scaler.planner.plan`), as cluster-autoscaler's does for a node that waits
+            for ``--max-scale-down-parallelism``.
     """
 
     node: Node
@@ -72,6 +98,7 @@ class NodeResult:
     moves: tuple[tuple[Pod, str], ...] = ()
     daemonset_pods: tuple[Pod, ...] = ()
     rank: int | None = None
+    budget_only: bool = False
 
     @property
     def removable(self) -> bool:
@@ -86,13 +113,21 @@ class Evaluation:
     ``context`` is the evaluation's simulation state after every removal it found (moved pods
     on their destinations, PDB budgets charged): hot-node relief
     (:func:`scaler.relief.plan_relief`) places its pods in it, so that its destinations count
-    every move of the loop. It is not part of the result's value (not compared, not shown).
+    every move of the loop. ``held`` names the candidates that the disruption budgets held
+    before the simulation (``ScaleDownBudgetExhausted``, or the reason a trial of their removal
+    found). ``budgets`` is the disruption-budget ledger after those removals
+    (:class:`scaler.budgets.BudgetLedger`: which budgets are active, what each pool has
+    disrupted); relief charges its own disruptions on a copy
+    (:func:`scaler.planner.relief_admission`). Neither is part of the result's value (not
+    compared, not shown).
     """
 
     now: float
     config: ScalerConfig
     nodes: tuple[NodeResult, ...]
     context: RemovalContext | None = field(default=None, compare=False, repr=False)
+    budgets: BudgetLedger | None = field(default=None, compare=False, repr=False)
+    held: frozenset[str] = frozenset()
 
     def removable(self) -> list[NodeResult]:
         """Removable nodes in removal order."""
@@ -110,21 +145,25 @@ def evaluate(
     filters: Sequence[FilterPlugin] | None = None,
     scorers: Sequence[ScorePlugin] | None = None,
     recently_unremovable: Collection[str] = (),
+    disrupted: Collection[str] = (),
 ) -> Evaluation:
     """Decide, for every node of ``snapshot`` at ``snapshot.now``, whether it can be removed.
 
     Args:
         snapshot: the cluster state.
-        config: thresholds and plugin selection.
+        config: thresholds, plugin selection and disruption budgets.
         filters, scorers: plugin instances; ``None`` loads them from ``config`` (built-ins plus
             entry points).
         recently_unremovable: nodes to skip as ``RecentlyUnremovable`` (live mode).
+        disrupted: nodes whose removal or relief is under way (live mode): the disruption
+            budgets count them as disrupted, beside the NotReady nodes and those tainted
+            ``ToBeDeletedByClusterAutoscaler``.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin name is unknown.
     """
     with no_cycle_collector():
-        return _evaluate(snapshot, config, filters, scorers, recently_unremovable)
+        return _evaluate(snapshot, config, filters, scorers, recently_unremovable, disrupted)
 
 
 def _evaluate(
@@ -133,6 +172,7 @@ def _evaluate(
     filters: Sequence[FilterPlugin] | None,
     scorers: Sequence[ScorePlugin] | None,
     recently_unremovable: Collection[str],
+    disrupted: Collection[str],
 ) -> Evaluation:
     if filters is None:
         filters = load_filters(config)
@@ -144,7 +184,7 @@ def _evaluate(
     group_sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
 
-    results: dict[str, NodeResult] = {}
+    ineligible: dict[str, NodeResult] = {}
     candidates: list[Node] = []
     for node in snapshot.nodes:
         why = check_eligibility(
@@ -153,17 +193,57 @@ def _evaluate(
         if why is None:
             candidates.append(node)
         else:
-            results[node.name] = NodeResult(
+            ineligible[node.name] = NodeResult(
                 node, utils[node.name], NodeStatus.UNREMOVABLE, why.reason, why.detail
             )
     candidates.sort(key=lambda n: (not utils[n.name].empty, utils[n.name].value or 0.0, n.name))
 
+    budgets = BudgetLedger.for_nodes(config.budgets, now, snapshot.nodes, disrupted)
+    # Held before any removal: the pool's budget is spent by the nodes already disrupted.
+    held = {
+        n.name: h for n in candidates if (h := budgets.hold(n, _budget_reason(n, utils[n.name]))) is not None
+    }
+    while True:
+        ledger = budgets.copy()
+        results, newly_held = _simulate(ctx, candidates, held, ledger, group_sizes, limits)
+        if not newly_held:
+            break
+        # A budget spent by this pass's removals held more candidates: simulate again with them
+        # held from the start, so that they are destinations as any node that stays is, and no
+        # removal found before them counted on them being gone.
+        held |= newly_held
+        ctx = RemovalContext(snapshot, config, filters, scorers)
+    results |= ineligible
+    nodes = tuple(results[n.name] for n in snapshot.nodes)
+    return Evaluation(now, config, nodes, ctx, ledger, frozenset(held))
+
+
+def _budget_reason(node: Node, util: NodeUtilization) -> DisruptionReasonName:
+    return disruption_reason(util.empty, node.ready)
+
+
+def _simulate(
+    ctx: RemovalContext,
+    candidates: Sequence[Node],
+    held: Mapping[str, BudgetHold],
+    ledger: BudgetLedger,
+    group_sizes: Counter[tuple[str, str]],
+    limits: GroupLimits,
+) -> tuple[dict[str, NodeResult], dict[str, BudgetHold]]:
+    """One pass over ``candidates`` in removal order, the nodes of ``held`` held by the budgets
+    (not simulated, destinations like the nodes that are not candidates). Returns the verdicts,
+    and the candidates a budget held that were not in ``held`` (when there are any, the pass's
+    removals are not final: the caller simulates again)."""
+    utils = ctx.utils
     state = ctx.state
-    candidate_names = {n.name for n in candidates}
-    non_candidates = Tier.of(state, [n.name for n in snapshot.nodes if n.name not in candidate_names])
-    reverse_candidates = Tier.of(state, [n.name for n in reversed(candidates)])
+    movable = [n for n in candidates if n.name not in held]
+    movable_names = {n.name for n in movable}
+    non_candidates = Tier.of(state, [n.name for n in ctx.snapshot.nodes if n.name not in movable_names])
+    reverse_candidates = Tier.of(state, [n.name for n in reversed(movable)])
     planned: Counter[tuple[str, str]] = Counter()
     receivers: set[str] = set()
+    results: dict[str, NodeResult] = {}
+    newly_held: dict[str, BudgetHold] = {}
     rank = 0
 
     for node in candidates:
@@ -172,8 +252,19 @@ def _evaluate(
         def unremovable(reason: UnremovableReason, detail: str, blocking: BlockingPod | None = None) -> None:
             results[node.name] = NodeResult(node, util, NodeStatus.UNREMOVABLE, reason, detail, blocking)  # noqa: B023
 
+        budget_reason = _budget_reason(node, util)
+        is_held = node.name in held
         if node.name in receivers:
-            unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
+            if is_held:  # a destination because it stays: the budget is why
+                why = ledger.hold(node, budget_reason) or held[node.name]
+                unremovable(
+                    UnremovableReason.ScaleDownBudgetExhausted,
+                    f"{why.detail}; receives pods of a node removed earlier",
+                )
+            else:
+                unremovable(
+                    UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier"
+                )
             continue
         key = (node.node_group, node.zone)
         min_size = limits.min_size(*key)
@@ -184,11 +275,33 @@ def _evaluate(
                 f"{planned[key]} already removable, min {min_size} per zone",
             )
             continue
+        if is_held:
+            # Held from the start of this pass: a trial that commits nothing says whether the
+            # budget is what keeps it (else the reason that would keep it anyway).
+            trial = simulate_node_removal(
+                ctx, node.name, (non_candidates.without(node.name), reverse_candidates), commit=False
+            )
+            if not trial.removable:
+                unremovable(trial.reason, trial.detail, trial.blocking)
+                continue
+            # The detail with this pass's counts when they still hold it (nearly always).
+            why = ledger.hold(node, budget_reason) or held[node.name]
+            results[node.name] = NodeResult(
+                node, util, NodeStatus.UNREMOVABLE, UnremovableReason.ScaleDownBudgetExhausted, why.detail,
+                budget_only=True,
+            )  # fmt: skip
+            continue
+        hold = ledger.hold(node, budget_reason)
+        if hold is not None:
+            newly_held[node.name] = hold
+            unremovable(UnremovableReason.ScaleDownBudgetExhausted, hold.detail)
+            continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
         removal = simulate_node_removal(ctx, node.name, tiers)
         if not removal.removable:
             unremovable(removal.reason, removal.detail, removal.blocking)
             continue
+        ledger.charge(node)
         planned[key] += 1
         receivers.update(dest for _, dest in removal.moves)
         status = NodeStatus.REMOVABLE_DRAIN if removal.moves else NodeStatus.REMOVABLE_EMPTY
@@ -203,4 +316,4 @@ def _evaluate(
             rank=rank,
         )
         rank += 1
-    return Evaluation(now, config, tuple(results[n.name] for n in snapshot.nodes), ctx)
+    return results, newly_held

@@ -6,8 +6,9 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 ``core/scaledown/budgets/budgets.go`` (``CropNodes``) and ``static_autoscaler.go``
 (``isScaleDownInCooldown``):
 
-* A node is *unneeded* while the evaluation finds it removable; ``since`` is kept while it stays
-  unneeded and dropped the moment it is not (CA's timer reset). To stop one noisy metrics sample
+* A node is *unneeded* while the evaluation finds it removable, or removable but for a
+  disruption budget (:attr:`~scaler.engine.NodeResult.budget_only`); ``since`` is kept while
+  it stays unneeded and dropped the moment it is not (CA's timer reset). To stop one noisy metrics sample
   from resetting it, the controller feeds the evaluation usage *aggregated* over the unneeded
   window (:func:`aggregate_usage`, ``--usage-aggregation``), for nodes and for the pods of the
   nodes that may become candidates (:func:`record_pod_usage`); the newest readings are kept
@@ -28,9 +29,10 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
   ``--max-drain-parallelism`` drains; empty nodes take the budget first.
 * Disruption budgets (``budgets``, :mod:`scaler.budgets`, Karpenter's semantics plus time zones
-  and pool scope), checked last: a node whose removal would take its pool past the most
-  restrictive active budget for its reason (empty, underutilized, unready) is held as
-  ``ScaleDownBudgetExhausted``, the detail naming the budget.
+  and pool scope) are not the planner's: the evaluation applies them before its simulation
+  (:func:`scaler.engine.evaluate`, counting the removals and reliefs under way), so a node
+  they hold is ``ScaleDownBudgetExhausted`` already and none of its pods was moved in the
+  simulation. The planner only reports which budgets are active.
 * Per-pool settings: the unneeded and unready times are the node's pool's
   (:meth:`~scaler.config.ScalerConfig.for_pool`).
 * Hot-node relief (:mod:`scaler.relief`) has two timers of its own (:func:`track_hot`): a node is
@@ -38,11 +40,11 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   and its ``scaler.io/hot`` taint goes once it has stayed under both for as long
   (:func:`cooled`). A relief restarts the node's timer and its usage history
   (:func:`record_reliefs`): the next one waits for usage measured without the evicted pods.
-  Reliefs are charged to the disruption budgets after the removals of the same loop
+  Reliefs are charged to the disruption budgets after the removals of the same evaluation
   (:func:`relief_admission`, reason ``relief``).
 
-Checks in order: unneeded time, node group known, min size, cooldown, parallelism, disruption
-budgets; the first that holds a node gives its reason.
+Checks in order: unneeded time, node group known, min size, cooldown, parallelism; the first
+that holds a node gives its reason.
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ from operator import attrgetter
 
 import msgspec
 
-from scaler.budgets import BudgetLedger, disruption_reason, unavailable_nodes
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Node, NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
@@ -74,7 +75,6 @@ __all__ = [
     "UsageSample",
     "aggregate_usage",
     "cooled",
-    "hold_by_budgets",
     "plan",
     "record_failures",
     "record_pod_usage",
@@ -451,39 +451,9 @@ def _cooldown(evaluation: Evaluation, state: PlannerState, last_scale_up: float 
 
 
 def _crop_order(r: NodeResult) -> tuple[bool, int]:
-    # Empty nodes take the budgets first (CA budgets.CropNodes), each kind in removal order.
+    # Empty nodes take the parallelism budgets first (CA budgets.CropNodes), each kind in
+    # removal order.
     return (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0)
-
-
-def _ledger(evaluation: Evaluation, deleting: Collection[str]) -> BudgetLedger:
-    if not evaluation.config.budgets:
-        return BudgetLedger((), evaluation.now, {}, {})
-    nodes = [r.node for r in evaluation.nodes]
-    pool_nodes = Counter(n.node_group for n in nodes)
-    return BudgetLedger(
-        evaluation.config.budgets, evaluation.now, pool_nodes, unavailable_nodes(nodes, deleting)
-    )
-
-
-def hold_by_budgets(evaluation: Evaluation) -> Evaluation:
-    """The dry-run's disruption budgets: ``evaluation`` with the removable nodes that the
-    budgets active at ``evaluation.now`` would hold turned ``ScaleDownBudgetExhausted`` (as the
-    controller's next loop would, with no removal in flight; nodes in the order :func:`plan`
-    takes them). Timers and ``--max-scale-down-parallelism`` are not applied: they pace
-    removals over loops, while a budget in force holds a node now. Returns ``evaluation``
-    itself when no budget is configured."""
-    if not evaluation.config.budgets:
-        return evaluation
-    ledger = _ledger(evaluation, ())
-    held: dict[str, NodeResult] = {}
-    for r in sorted(evaluation.removable(), key=_crop_order):
-        hold = ledger.admit(r.node, disruption_reason(r.status is NodeStatus.REMOVABLE_EMPTY, r.node.ready))
-        if hold is not None:
-            held[r.node.name] = replace(
-                r, status=NodeStatus.UNREMOVABLE, reason=UnremovableReason.ScaleDownBudgetExhausted,
-                detail=hold.detail, moves=(), rank=None,
-            )  # fmt: skip
-    return replace(evaluation, nodes=tuple(held.get(r.node.name, r) for r in evaluation.nodes))
 
 
 def plan(
@@ -518,7 +488,9 @@ def plan(
         name = r.node.name
         detail = failed.get(name, r.detail) if r.reason is UnremovableReason.RecentlyUnremovable else r.detail
         verdicts[name] = (r.status, r.reason, detail)
-        if r.removable and name not in deleting:
+        if (r.removable or r.budget_only) and name not in deleting:
+            # A node that only a disruption budget keeps stays unneeded: it goes as soon as the
+            # budget lets it (CA keeps the timer of a node cropped by its deletion budgets).
             since[name] = state.unneeded_since.get(name, now)
         elif r.reason in SIMULATED_UNREMOVABLE:
             unremovable[name] = now + cfg.unremovable_node_recheck_timeout
@@ -539,7 +511,6 @@ def plan(
 
     candidates = [r for r in evaluation.removable() if r.node.name in since]
     candidates.sort(key=_crop_order)
-    ledger = _ledger(evaluation, {*state.in_flight, *deleting})
     for r in candidates:
         name, group = r.node.name, r.node.node_group
         pool_cfg = cfg.for_pool(group)
@@ -587,10 +558,6 @@ def plan(
             what = "--max-drain-parallelism" if is_drain and budget > 0 else "--max-scale-down-parallelism"
             hold(r, UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop")
             continue
-        held = ledger.admit(r.node, disruption_reason(not is_drain, r.node.ready))
-        if held is not None:
-            hold(r, UnremovableReason.ScaleDownBudgetExhausted, held.detail)
-            continue
         budget -= 1
         planned[group] += 1
         planned_zone[key] += 1
@@ -601,9 +568,8 @@ def plan(
             empty.append(r)
 
     next_state = replace(state, unneeded_since=since, unremovable_until=unremovable, failed_removals=failed)
-    scale_down_plan = ScaleDownPlan(
-        now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, ledger.active_names
-    )
+    active = evaluation.budgets.active_names if evaluation.budgets is not None else ()
+    scale_down_plan = ScaleDownPlan(now, tuple(empty), tuple(drain), dict(since), verdicts, cooldown, active)
     return scale_down_plan, next_state
 
 
@@ -650,15 +616,18 @@ def record_reliefs(state: PlannerState, nodes: Collection[str]) -> PlannerState:
     )
 
 
-def relief_admission(evaluation: Evaluation, disrupted: Collection[str]) -> Callable[[Node], str | None]:
-    """The disruption budgets for a loop's reliefs: a function that admits (and charges) the
-    relief of a node, or returns why a budget holds it (reason ``relief``). It counts as
-    disrupted what :func:`plan` counts (NotReady nodes, ``ToBeDeleted`` ones) plus
-    ``disrupted``: the controller passes the removals in flight and chosen in this loop and
-    the reliefs in flight, the dry-run the removable nodes."""
-    ledger = _ledger(evaluation, disrupted)
+def relief_admission(evaluation: Evaluation) -> Callable[[Node], str | None]:
+    """The disruption budgets for the reliefs of ``evaluation``: a function that admits (and
+    charges) the relief of a node, or returns why a budget holds it (reason ``relief``). It
+    starts from the evaluation's own ledger (:attr:`~scaler.engine.Evaluation.budgets`), so it
+    counts what the evaluation's budgets counted: NotReady nodes, ``ToBeDeleted`` ones, the
+    removals and reliefs under way (``evaluate``'s ``disrupted``) and every removal the
+    evaluation found. The dry-run and the controller therefore hold the same reliefs."""
+    ledger = evaluation.budgets.copy() if evaluation.budgets is not None else None
 
     def admit(node: Node) -> str | None:
+        if ledger is None:
+            return None
         hold = ledger.admit(node, "relief")
         return None if hold is None else hold.detail
 

@@ -289,7 +289,10 @@ def plan_relief(
         waterlines = Waterlines(
             {CPU_TOTAL_USAGE: h.cpu_waterline_millicores, MEMORY_TOTAL_USAGE: h.memory_waterline_bytes}
         )
-        done = execute(pod_usages(pods, metrics), usage, waterlines, registry, simulated_eviction)
+        # A simulation that raises is a bug: let it surface, never as "nothing to evict".
+        done = execute(
+            pod_usages(pods, metrics), usage, waterlines, registry, simulated_eviction, record_errors=False
+        )
         gaps = done.remaining_gaps
         reliefs.append(
             NodeRelief(

@@ -282,7 +282,7 @@ def test_disruption_budgets_hold_reliefs_with_the_relief_reason() -> None:
 
     for cfg, held in ((budget("relief"), True), (budget("underutilized,empty"), False)):
         ev = evaluate(hot_cluster(), cfg)
-        plan = plan_relief(ev, ["hot"], admit=relief_admission(ev, ()))
+        plan = plan_relief(ev, ["hot"], admit=relief_admission(ev))
         assert bool(plan.reliefs[0].held) is held, cfg.budgets
         if held:
             assert "allows 0 of node pool pool-a's 2 nodes disrupted" in plan.reliefs[0].held

@@ -14,8 +14,9 @@ Differences from crane, on purpose:
   decrements only the gap of the metric being worked on, so a memory gap already closed by CPU
   evictions causes more evictions).
 * Errors are returned in :attr:`ExecutionResult.failed`, one entry per pod, in a deterministic
-  order; an exception raised by the evictor becomes an entry too (crane defect (f) appends errors
-  inside the goroutine to a slice that has already been returned: they are lost, and racy).
+  order; an exception raised by a live evictor becomes an entry too (crane defect (f) appends
+  errors inside the goroutine to a slice that has already been returned: they are lost, and
+  racy). A simulated evictor's exception (``record_errors=False``) propagates: it is a bug.
 * Metrics are worked on in descending ``action_priority`` then name; the fallback evicts in the
   order of a sorter (crane iterates a Go map, and its fallback ``evictPods`` uses whatever order
   the pod slice happens to be in).
@@ -54,7 +55,8 @@ class EvictResult:
 class Evictor(Protocol):
     """Evicts one pod (the live controller posts a policy/v1 Eviction). Must be safe to call from
     several threads when ``parallelism > 1``. It may raise; the exception is recorded as a
-    failure of that pod, never propagated or dropped."""
+    failure of that pod, never dropped (or propagated, when the caller asks the executor not to
+    record errors: a simulated evictor)."""
 
     def __call__(self, pod: Pod) -> EvictResult:
         """Evict ``pod`` and report whether the API accepted it."""
@@ -84,12 +86,16 @@ class ExecutionResult:
     order: tuple[Pod, ...]
 
 
-def _attempt(evictor: Evictor, pod: Pod) -> EvictResult:
-    """Call ``evictor`` and turn an exception or a malformed answer into a failed result."""
-    try:
+def _attempt(evictor: Evictor, pod: Pod, record_errors: bool = True) -> EvictResult:
+    """Call ``evictor`` and turn a malformed answer, and with ``record_errors`` an exception,
+    into a failed result (without it the exception propagates)."""
+    if not record_errors:
         result = evictor(pod)
-    except Exception as e:
-        return EvictResult(False, str(e) or type(e).__name__)
+    else:
+        try:
+            result = evictor(pod)
+        except Exception as e:
+            return EvictResult(False, str(e) or type(e).__name__)
     if not isinstance(result, EvictResult):
         return EvictResult(False, f"evictor returned {result!r}, not an EvictResult")
     if not result.ok and not result.error:
@@ -97,12 +103,14 @@ def _attempt(evictor: Evictor, pod: Pod) -> EvictResult:
     return result
 
 
-def _run(pods: Sequence[PodUsage], evictor: Evictor, parallelism: int) -> list[EvictResult]:
+def _run(
+    pods: Sequence[PodUsage], evictor: Evictor, parallelism: int, record_errors: bool = True
+) -> list[EvictResult]:
     """Evict ``pods`` (up to ``parallelism`` at a time); results in the order of ``pods``."""
     if parallelism <= 1 or len(pods) <= 1:
-        return [_attempt(evictor, pu.pod) for pu in pods]
+        return [_attempt(evictor, pu.pod, record_errors) for pu in pods]
     with ThreadPoolExecutor(max_workers=min(parallelism, len(pods))) as pool:
-        return list(pool.map(lambda pu: _attempt(evictor, pu.pod), pods))
+        return list(pool.map(lambda pu: _attempt(evictor, pu.pod, record_errors), pods))
 
 
 class _Ledger:
@@ -164,9 +172,10 @@ def _evict_all(
     ledger: _Ledger,
     evictor: Evictor,
     parallelism: int,
+    record_errors: bool = True,
 ) -> ExecutionResult:
     ordered = sorter(pods)
-    ledger.record(ordered, _run(ordered, evictor, parallelism))
+    ledger.record(ordered, _run(ordered, evictor, parallelism, record_errors))
     return ledger.result("all")
 
 
@@ -179,6 +188,7 @@ def execute(
     *,
     parallelism: int = 1,
     excess_fraction: float = 0.0,
+    record_errors: bool = True,
 ) -> ExecutionResult:
     """Evict candidate ``pods`` until every waterline metric is at or below its waterline.
 
@@ -209,23 +219,27 @@ def execute(
         evictor: evicts one pod.
         parallelism: at most this many evictions in flight (≥ 1).
         excess_fraction: release this fraction more than each gap (crane ``executeExcessPercent``).
+        record_errors: ``True`` (a live evictor): an exception raised by the evictor becomes an
+            entry of ``failed``. ``False`` (a simulated evictor, such as hot-node relief's): it
+            propagates, since it is a bug in the simulation, not a refused eviction, and must
+            not read as "nothing to evict".
 
     Raises:
         EvictionConfigError: a waterline names a metric that is not registered or not evictable.
         ValueError: ``parallelism`` < 1, a bad ``excess_fraction``, or a pod listed twice.
         Exceptions raised by a metric's ``usage_of`` propagate (before any eviction when sorting).
-        The evictor's own exceptions never propagate: they become entries of ``failed``.
+        The evictor's own exceptions propagate only without ``record_errors``.
     """
     _check(pods, parallelism)
     gaps = calculate_gaps(node_usage, waterlines, registry, excess_fraction=excess_fraction)
     ledger = _Ledger(_quantified(registry), gaps)
     if waterlines.all_zero():
-        return _evict_all(pods, general_sorter, ledger, evictor, parallelism)
+        return _evict_all(pods, general_sorter, ledger, evictor, parallelism, record_errors)
     metrics = [registry[m] for m in waterlines.metrics()]
     if any(not m.evict_quantified for m in metrics) or gaps.has_usage_missed():
         top = registry.highest_priority_evictable(among=waterlines.metrics())
         sorter = top.sorter if top is not None else general_sorter
-        return _evict_all(pods, sorter, ledger, evictor, parallelism)
+        return _evict_all(pods, sorter, ledger, evictor, parallelism, record_errors)
 
     for metric in sorted(metrics, key=lambda m: (-m.action_priority, m.name)):
         if ledger.gaps.target_gaps_removed(metric.name):
@@ -240,7 +254,7 @@ def execute(
                 i += 1
                 wave.append(pu)
                 need -= metric.released_by(pu) or 0.0
-            ledger.record(wave, _run(wave, evictor, parallelism))
+            ledger.record(wave, _run(wave, evictor, parallelism, record_errors))
     return ledger.result("precise")
 
 

@@ -15,8 +15,8 @@ then sets them beside that evaluation:
   :func:`requests_bound` counts the nodes that are underused by real usage yet stay, and those of
   them removable only with right-sized requests: the nodes kept by requests.
 
-Every variant is held by the disruption budgets (:func:`scaler.planner.hold_by_budgets`) as the
-dry-run's own evaluation is, so the outcomes compare like for like.
+Every variant is held by the disruption budgets, which :func:`scaler.engine.evaluate` applies
+before its simulation, as the dry-run's own evaluation is, so the outcomes compare like for like.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from scaler.history.profiles import workload_key
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.planner import hold_by_budgets
 from scaler.reasons import NodeStatus
 from scaler.report.models import (
     ComparisonModel,
@@ -108,7 +107,7 @@ def ca_rule_outcome(snapshot: ClusterSnapshot, config: ScalerConfig) -> RemovalO
         for k, v in zip(keys, CA_REQUESTS_SETTINGS.values(), strict=True)
         if getattr(ca_config, k) != getattr(config, k)
     ]
-    return removal_outcome(hold_by_budgets(evaluate(snapshot, ca_config)), "cluster-autoscaler", changed)
+    return removal_outcome(evaluate(snapshot, ca_config), "cluster-autoscaler", changed)
 
 
 def compare_with_requests_rule(ca_outcome: RemovalOutcomeModel, evaluation: Evaluation) -> ComparisonModel:
@@ -263,7 +262,7 @@ def rightsized_outcome(
             (w for w in usage.values() if _excess_share(w, cpu_total, memory_total) > 0),
             key=lambda w: (-_excess_share(w, cpu_total, memory_total), w.key),
         )[:top]
-        rightsized = hold_by_budgets(evaluate(rightsized_snapshot(snapshot, usage), config))
+        rightsized = evaluate(rightsized_snapshot(snapshot, usage), config)
         return RightsizedOutcome(tuple(ranked), tuple(r.node.name for r in rightsized.removable()))
 
 

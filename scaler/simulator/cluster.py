@@ -147,11 +147,24 @@ def simulate_node_removal(
         node_name: the node to check.
         tiers: destination node names, most preferred first.
         commit: on success keep the moves and the PDB charges in ``ctx`` (later checks see them);
-            ``False`` leaves ``ctx`` as it was.
+            ``False`` leaves ``ctx`` as it was, the destinations' round-robin positions included
+            (a trial: later checks place their pods as if it had not run).
 
     Returns:
         A :class:`NodeRemoval`; on failure nothing of the check remains in ``ctx``.
     """
+    if commit:
+        return _simulate_node_removal(ctx, node_name, tiers, True)
+    rotation = ctx.simulator.rotation()
+    try:
+        return _simulate_node_removal(ctx, node_name, tiers, False)
+    finally:
+        ctx.simulator.restore_rotation(rotation)
+
+
+def _simulate_node_removal(
+    ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], commit: bool
+) -> NodeRemoval:
     tracker = ctx.tracker
     mark = tracker.checkpoint()
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)

@@ -270,6 +270,16 @@ class RemovalSimulator:
         self._count_refusals(pod, positions, reasons)
         return None
 
+    def rotation(self) -> dict[int, int]:
+        """Where each tier's round-robin search starts next (tier index → position in the
+        tier): taken before a trial simulation and given back to :meth:`restore_rotation`
+        after it, so that the trial leaves no trace on later placements."""
+        return dict(self._offsets)
+
+    def restore_rotation(self, saved: dict[int, int]) -> None:
+        """Set the round-robin positions back to ``saved`` (from :meth:`rotation`)."""
+        self._offsets = dict(saved)
+
     def simulate(
         self, node_name: str, pods: Sequence[Pod], tiers: Sequence[Sequence[str]], keep: bool = True
     ) -> RemovalResult:
