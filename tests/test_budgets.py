@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from scaler.budgets import BudgetLedger, allowed_disruptions, disruption_reason,
 from scaler.cli import main
 from scaler.config import ConfigError, ScaleDownBudget, ScalerConfig
 from scaler.engine import evaluate
-from scaler.model.records import Node, NodeMetrics
+from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, Node, NodeMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import GroupSize, PlannerState, plan
@@ -372,3 +373,82 @@ def test_the_dry_run_applies_the_budgets_active_at_its_time(capsys: pytest.Captu
     one = dry_run_json(capsys, "--scale-down-budget", "1")
     kept = [n for n in one["nodes"] if n["removable"]]
     assert len(kept) == len({n["nodeGroup"] for n in removable})
+
+
+# ---- budgets before the simulation: a property ---------------------------------------------------
+
+POOLS = ("p", "q", "r")
+
+
+@st.composite
+def budgeted_clusters(draw: st.DrawFn) -> tuple[ClusterSnapshot, ScalerConfig, frozenset[str]]:
+    """Three to seven 4-core nodes in up to three pools, each with up to three movable pods and
+    real usage, a few NotReady or being deleted; any set of always-active budgets (counts,
+    percentages, pool scopes, reasons); and removals in flight (``disrupted``)."""
+    now = MONDAY_10
+    count = draw(st.integers(3, 7))
+    nodes, pods, metrics = [], [], []
+    for i in range(count):
+        name = f"n{i}"
+        ready = draw(st.booleans()) if i % 3 == 2 else True
+        deleting = draw(st.sampled_from([None, None, None, now - 3600.0]))
+        nodes.append(
+            make_node(name, pool=draw(st.sampled_from(POOLS)), ready=ready, to_be_deleted_ts=deleting)
+        )
+        for j in range(draw(st.integers(0, 3))):
+            cpu = draw(st.integers(1, 8)) * 100
+            pods.append(make_pod(f"{name}-{j}", node=name, cpu_m=cpu, mem=draw(st.integers(1, 4)) * GI // 2))
+        cpu_used = draw(st.integers(1, 19)) * 100
+        metrics.append(NodeMetrics(name, now - 10, 30, cpu_used, draw(st.integers(1, 10)) * GI))
+    snapshot = ClusterSnapshot.create(now, nodes, pods, node_metrics=metrics)
+    specs = []
+    for _ in range(draw(st.integers(1, 3))):
+        spec = draw(st.sampled_from(["0", "1", "2", "34%", "50%"]))
+        pools = draw(st.lists(st.sampled_from(POOLS), max_size=2, unique=True))
+        if pools:
+            spec += ";nodePools=" + ",".join(pools)
+        reasons = draw(
+            st.lists(st.sampled_from(["empty", "underutilized", "unready"]), max_size=2, unique=True)
+        )
+        if reasons:
+            spec += ";reasons=" + ",".join(reasons)
+        specs.append(spec)
+    config = ScalerConfig.from_mapping({"budgets": specs})
+    disrupted = frozenset(draw(st.lists(st.sampled_from([n.name for n in nodes]), max_size=2)))
+    return snapshot, config, disrupted
+
+
+@settings(max_examples=150, deadline=None)
+@given(budgeted_clusters())
+def test_budgets_hold_nodes_exactly_as_scale_down_disabled_would(
+    case: tuple[ClusterSnapshot, ScalerConfig, frozenset[str]],
+) -> None:
+    """With any budgets, the removals (and their moves) are those of the same evaluation with
+    the held nodes marked ``scale-down-disabled`` and no budget: a held node moves no pod in
+    the simulation, so no later candidate is judged against load that will not arrive. And no
+    budget is exceeded."""
+    snapshot, config, disrupted = case
+    budgeted = evaluate(snapshot, config, disrupted=disrupted)
+    disabled_nodes = [
+        replace(n, annotations={**n.annotations, ANNOTATION_SCALE_DOWN_DISABLED: "true"})
+        if n.name in budgeted.held
+        else n
+        for n in snapshot.nodes
+    ]
+    unbudgeted = config.model_copy(update={"budgets": ()})
+    disabled = evaluate(
+        ClusterSnapshot.create(
+            snapshot.now, disabled_nodes, snapshot.pods, node_metrics=snapshot.node_metrics.values()
+        ),
+        unbudgeted,
+    )
+    removals = {r.node.name: r.moves for r in budgeted.removable()}
+    assert removals == {r.node.name: r.moves for r in disabled.removable()}
+    assert [r.node.name for r in budgeted.removable()] == [r.node.name for r in disabled.removable()]
+    held = {r.node.name for r in budgeted.nodes if r.reason is UnremovableReason.ScaleDownBudgetExhausted}
+    assert held <= budgeted.held and not (budgeted.held & set(removals))
+    # Within every active budget: replaying the removals in order through a fresh ledger holds none.
+    ledger = BudgetLedger.for_nodes(config.budgets, snapshot.now, snapshot.nodes, disrupted)
+    for r in budgeted.removable():
+        reason = disruption_reason(r.utilization.empty, r.node.ready)
+        assert ledger.admit(r.node, reason) is None, r.node.name

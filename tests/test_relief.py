@@ -34,8 +34,10 @@ from scaler.planner import (
     relief_due,
     track_hot,
 )
+from scaler.reasons import UnremovableReason
 from scaler.relief import CAPPED, NodeRelief, hot_nodes, plan_relief
 from scaler.replay.world import kube_scheduler_choice
+from scaler.simulator.registry import load_filters
 from scaler.simulator.state import ClusterState
 
 NOW = 1_800_000_000.0
@@ -286,6 +288,43 @@ def test_disruption_budgets_hold_reliefs_with_the_relief_reason() -> None:
         assert bool(plan.reliefs[0].held) is held, cfg.budgets
         if held:
             assert "allows 0 of node pool pool-a's 2 nodes disrupted" in plan.reliefs[0].held
+
+
+def test_a_candidate_held_by_a_budget_is_relieved_of_its_own_pods() -> None:
+    """``hot`` is a scale-down candidate (threshold 100%) that a budget holds: its pods were
+    never simulated away, so relief evicts them from where they are (it used to find the pods
+    gone: "nothing to evict"; the controller called the node "being removed")."""
+    roomy = node("roomy", cpu_m=64000, mem=256 * GI, annotations={ANNOTATION_SCALE_DOWN_DISABLED: "true"})
+    cfg = ScalerConfig.from_mapping({
+        "hot-node-relief": True, "scale-down-utilization-threshold": 1.0,
+        "scale-down-budget": ["0;reasons=underutilized;name=office"],
+    })  # fmt: skip
+    ev = evaluate(hot_cluster([roomy]), cfg)
+    result = next(r for r in ev.nodes if r.node.name == "hot")
+    assert result.reason is UnremovableReason.ScaleDownBudgetExhausted and result.budget_only
+    (relief,) = plan_relief(ev, ["hot"], admit=relief_admission(ev)).reliefs
+    assert not relief.held and [p.name for p, _ in relief.evictions] == ["a"] and relief.gap_closed
+
+
+class _BrokenFilter:
+    """A filter with a bug: it raises for pod ``a``."""
+
+    name = "broken"
+
+    def filter(self, pod: Pod, node: Any, state: Any) -> str | None:
+        if pod.name == "a":
+            raise RuntimeError("bug in a filter")
+        return None
+
+
+def test_an_error_in_the_relief_simulation_is_raised_not_reported_as_nothing_to_evict() -> None:
+    """The executor records a live evictor's exceptions as failed evictions, but relief's
+    evictor is a simulation: an exception there is a bug and must surface, not become a kept
+    pod (or "nothing to evict")."""
+    filters = [*load_filters(CFG), _BrokenFilter()]
+    ev = evaluate(hot_cluster(), CFG, filters=filters)  # hot is not a candidate: nothing simulated yet
+    with pytest.raises(RuntimeError, match="bug in a filter"):
+        plan_relief(ev, ["hot"])
 
 
 def test_plan_relief_needs_the_evaluation_state() -> None:
