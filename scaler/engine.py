@@ -118,8 +118,8 @@ class Evaluation:
     found). ``budgets`` is the disruption-budget ledger after those removals
     (:class:`scaler.budgets.BudgetLedger`: which budgets are active, what each pool has
     disrupted); relief charges its own disruptions on a copy
-    (:func:`scaler.planner.relief_admission`). Neither is part of the result's value (not
-    compared, not shown).
+    (:func:`scaler.planner.relief_admission`). ``context`` and ``budgets`` are not part of the
+    result's value (not compared, not shown).
     """
 
     now: float

@@ -35,7 +35,9 @@ destinations (their removal is in the state), and the hot node never is one.
 
 **Held.** A node that the evaluation finds removable, or that is being removed, is never
 relieved; neither is one the caller excludes (a relief in flight) or one that the disruption
-budgets hold (``admit``, reason ``relief``).
+budgets hold (``admit``, reason ``relief``). A candidate whose removal a budget holds is not
+being removed: the evaluation never moved its pods (:mod:`scaler.engine`), so it is relieved
+like any node.
 
 Everything here is a pure function of the evaluation, the configuration and its arguments; it
 only changes the evaluation's own simulation state.
