@@ -452,3 +452,19 @@ def test_budgets_hold_nodes_exactly_as_scale_down_disabled_would(
     for r in budgeted.removable():
         reason = disruption_reason(r.utilization.empty, r.node.ready)
         assert ledger.admit(r.node, reason) is None, r.node.name
+
+
+def test_a_node_only_a_budget_keeps_stays_unneeded_and_goes_when_the_window_ends() -> None:
+    """Its unneeded timer runs during the window (the budget alone keeps it), so at 18:00 it is
+    deleted at once instead of waiting --scale-down-unneeded-time more."""
+    cfg = ScalerConfig.from_mapping(
+        {"budgets": ["0;schedule=0 9 * * 1-5;duration=9h;reasons=underutilized;name=office"]}
+    )
+    state = PlannerState()
+    for minute in range(0, 60, 10):  # 17:00 .. 17:50, in the window
+        decision, state = plan(evaluate(cluster(utc(2026, 6, 1, 17, minute)), cfg), state, SIZES)
+        assert decision.verdicts["a"][1] is UnremovableReason.ScaleDownBudgetExhausted
+        assert decision.unneeded["a"] == utc(2026, 6, 1, 17)
+    decision, _ = plan(evaluate(cluster(utc(2026, 6, 1, 18)), cfg), state, SIZES)
+    assert decision.active_budgets == ()
+    assert [r.node.name for r in decision.drain] == ["a"]  # the first drain (--max-drain-parallelism 1)
