@@ -199,12 +199,13 @@ def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple
 
 
 def _not_in_metrics(
-    node: Node, snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
+    pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
 ) -> tuple[int, int, int, str]:
-    """``(cpu, memory, count, unknown)``: the summed :func:`pod_load` of the pods on ``node``
-    that started after ``window_start``; ``unknown`` names the first pod whose load is unknown."""
+    """``(cpu, memory, count, unknown)``: the summed :func:`pod_load` of those of ``pods`` (the
+    node's counted pods: expendable ones already dropped) that started after ``window_start``;
+    ``unknown`` names the first pod whose load is unknown."""
     cpu = mem = count = 0
-    for p in snapshot.pods_by_node.get(node.name, ()):
+    for p in pods:
         started = p.start_ts if p.start_ts is not None else p.creation_ts
         if started is None or started <= window_start or p.is_terminal:
             continue
@@ -253,7 +254,7 @@ def node_utilization(
     if m is not None and status is MetricsStatus.OK:
         newest = snapshot.newest_node_metric(node.name) or m
         add_cpu, add_mem, pending, unknown = _not_in_metrics(
-            node, snapshot, config, newest.timestamp - newest.window_seconds
+            pods, snapshot, config, newest.timestamp - newest.window_seconds
         )
         if not unknown:
             usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem

@@ -751,6 +751,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
         controller=owner,
         phase=str(status.get("phase") or "Pending"),
         priority=priority,
+        has_priority=spec.get("priority") is not None,  # added with the record's field
         qos_class=qos,
         restart_policy=str(spec.get("restartPolicy") or "Always"),
         creation_ts=_stamp(created) if created else None,
@@ -840,6 +841,7 @@ def _parse_pod_general(obj: Obj) -> Pod:
         controller=_controller_ref(meta, obj),
         phase=str(status.get("phase") or "Pending"),
         priority=_int(priority, "spec.priority", obj) if priority is not None else 0,
+        has_priority=priority is not None,  # added with the record's field
         qos_class=qos,
         restart_policy=str(spec.get("restartPolicy") or "Always"),
         creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else None,

@@ -45,3 +45,42 @@ def test_an_empty_not_ready_node_is_unready_for_budgets(tmp_path: Path, capsys: 
     assert "unready" in report["n3"]["detail"]
     report = dry_run(capsys, "--snapshot", str(snap), "--scale-down-budget", "0;reasons=empty")
     assert report["n3"]["status"] == "removable-empty"
+
+
+# ---- expendable pods ----------------------------------------------------------------------------
+
+
+def test_an_expendable_pod_not_yet_in_the_metrics_is_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A priority -100 BestEffort pod that started after ``dst``'s metrics window: expendable
+    (below the default cutoff -10), so its unknown usage neither makes ``dst``'s usage unknown
+    nor keeps ``src``'s pod from moving there."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("dst", "src")]
+    late = pod_json("late", "dst", owner=("ReplicaSet", "late"), started=T0 - 5, priority=-100)
+    late["spec"]["containers"][0]["resources"] = {}
+    pods = [pod_json("app", "src", owner=("ReplicaSet", "app")), late]
+    pods.append(pod_json("resident", "dst", owner=("ReplicaSet", "resident"), cpu_m=1000, mem=4 * GI))
+    node_metrics = [metrics_json("dst", 1000, 4 * GI, T0), metrics_json("src", 300, GI, T0)]
+    workloads = [workload_json("ReplicaSet", n, 1) for n in ("app", "late", "resident")]
+    snap = write_snapshot(tmp_path / "s", nodes, pods, node_metrics, [], workloads)
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["dst"]["reason"] != "MetricsUnavailable", report["dst"]["detail"]
+    assert report["src"]["status"] == "removable-drain", report["src"]["detail"]
+    assert [m["destination"] for m in report["src"]["moves"]] == ["dst"]
+
+
+def test_a_pod_without_priority_is_never_expendable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CA's ``IsExpendablePod`` needs ``spec.priority``: a bare pod without one still blocks its
+    node under ``--expendable-pods-priority-cutoff=10``; one with priority 0 does not."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("n1", "n2")]
+    bare = pod_json("bare", "n1", owner=("ReplicaSet", "x"))
+    del bare["metadata"]["ownerReferences"]
+    ranked = pod_json("ranked", "n2", owner=("ReplicaSet", "x"), priority=0)
+    del ranked["metadata"]["ownerReferences"]
+    node_metrics = [metrics_json(n, 200, GI, T0) for n in ("n1", "n2")]
+    snap = write_snapshot(tmp_path / "s", nodes, [bare, ranked], node_metrics)
+    report = dry_run(capsys, "--snapshot", str(snap), "--expendable-pods-priority-cutoff=10")
+    assert report["n1"]["reason"] == "BlockedByPod"
+    assert report["n1"]["blockingPod"]["reason"] == "NotReplicated"
+    assert report["n2"]["status"] == "removable-empty"

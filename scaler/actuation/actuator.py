@@ -87,7 +87,7 @@ class NodeOutcome:
 
 def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) -> list[str]:
     """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror,
-    finished and expendable pods (priority below ``expendable_cutoff``, which CA neither moves
+    finished and expendable pods (:meth:`Pod.is_expendable` at ``expendable_cutoff``, which CA neither moves
     nor waits for: they go down with the node). An unparsable pod counts (when in doubt, don't
     act)."""
     out = []
@@ -97,7 +97,7 @@ def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) ->
         except ObjectError:
             out.append(str(obj.get("metadata")))
             continue
-        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.priority < expendable_cutoff):
+        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.is_expendable(expendable_cutoff)):
             out.append(pod.key)
     return out
 

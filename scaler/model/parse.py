@@ -567,6 +567,7 @@ def _pod(w: wire.PodW) -> Pod:
         volumes=tuple([_volume(v) for v in volumes]) if volumes else (),
         cpu_limit_millicores=cpu_limit,
         memory_limit_bytes=memory_limit,
+        has_priority=spec.priority is not None,
     )
 
 

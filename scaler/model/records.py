@@ -355,6 +355,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     start_ts: float | None = None  # status.startTime: when the kubelet took the pod on
     cpu_limit_millicores: int | None = None  # None: no CPU limit (no CFS quota)
     memory_limit_bytes: int | None = None  # None: no memory limit
+    has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
 
     @property
     def started(self) -> float | None:
@@ -379,6 +380,12 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
         if self.controller is not None and self.controller.kind == "DaemonSet":
             return True
         return self.annotations.get(ANNOTATION_DAEMONSET_POD) == "true"
+
+    def is_expendable(self, cutoff: int) -> bool:
+        """CA's ``IsExpendablePod``: ``spec.priority`` is set and below ``cutoff``
+        (``--expendable-pods-priority-cutoff``). A pod without ``spec.priority`` is never
+        expendable (the Priority admission plugin sets it on every pod of a real cluster)."""
+        return self.has_priority and self.priority < cutoff
 
     @property
     def is_terminal(self) -> bool:

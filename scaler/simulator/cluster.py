@@ -38,11 +38,12 @@ __all__ = [
 
 
 def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
-    """Pods that occupy each node: terminal pods and expendable pods (priority below
-    ``--expendable-pods-priority-cutoff``) are dropped, as CA drops them from its snapshot."""
+    """Pods that occupy each node: terminal pods and expendable pods (``spec.priority`` set and
+    below ``--expendable-pods-priority-cutoff``, :meth:`Pod.is_expendable`) are dropped, as CA
+    drops them from its snapshot (``IsExpendablePod``)."""
     cutoff = config.expendable_pods_priority_cutoff
     return {
-        name: [p for p in pods if not p.is_terminal and p.priority >= cutoff]
+        name: [p for p in pods if not p.is_terminal and not p.is_expendable(cutoff)]
         for name, pods in snapshot.pods_by_node.items()
     }
 
