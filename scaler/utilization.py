@@ -287,7 +287,12 @@ def node_utilization(
         )
 
     if config.utilization_source == "requests":
-        return result(req_cpu, req_mem, "requests")
+        # A fraction of zero allocatable is unknown, not 0 (the node is UnexpectedError anyway).
+        return result(
+            req_cpu if node.allocatable.cpu_millicores > 0 else None,
+            req_mem if node.allocatable.memory_bytes > 0 else None,
+            "requests",
+        )
     if empty:
         return result(0.0, 0.0)
     if usage_cpu is None or usage_mem is None:
@@ -304,6 +309,7 @@ def node_utilization(
                     skip_mem += pm.memory_bytes
     cpu_den = node.allocatable.cpu_millicores - skip_cpu
     mem_den = node.allocatable.memory_bytes - skip_mem
-    cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else 0.0
-    mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else 0.0
+    # No allocatable left to divide by: the fraction is unknown (reported null), never 0.
+    cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else None
+    mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else None
     return result(cpu, mem)

@@ -9,7 +9,6 @@ Each snapshot is a handful of nodes written as ``kubectl get -o json`` prints th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +83,82 @@ def test_a_pod_without_priority_is_never_expendable(tmp_path: Path, capsys: pyte
     assert report["n1"]["reason"] == "BlockedByPod"
     assert report["n1"]["blockingPod"]["reason"] == "NotReplicated"
     assert report["n2"]["status"] == "removable-empty"
+
+
+# ---- every input gets one line and exit 2 ---------------------------------------------------------
+
+
+def _two_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("n1", "n2")]
+    pods = [pod_json(f"a-{n}", n, owner=("ReplicaSet", "app")) for n in ("n1", "n2")]
+    return nodes, pods, [metrics_json(n, 300, GI, T0) for n in ("n1", "n2")]
+
+
+def _requests(pod: dict[str, Any], **values: str) -> None:
+    pod["spec"]["containers"][0]["resources"]["requests"].update(values)
+
+
+def _case_two_4ei(nodes: Any, pods: Any, metrics: Any) -> None:
+    _requests(pods[0], memory="4Ei")
+    pods[0]["spec"]["containers"].append({"name": "d", "resources": {"requests": {"memory": "4Ei"}}})
+
+
+def _case_pods_of_one_node(nodes: Any, pods: Any, metrics: Any) -> None:
+    pods.append(pod_json("b-n1", "n1", owner=("ReplicaSet", "app")))
+    _requests(pods[0], memory="4Ei")
+    _requests(pods[-1], memory="4Ei")
+
+
+CASES = {
+    "4Ei twice in one pod": (_case_two_4ei, "Pod default/a-n1: the containers' memory requests sum to more than 2^63-1"),
+    "8Ei": (lambda n, p, m: _requests(p[0], memory="8Ei"), "Pod default/a-n1: container 'c' resources: byte quantity '8Ei' is too large"),
+    "10P cpu": (lambda n, p, m: _requests(p[0], cpu="10P"), "Pod default/a-n1: container 'c' resources: cpu quantity '10P' is too large"),
+    "huge NodeMetrics": (
+        lambda n, p, m: m[0]["usage"].update(cpu="99999999999999999999999999n"),
+        "NodeMetrics n1: usage: cpu quantity '99999999999999999999999999n' is too large",
+    ),
+    "huge NodeMetrics memory": (lambda n, p, m: m[0]["usage"].update(memory="9Ei"), "NodeMetrics n1: usage: byte quantity '9Ei'"),
+    "4Ei on two pods of one node": (_case_pods_of_one_node, "Node n1: the memory requests of its pods (bytes) sum to"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_quantities_beyond_int64_are_one_line_and_exit_2(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    change, message = CASES[case]
+    nodes, pods, metrics = _two_nodes()
+    change(nodes, pods, metrics)
+    snap = write_snapshot(tmp_path / "s", nodes, pods, metrics, [], [workload_json("ReplicaSet", "app", 3)])
+    assert main(["dry-run", "--snapshot", str(snap), "-o", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("scaler: error: "), err
+    assert message in err
+
+
+@pytest.mark.parametrize("now", ["1e30", "-1", "253402300800"])
+def test_now_outside_what_rfc3339_can_write_is_refused(
+    now: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes, pods, metrics = _two_nodes()
+    snap = write_snapshot(tmp_path / "s", nodes, pods, metrics, [], [workload_json("ReplicaSet", "app", 3)])
+    assert main(["dry-run", "--snapshot", str(snap), f"--now={now}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--now: {now!r} is outside" in err, err
+
+
+def test_zero_allocatable_cpu_reports_unknown_utilization(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A node with 0 allocatable CPU using 300m: its cpu fraction is unknown (null, ``-`` in the
+    table), not 0.0."""
+    nodes, pods, metrics = _two_nodes()
+    nodes[0]["status"]["allocatable"]["cpu"] = "0"
+    snap = write_snapshot(tmp_path / "s", nodes, pods, metrics, [], [workload_json("ReplicaSet", "app", 3)])
+    n1 = dry_run(capsys, "--snapshot", str(snap))["n1"]
+    assert n1["reason"] == "UnexpectedError"
+    assert n1["utilization"]["cpu"] is None and n1["utilization"]["value"] is None
+    assert n1["requestUtilization"]["cpu"] is None
+    assert n1["utilization"]["memory"] == pytest.approx(GI / (16 * GI))
+    assert main(["dry-run", "--snapshot", str(snap), "-o", "wide"]) == 0
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("n1 "))
+    assert row[2] == "-" and row[4] == "-", row  # CPU% and REQ-CPU%

@@ -25,7 +25,15 @@ from typing import Any, NoReturn
 import msgspec
 
 from scaler.model import wire
-from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
+from scaler.model.quantity import (
+    MAX_QUANTITY,
+    QuantityError,
+    check_total,
+    parse_bytes,
+    parse_count,
+    parse_millicores,
+    parse_quantity,
+)
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
     Controller,
@@ -317,11 +325,29 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
         1,
         {k: v for k, v in total.extended.items() if v},
     )
+    _check_totals(total, where, "requests")
     if pod_level or pod_lims:
         qos = _qos_class([(pod_level, pod_lims)], where)
     else:
         qos = _qos_class(container_rl, where)
     return total, qos
+
+
+def _check_totals(total: Resources, where: str, field: str) -> None:
+    """Refuse a pod whose summed ``field`` (requests or limits, containers, sidecars and overhead
+    together) exceed :data:`~scaler.model.quantity.MAX_QUANTITY` in some resource.
+
+    Raises:
+        ObjectError: naming the pod, the field and the resource.
+    """
+    try:
+        check_total(total.cpu_millicores, f"cpu {field}", "millicores")
+        check_total(total.memory_bytes, f"memory {field}", "bytes")
+        check_total(total.ephemeral_storage_bytes, f"ephemeral-storage {field}", "bytes")
+        for name, v in total.extended.items():
+            check_total(v, f"{name} {field}")
+    except QuantityError as e:
+        raise ObjectError(f"{where}: the containers' {e}") from None
 
 
 def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int | None]:
@@ -363,6 +389,7 @@ def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int
         extra = parse_resources(spec.overhead, where, "spec.overhead")
         cpu = None if cpu is None else cpu + extra.cpu_millicores
         mem = None if mem is None else mem + extra.memory_bytes
+    _check_totals(Resources(cpu or 0, mem or 0), where, "limits")
     return cpu, mem
 
 
@@ -658,9 +685,25 @@ def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW) -> tuple[float, float]:
     return _time(w.timestamp, "timestamp", w) or 0.0, window
 
 
+def _bounded_usage(cpu: int, mem: int, w: wire.ObjectW) -> None:
+    """Refuse a metrics item whose usage (summed over its containers) exceeds
+    :data:`~scaler.model.quantity.MAX_QUANTITY`.
+
+    Raises:
+        ObjectError: naming the item and the resource.
+    """
+    try:
+        check_total(cpu, "usage cpu of the containers", "millicores")
+        check_total(mem, "usage memory of the containers", "bytes")
+    except QuantityError as e:
+        raise ObjectError(f"{describe(w)}: {e}") from None
+
+
 def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
     name = w.metadata.name or _missing(w, "metadata.name")
     cpu, mem = _usage(w.usage, w)
+    if cpu > MAX_QUANTITY or mem > MAX_QUANTITY:
+        _bounded_usage(cpu, mem, w)
     ts, window = _stamp(w)
     return NodeMetrics(name, ts, window, cpu, mem)
 
@@ -702,6 +745,8 @@ def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
             c_cpu, c_mem = _usage(u, w)  # anything else, or a named error
             cpu += c_cpu
             mem += c_mem
+        if cpu > MAX_QUANTITY or mem > MAX_QUANTITY:
+            _bounded_usage(cpu, mem, w)
         if stamp_of != (w.timestamp, w.window):
             stamp, stamp_of = _stamp(w), (w.timestamp, w.window)
         append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem))

@@ -12,7 +12,7 @@ import yaml
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import Resources
+from scaler.model.records import Node, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.relief import ReliefPlan
 from scaler.replay.prices import PriceTable, load_price_table
@@ -36,6 +36,7 @@ from scaler.report.models import (
     TolerationModel,
     UtilizationModel,
 )
+from scaler.utilization import NodeUtilization
 
 __all__ = [
     "build_report",
@@ -47,6 +48,14 @@ __all__ = [
     "savings_line",
     "usd_month",
 ]
+
+
+def _request_utilization(node: Node, u: NodeUtilization) -> RequestUtilizationModel:
+    """CA's requests-based fractions of ``node``; ``None`` for a resource without allocatable."""
+    cpu = u.request_cpu if node.allocatable.cpu_millicores > 0 else None
+    memory = u.request_memory if node.allocatable.memory_bytes > 0 else None
+    value = None if cpu is None or memory is None else u.request_value
+    return RequestUtilizationModel(cpu=cpu, memory=memory, value=value)
 
 
 def _figures(r: Resources) -> ResourceFigures:
@@ -78,9 +87,7 @@ def _node_report(
         utilization=UtilizationModel(
             cpu=u.cpu, memory=u.memory, value=u.value, resource=u.resource, source=u.source
         ),
-        request_utilization=RequestUtilizationModel(
-            cpu=u.request_cpu, memory=u.request_memory, value=u.request_value
-        ),
+        request_utilization=_request_utilization(node, u),
         metrics=u.metrics.value,
         allocatable=_figures(node.allocatable),
         requested=requested,
