@@ -57,6 +57,7 @@ __all__ = [
     "NodeUtilization",
     "is_empty",
     "is_long_terminating",
+    "no_usage_words",
     "node_utilization",
     "pod_load",
     "pod_usage",
@@ -175,7 +176,8 @@ def _dominant(cpu: float, memory: float) -> tuple[float, str]:
 def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int, int] | None:
     """The real usage of ``pod`` from its PodMetrics, ``(cpu millicores, memory bytes)``: per
     resource the larger of the (aggregated) reading and the newest one. ``None`` when the pod has
-    no PodMetrics, or only ones older than ``--max-metrics-age``."""
+    no PodMetrics, only ones older than ``--max-metrics-age``, or only ones that lack a container
+    it runs (dropped from the snapshot: :attr:`ClusterSnapshot.partial_pod_metrics`)."""
     m = snapshot.pod_metrics.get((pod.namespace, pod.name))
     if m is None or snapshot.now - m.timestamp > config.max_metrics_age:
         return None
@@ -185,17 +187,39 @@ def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tupl
     return max(m.cpu_millicores, newest.cpu_millicores), max(m.memory_bytes, newest.memory_bytes)
 
 
+def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
+    """How a reason names what ``pod`` lacks besides a request: ``PodMetrics``, or, when its
+    reading was dropped for lacking containers (:attr:`ClusterSnapshot.partial_pod_metrics`),
+    ``PodMetrics covering all its containers (its PodMetrics lack container 'b')``."""
+    partial = snapshot.partial_pod_metrics.get((pod.namespace, pod.name))
+    if partial is None:
+        return "PodMetrics"
+    names = ", ".join(repr(c) for c in partial[1])
+    return f"PodMetrics covering all its containers (its PodMetrics lack container {names})"
+
+
 def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int | None, int | None]:
     """What ``pod`` adds to a node it runs on: per resource ``max(request, real usage)`` (CPU
     millicores, memory bytes), real usage from :func:`pod_usage`; the request alone when the pod
-    has no PodMetrics; ``None`` for a resource the pod neither requests nor has PodMetrics for
-    (unknown usage is never taken as zero). Used for pods moved by the simulation (TargetUsage's
-    Σ term) and for pods not yet in their node's metrics."""
+    has no PodMetrics (or, when its reading lacks a container it runs, the larger of the request
+    and what that reading reports); ``None`` for a resource the pod neither requests nor has
+    PodMetrics covering all its containers for (unknown usage is never taken as zero). Used for
+    pods moved by the simulation (TargetUsage's Σ term) and for pods not yet in their node's
+    metrics."""
     r = pod.requests
     u = pod_usage(pod, snapshot, config)
-    if u is None:
-        return (r.cpu_millicores or None), (r.memory_bytes or None)
-    return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
+    if u is not None:
+        return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
+    cpu, mem = (r.cpu_millicores or None), (r.memory_bytes or None)
+    partial = (
+        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
+    )
+    if partial is not None and snapshot.now - partial[0].timestamp <= config.max_metrics_age:
+        # A reading lacking some containers still bounds the pod's usage from below.
+        m = partial[0]
+        cpu = None if cpu is None else max(cpu, m.cpu_millicores)
+        mem = None if mem is None else max(mem, m.memory_bytes)
+    return cpu, mem
 
 
 def _not_in_metrics(
@@ -218,7 +242,7 @@ def _not_in_metrics(
                 count,
                 (
                     f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
-                    f"{what} request nor PodMetrics: its usage is unknown"
+                    f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
                 ),
             )
         cpu, mem, count = cpu + c, mem + m, count + 1

@@ -162,3 +162,58 @@ def test_zero_allocatable_cpu_reports_unknown_utilization(tmp_path: Path, capsys
     assert main(["dry-run", "--snapshot", str(snap), "-o", "wide"]) == 0
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("n1 "))
     assert row[2] == "-" and row[4] == "-", row  # CPU% and REQ-CPU%
+
+
+# ---- unknown usage is never zero ------------------------------------------------------------------
+
+
+def best_effort(name: str, node: str) -> dict[str, Any]:
+    pod = pod_json(name, node, owner=("ReplicaSet", "batch"))
+    pod["spec"]["containers"][0]["resources"] = {}
+    pod["status"]["qosClass"] = "BestEffort"
+    return pod
+
+
+def test_pod_metrics_without_containers_are_no_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten BestEffort pods whose PodMetrics list no container: their usage is unknown, not 0, so
+    they do not pile onto ``dst`` (at 42.5% cpu) and ``src`` says why it stays."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("dst", "src")]
+    pods = [best_effort(f"be-{i}", "src") for i in range(10)]
+    pods.append(pod_json("resident", "dst", owner=("ReplicaSet", "resident")))
+    node_metrics = [metrics_json("dst", 1700, int(9.6 * GI), T0), metrics_json("src", 1900, 2 * GI, T0)]
+    pod_metrics = [metrics_json(f"be-{i}", 180, 64 * MI, T0, "default") for i in range(10)]
+    for m in pod_metrics:
+        m["containers"] = []
+    workloads = [workload_json("ReplicaSet", "batch", 10), workload_json("ReplicaSet", "resident", 1)]
+    snap = write_snapshot(tmp_path / "s", nodes, pods, node_metrics, pod_metrics, workloads)
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["src"]["reason"] == "MetricsUnavailable", report["src"]
+    assert "PodMetrics covering all its containers (its PodMetrics lack container 'c')" in report["src"]["detail"]
+    assert report["dst"]["reason"] != "DestinationForMovedPods"
+
+
+def test_pod_metrics_lacking_a_running_container_are_no_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A BestEffort pod runs containers ``c`` and ``sidecar``; its PodMetrics report only ``c``
+    (50m). Read as measured, the sidecar would use nothing and the pod would move to ``dst``;
+    its usage is unknown instead. When the container statuses say the sidecar is not running,
+    the reading covers what runs and is the pod's usage again."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("dst", "src")]
+    app = best_effort("app", "src")
+    app["spec"]["containers"].append({"name": "sidecar", "resources": {}})
+    pods = [app, pod_json("resident", "dst", owner=("ReplicaSet", "resident"))]
+    node_metrics = [metrics_json("dst", 1000, 4 * GI, T0), metrics_json("src", 300, GI, T0)]
+    pod_metrics = [metrics_json("app", 50, 64 * MI, T0, "default")]
+    workloads = [workload_json("ReplicaSet", "batch", 1), workload_json("ReplicaSet", "resident", 1)]
+    snap = write_snapshot(tmp_path / "s", nodes, pods, node_metrics, pod_metrics, workloads)
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["src"]["reason"] == "MetricsUnavailable", report["src"]
+    assert "its PodMetrics lack container 'sidecar'" in report["src"]["detail"]
+    app["status"]["containerStatuses"] = [
+        {"name": "c", "state": {"running": {"startedAt": "2026-11-04T13:00:00Z"}}},
+        {"name": "sidecar", "state": {"waiting": {"reason": "CrashLoopBackOff"}}},
+    ]
+    snap = write_snapshot(tmp_path / "s2", nodes, pods, node_metrics, pod_metrics, workloads)
+    report = dry_run(capsys, "--snapshot", str(snap))
+    assert report["src"]["status"] == "removable-drain", report["src"]

@@ -395,9 +395,28 @@ def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int
 
 _KEY_ENCODER = msgspec.msgpack.Encoder()
 
-ContainerFacts = tuple[Resources, QoSClass, tuple[tuple[str, str, int], ...], int | None, int | None]
-"""``(requests, computed QoS class, host ports, CPU limit in millicores, memory limit in bytes)``
-of a pod; a limit is ``None`` when the pod has none (:func:`compute_pod_limits`)."""
+ContainerFacts = tuple[
+    Resources, QoSClass, tuple[tuple[str, str, int], ...], int | None, int | None, tuple[str, ...]
+]
+"""``(requests, computed QoS class, host ports, CPU limit in millicores, memory limit in bytes,
+names of the containers that run)`` of a pod; a limit is ``None`` when the pod has none
+(:func:`compute_pod_limits`); the names are ``spec.containers`` and the restartable init
+containers (sidecars)."""
+
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """One shared tuple per list of container names (a pod's and its PodMetrics' are then
+    usually the same object, and compare by identity)."""
+    hit = _NAMES.get(names)
+    if hit is None:
+        if len(_NAMES) >= 8192:
+            _NAMES.clear()
+        hit = _NAMES[names] = names
+    return hit
+
+
 _CONTAINERS: dict[bytes, ContainerFacts] = {}
 
 
@@ -421,7 +440,10 @@ def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
             for p in c.ports or ()
             if p.host_port
         )
-        hit = (requests, qos, ports, *compute_pod_limits(spec, where))
+        running = tuple(c.name for c in spec.containers or ()) + tuple(
+            c.name for c in spec.init_containers or () if c.restart_policy == "Always"
+        )
+        hit = (requests, qos, ports, *compute_pod_limits(spec, where), _names(running))
         if len(_CONTAINERS) >= 4096:
             _CONTAINERS.clear()
         _CONTAINERS[key] = hit
@@ -545,7 +567,9 @@ def _pod(w: wire.PodW) -> Pod:
     if spec is None:
         _missing(w, "spec")
     namespace = meta.namespace or "default"
-    requests, qos, ports, cpu_limit, memory_limit = _container_facts(w, spec)
+    requests, qos, ports, cpu_limit, memory_limit, running = _container_facts(w, spec)
+    if status.container_statuses:  # the kubelet's word: the containers running now
+        running = _running(status)
     if status.qos_class:
         qos = _QOS[status.qos_class]
     constraints = _NO_CONSTRAINTS
@@ -595,7 +619,21 @@ def _pod(w: wire.PodW) -> Pod:
         cpu_limit_millicores=cpu_limit,
         memory_limit_bytes=memory_limit,
         has_priority=spec.priority is not None,
+        containers=running,
     )
+
+
+def _running(status: wire.PodStatusW) -> tuple[str, ...]:
+    """Names of the containers (sidecars included) whose status says ``running``."""
+    names = [
+        c.name for c in status.container_statuses or () if c.state is not None and c.state.running is not None
+    ]
+    names += [
+        c.name
+        for c in status.init_container_statuses or ()
+        if c.state is not None and c.state.running is not None
+    ]
+    return _names(tuple(names))
 
 
 def _node(w: wire.NodeW) -> Node:
@@ -732,7 +770,8 @@ def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
         meta = w.metadata
         name = meta.name or _missing(w, "metadata.name")
         cpu = mem = 0
-        for c in w.containers or ():
+        containers = w.containers or ()
+        for c in containers:
             u = c.usage
             if u is not None:
                 n, k = u.cpu, u.memory
@@ -749,7 +788,8 @@ def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
             _bounded_usage(cpu, mem, w)
         if stamp_of != (w.timestamp, w.window):
             stamp, stamp_of = _stamp(w), (w.timestamp, w.window)
-        append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem))
+        names = _names(tuple([c.name for c in containers]))
+        append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem, names))
     return out
 
 

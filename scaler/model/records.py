@@ -47,6 +47,8 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "Volume",
+    "covers",
+    "missing_containers",
 ]
 
 # Well-known keys (cluster-autoscaler's names; see reference §1c).
@@ -327,6 +329,11 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     ``memory_limit_bytes`` are its limits computed the same way (``resourcehelper.PodLimits``),
     ``None`` when the pod has no limit for the resource (a container without one: the kubelet
     then sets no pod cgroup limit). Times are Unix seconds.
+
+    ``containers`` names the containers the pod runs, whose usage its PodMetrics must report:
+    those whose ``status.containerStatuses`` (and ``initContainerStatuses``, for sidecars) say
+    ``running``; without container statuses, ``spec.containers`` plus the restartable init
+    containers (sidecars). Empty for records not read from the API (nothing to check).
     """
 
     namespace: str
@@ -356,6 +363,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     cpu_limit_millicores: int | None = None  # None: no CPU limit (no CFS quota)
     memory_limit_bytes: int | None = None  # None: no memory limit
     has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
+    containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
 
     @property
     def started(self) -> float | None:
@@ -443,7 +451,11 @@ class NodeMetrics(msgspec.Struct, frozen=True, gc=False):
 
 class PodMetrics(msgspec.Struct, frozen=True, gc=False):
     """metrics.k8s.io PodMetrics summed over containers. A frozen Struct, as :class:`Pod`: a
-    live loop decodes one per pod every ``--scan-interval``."""
+    live loop decodes one per pod every ``--scan-interval``.
+
+    ``containers`` names the containers the reading covers (``None``: not known, for readings
+    not read from the API); a reading that lacks a container its pod runs is not the pod's
+    usage (:func:`covers`)."""
 
     namespace: str
     name: str
@@ -451,6 +463,25 @@ class PodMetrics(msgspec.Struct, frozen=True, gc=False):
     window_seconds: float
     cpu_millicores: int
     memory_bytes: int
+    containers: tuple[str, ...] | None = None
+
+
+def missing_containers(pod: Pod, metrics: PodMetrics) -> tuple[str, ...]:
+    """The containers ``pod`` runs (:attr:`Pod.containers`) that ``metrics`` does not report,
+    in the pod's order; ``()`` when the reading covers them all (or either side does not know
+    its containers)."""
+    have = metrics.containers
+    want = pod.containers
+    if have is None or want is have or not want:
+        return ()
+    if want == have:
+        return ()
+    return tuple(c for c in want if c not in have)
+
+
+def covers(metrics: PodMetrics, pod: Pod) -> bool:
+    """True when ``metrics`` reports every container ``pod`` runs (:func:`missing_containers`)."""
+    return not missing_containers(pod, metrics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
 from scaler.simulator.removal import RemovalSimulator
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
-from scaler.utilization import NodeUtilization, node_utilization, pod_load
+from scaler.utilization import NodeUtilization, no_usage_words, node_utilization, pod_load
 
 __all__ = [
     "NodeRemoval",
@@ -128,7 +128,8 @@ def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
         cpu, mem = pod_load(p, ctx.snapshot, ctx.config)
         if cpu is None or mem is None:
             what = "cpu" if cpu is None else "memory"
-            return f"pod {p.key} has neither a {what} request nor PodMetrics: its usage is unknown"
+            lacks = no_usage_words(p, ctx.snapshot)
+            return f"pod {p.key} has neither a {what} request nor {lacks}: its usage is unknown"
     return ""
 
 
