@@ -51,6 +51,9 @@ from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
+    "NODE_METRICS_SHORTFALL_CPU_MILLICORES",
+    "NODE_METRICS_SHORTFALL_FRACTION",
+    "NODE_METRICS_SHORTFALL_MEMORY_BYTES",
     "POD_EVICTION_HEADROOM_SECONDS",
     "SOURCE_UNREADY",
     "MetricsStatus",
@@ -222,31 +225,77 @@ def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple
     return cpu, mem
 
 
-def _not_in_metrics(
+NODE_METRICS_SHORTFALL_FRACTION = 0.2
+"""How far a node's NodeMetrics may fall below the sum of its pods' PodMetrics, as a fraction
+of that sum, before they are not trusted (see :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`)."""
+NODE_METRICS_SHORTFALL_CPU_MILLICORES = 100
+"""...and at least this many millicores of CPU below (memory:
+:data:`NODE_METRICS_SHORTFALL_MEMORY_BYTES`). A node's NodeMetrics (its root cgroup, as the
+kubelet reports it) include its system daemons, kubelet and container runtime, so they are
+normally *above* the sum of its pods'; the two come from the same metrics-server scrape but
+each CPU rate is taken over its own interval, which moves a bursty pod's reading by a few
+percent. A reading 20% and 100m (or 100 MiB) below what the node's own pods report is not a
+measurement of the node (a glitch, a restarted kubelet's counters)."""
+NODE_METRICS_SHORTFALL_MEMORY_BYTES = 100 * 2**20
+"""Memory counterpart of :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PodsOfNode:
+    """What a node's counted pods add to its NodeMetrics (:func:`_pods_of_node`): ``add_*`` and
+    ``pending`` for the pods not yet in the metrics window, ``unknown`` naming one of them whose
+    load is unknown; ``measured_*`` the summed newest PodMetrics of the others (CPU millicores,
+    memory bytes)."""
+
+    add_cpu: int
+    add_mem: int
+    pending: int
+    unknown: str
+    measured_cpu: int
+    measured_mem: int
+
+
+def _pods_of_node(
     pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
-) -> tuple[int, int, int, str]:
-    """``(cpu, memory, count, unknown)``: the summed :func:`pod_load` of those of ``pods`` (the
-    node's counted pods: expendable ones already dropped) that started after ``window_start``;
-    ``unknown`` names the first pod whose load is unknown."""
-    cpu = mem = count = 0
+) -> _PodsOfNode:
+    """Walk the node's counted ``pods`` (expendable ones already dropped) once: the pods that
+    started after ``window_start`` are summed with :func:`pod_load` (the first whose load is
+    unknown is named); the others' newest fresh PodMetrics are summed (a reading lacking some
+    containers counts for what it reports: a lower bound), for the check that the node's
+    NodeMetrics are not far below them."""
+    cpu = mem = count = seen_cpu = seen_mem = 0
+    readings = snapshot.newest_pod_metrics or snapshot.pod_metrics  # never aggregates a pod
+    partial = snapshot.partial_pod_metrics
+    oldest = snapshot.now - config.max_metrics_age
     for p in pods:
+        if p.is_terminal:
+            continue
         started = p.start_ts if p.start_ts is not None else p.creation_ts
-        if started is None or started <= window_start or p.is_terminal:
+        if started is None or started <= window_start:
+            key = (p.namespace, p.name)
+            r = readings.get(key)
+            if r is None and partial:
+                r = partial.get(key, (None,))[0]
+            if r is not None and r.timestamp >= oldest:
+                seen_cpu += r.cpu_millicores
+                seen_mem += r.memory_bytes
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
             what = "cpu" if c is None else "memory"
-            return (
-                0,
-                0,
-                count,
-                (
-                    f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
-                    f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
-                ),
+            unknown = (
+                f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
+                f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
             )
+            return _PodsOfNode(0, 0, count, unknown, seen_cpu, seen_mem)
         cpu, mem, count = cpu + c, mem + m, count + 1
-    return cpu, mem, count, ""
+    return _PodsOfNode(cpu, mem, count, "", seen_cpu, seen_mem)
+
+
+def _far_below(node_value: int, pods_value: int, slack: int) -> bool:
+    """True when a node's reading is far below its pods' sum (the module's shortfall constants)."""
+    shortfall = pods_value - node_value
+    return shortfall > slack and shortfall > NODE_METRICS_SHORTFALL_FRACTION * pods_value
 
 
 def node_utilization(
@@ -277,10 +326,23 @@ def node_utilization(
     unknown = ""
     if m is not None and status is MetricsStatus.OK:
         newest = snapshot.newest_node_metric(node.name) or m
-        add_cpu, add_mem, pending, unknown = _not_in_metrics(
-            pods, snapshot, config, newest.timestamp - newest.window_seconds
-        )
+        of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds)
+        pending, unknown = of.pending, of.unknown
+        if not unknown and (
+            _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
+            or _far_below(newest.memory_bytes, of.measured_mem, NODE_METRICS_SHORTFALL_MEMORY_BYTES)
+        ):
+            unknown = (
+                f"NodeMetrics ({newest.cpu_millicores}m cpu, {newest.memory_bytes // 2**20}Mi memory) are far "
+                f"below the sum of its pods' PodMetrics ({of.measured_cpu}m cpu, "
+                f"{of.measured_mem // 2**20}Mi memory): the node's metrics are not trusted"
+            )
         if not unknown:
+            # Usage is never below what the node's pods use: a reading below its pods' sum (by
+            # less than the shortfall above) is raised by the difference.
+            lift_cpu = max(0, of.measured_cpu - newest.cpu_millicores)
+            lift_mem = max(0, of.measured_mem - newest.memory_bytes)
+            add_cpu, add_mem = of.add_cpu + lift_cpu, of.add_mem + lift_mem
             usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem
             dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
             dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem

@@ -217,3 +217,44 @@ def test_pod_metrics_lacking_a_running_container_are_no_usage(
     snap = write_snapshot(tmp_path / "s2", nodes, pods, node_metrics, pod_metrics, workloads)
     report = dry_run(capsys, "--snapshot", str(snap))
     assert report["src"]["status"] == "removable-drain", report["src"]
+
+
+# ---- a node's usage is never below what its pods use --------------------------------------------
+
+
+def _glitch_snapshot(tmp_path: Path, n1_cpu_m: int) -> Path:
+    """n1 runs two pods whose PodMetrics say 1500m each (3 cores of 4); n2 and n3 have room."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("n1", "n2", "n3")]
+    pods = [pod_json(f"busy-{i}", "n1", owner=("ReplicaSet", "busy")) for i in range(2)]
+    pods += [pod_json(f"calm-{n}", n, owner=("ReplicaSet", "calm")) for n in ("n2", "n3")]
+    node_metrics = [metrics_json("n1", n1_cpu_m, 3 * GI, T0)]
+    node_metrics += [metrics_json(n, 400, 3 * GI, T0) for n in ("n2", "n3")]
+    pod_metrics = [metrics_json(f"busy-{i}", 1500, GI, T0, "default") for i in range(2)]
+    pod_metrics += [metrics_json(f"calm-{n}", 300, GI, T0, "default") for n in ("n2", "n3")]
+    workloads = [workload_json("ReplicaSet", "busy", 2), workload_json("ReplicaSet", "calm", 2)]
+    return write_snapshot(tmp_path / f"s{n1_cpu_m}", nodes, pods, node_metrics, pod_metrics, workloads)
+
+
+def test_node_metrics_far_below_its_pods_make_the_node_metrics_unavailable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """n1's NodeMetrics say 1m while its pods' PodMetrics say 3 cores: n1 is not idle, its
+    metrics are not trusted (``MetricsUnavailable``, saying why), and it receives no pods."""
+    report = dry_run(capsys, "--snapshot", str(_glitch_snapshot(tmp_path, 1)))
+    n1 = report["n1"]
+    assert n1["reason"] == "MetricsUnavailable", n1
+    assert "far below the sum of its pods' PodMetrics (3000m cpu" in n1["detail"]
+    assert n1["utilization"]["value"] is None
+    assert all(m["destination"] != "n1" for r in report.values() for m in r["moves"])
+
+
+def test_node_usage_is_raised_to_its_pods_sum_when_slightly_below(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NodeMetrics 100m below the pods' 3 cores (within the tolerance): the node's usage is the
+    pods' sum, never below it."""
+    n1 = dry_run(capsys, "--snapshot", str(_glitch_snapshot(tmp_path, 2900)))["n1"]
+    assert n1["usage"]["cpuMillicores"] == 3000
+    assert n1["utilization"]["cpu"] == pytest.approx(0.75)
+    n1 = dry_run(capsys, "--snapshot", str(_glitch_snapshot(tmp_path, 3300)))["n1"]
+    assert n1["usage"]["cpuMillicores"] == 3300  # system overhead above the pods' sum is kept
