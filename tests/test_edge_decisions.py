@@ -9,6 +9,7 @@ Each snapshot is a handful of nodes written as ``kubectl get -o json`` prints th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,33 @@ def test_node_usage_is_raised_to_its_pods_sum_when_slightly_below(
     assert n1["utilization"]["cpu"] == pytest.approx(0.75)
     n1 = dry_run(capsys, "--snapshot", str(_glitch_snapshot(tmp_path, 3300)))["n1"]
     assert n1["usage"]["cpuMillicores"] == 3300  # system overhead above the pods' sum is kept
+
+
+# ---- prices attributed honestly ------------------------------------------------------------------
+
+
+def test_a_price_file_and_the_bundled_table_are_both_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A ``--prices`` file with its own ``source`` prices n2-standard-8 only; the removable
+    e2-standard-4 node is priced from the bundled table, so the summary names both sources."""
+    nodes = [node_json(n, "pool-a", "us-central1-a", "") for n in ("n1", "n2", "keep")]
+    nodes[0]["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "n2-standard-8"
+    nodes[1]["metadata"]["labels"]["node.kubernetes.io/instance-type"] = "e2-standard-4"
+    pods = [pod_json("busy", "keep", owner=("ReplicaSet", "busy"))]
+    node_metrics = [metrics_json(n, 100, GI, T0) for n in ("n1", "n2")] + [metrics_json("keep", 3000, GI, T0)]
+    snap = write_snapshot(tmp_path / "s", nodes, pods, node_metrics, [], [workload_json("ReplicaSet", "busy", 1)])
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("source: ACME negotiated rates\ndate: 2026-10\nprices:\n  n2-standard-8: 0.30\n")
+
+    def savings(snapshot: Path) -> dict[str, Any]:
+        assert main(["dry-run", "--snapshot", str(snapshot), "--prices", str(prices), "-o", "json"]) == 0
+        return dict(json.loads(capsys.readouterr().out)["summary"]["savings"])
+
+    both = savings(snap)
+    assert both["pricedNodes"] == 2
+    assert both["priceSource"].startswith("ACME negotiated rates, 2026-10, and for the machine types it does")
+    assert "Google Cloud VM instance pricing" in both["priceSource"] and both["priceDate"] == "2024-2025"
+    # Only the file's machine type removable: the file's source alone.
+    nodes[1]["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+    snap = write_snapshot(tmp_path / "s2", nodes, pods, node_metrics, [], [workload_json("ReplicaSet", "busy", 1)])
+    only_file = savings(snap)
+    assert (only_file["priceSource"], only_file["priceDate"]) == ("ACME negotiated rates", "2026-10")

@@ -186,17 +186,24 @@ def relief_model(plan: ReliefPlan, config: ScalerConfig, snapshot: ClusterSnapsh
     )
 
 
-def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
+def savings(
+    nodes: list[NodeReport], prices: PriceTable, snapshot: ClusterSnapshot | None = None
+) -> SavingsModel:
     """The monthly cost of the removable ``nodes``: the sum of the known prices, ``None`` when
-    some are removable and none has a price (unknown, never 0)."""
+    some are removable and none has a price (unknown, never 0); the source names every table a
+    removable node was priced from (:meth:`PriceTable.attribution`)."""
     removable = [n for n in nodes if n.removable]
     known = [n.cost.monthly_usd for n in removable if n.cost.monthly_usd is not None]
+    by_name = snapshot.node_by_name if snapshot is not None else {}
+    source, date = prices.attribution(
+        prices.node_price(by_name[n.name]).origin for n in removable if n.name in by_name
+    )
     return SavingsModel(
         monthly_usd=sum(known) if known or not removable else None,
         priced_nodes=len(known),
         unpriced_nodes=len(removable) - len(known),
-        price_source=prices.source,
-        price_date=prices.date,
+        price_source=source,
+        price_date=date,
     )
 
 
@@ -254,7 +261,7 @@ def build_report(
         freed_cpu_millicores=outcome.freed_cpu_millicores,
         freed_memory_bytes=outcome.freed_memory_bytes,
         unremovable_by_reason=dict(sorted(evaluation.reason_counts().items())),
-        savings=savings(nodes, prices),
+        savings=savings(nodes, prices, snapshot),
     )
     flags = effective_flags(evaluation.config, snapshot)
     return DryRunReport(
