@@ -289,3 +289,63 @@ def test_a_price_file_and_the_bundled_table_are_both_named(tmp_path: Path, capsy
     snap = write_snapshot(tmp_path / "s2", nodes, pods, node_metrics, [], [workload_json("ReplicaSet", "busy", 1)])
     only_file = savings(snap)
     assert (only_file["priceSource"], only_file["priceDate"]) == ("ACME negotiated rates", "2026-10")
+
+
+# ---- kube-scheduler's own table entry ------------------------------------------------------------
+
+
+def test_a_node_affinity_value_that_is_not_a_label_value_matches_no_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kube-scheduler v1.28 ``nodeaffinity`` test table, "Pod with an invalid value in Affinity
+    term won't be scheduled onto the node": ``foo NotIn ["invalid value: ___@#$%^"]`` does not
+    parse, so the term matches no node, not every node without that value. The pod fits
+    nowhere: its node stays. The same term with a valid value lets it move."""
+    nodes = [node_json(n, "pool-a", "z1", "") for n in ("n1", "n2")]
+    for n in nodes:
+        n["metadata"]["labels"]["foo"] = "bar"
+    nodes[1]["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+
+    def snapshot(value: str) -> Path:
+        pod = pod_json("picky", "n1", owner=("ReplicaSet", "picky"))
+        term = {"matchExpressions": [{"key": "foo", "operator": "NotIn", "values": [value]}]}
+        pod["spec"]["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        }
+        metrics = [metrics_json(n, 200, GI, T0) for n in ("n1", "n2")]
+        return write_snapshot(tmp_path / value[:3], nodes, [pod], metrics, [], [workload_json("ReplicaSet", "picky", 1)])
+
+    report = dry_run(capsys, "--snapshot", str(snapshot("invalid value: ___@#$%^")))
+    assert report["n1"]["reason"] == "NoPlaceToMovePods", report["n1"]
+    assert "NodeAffinity" in report["n1"]["detail"]
+    report = dry_run(capsys, "--snapshot", str(snapshot("baz")))
+    assert report["n1"]["status"] == "removable-drain", report["n1"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "fits"),
+    [
+        ({"key": "foo", "operator": "In", "values": ["bar"]}, True),
+        ({"key": "foo", "operator": "In", "values": []}, False),  # In needs values
+        ({"key": "foo", "operator": "Exists", "values": ["bar"]}, False),  # Exists takes none
+        ({"key": "foo/", "operator": "Exists"}, False),  # not a qualified name
+        ({"key": "example.com/foo", "operator": "DoesNotExist"}, True),
+        ({"key": "num", "operator": "Gt", "values": ["5"]}, True),
+        ({"key": "num", "operator": "Gt", "values": ["5", "6"]}, False),
+        ({"key": "num", "operator": "Lt", "values": ["x"]}, False),
+        ({"key": "foo", "operator": "NotIn", "values": ["a" * 64]}, False),  # longer than 63
+    ],
+)
+def test_node_selector_requirements_parse_as_the_scheduler_parses_them(expression: dict[str, Any], fits: bool) -> None:
+    from builders import make_node
+
+    from scaler.model.decode import parse_pod
+    from scaler.simulator.filters import node_matches_pod_node_affinity
+
+    pod = pod_json("p", "", owner=("ReplicaSet", "p"))
+    term = {"matchExpressions": [expression]}
+    pod["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    node = make_node("n", labels={"foo": "bar", "num": "7"})
+    assert node_matches_pod_node_affinity(parse_pod(pod), node) is fits

@@ -8,9 +8,11 @@ these records. Units are fixed: CPU in millicores, memory and storage in bytes, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 import msgspec
 
@@ -207,10 +209,61 @@ class NodeSelectorRequirement:
         return LabelSelectorRequirement(self.key, self.operator, self.values).matches(labels)
 
 
+_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE = re.compile(rf"(?:{_NAME})?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(_NAME)
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _valid_label_key(key: str) -> bool:
+    """``validation.IsQualifiedName``: ``[prefix/]name``, the prefix a DNS subdomain of at most
+    253 characters, the name at most 63 characters of ``[A-Za-z0-9_.-]`` starting and ending
+    alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return 0 < len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
+def _valid_label_value(value: str) -> bool:
+    """``validation.IsValidLabelValue``: empty, or at most 63 characters of ``[A-Za-z0-9_.-]``
+    starting and ending alphanumeric."""
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+@lru_cache(maxsize=4096)
+def _parses(req: NodeSelectorRequirement, field: bool) -> bool:
+    """Whether the scheduler can turn ``req`` into a selector (``nodeaffinity``'s
+    ``nodeSelectorRequirementsAsSelector`` / ``…AsFieldSelector``, with ``labels.NewRequirement``'s
+    checks): a qualified-name key; In/NotIn with at least one valid label value; Exists and
+    DoesNotExist with none; Gt/Lt with one integer. A field requirement must be
+    ``metadata.name`` In/NotIn with exactly one value. A term with a requirement that does not
+    parse matches no node (``NewLazyErrorNodeSelector``)."""
+    op, values = req.operator, req.values
+    if field:
+        return req.key == "metadata.name" and op in ("In", "NotIn") and len(values) == 1
+    if not _valid_label_key(req.key):
+        return False
+    if op in ("In", "NotIn"):
+        return len(values) > 0 and all(_valid_label_value(v) for v in values)
+    if op in ("Exists", "DoesNotExist"):
+        return not values
+    if op in ("Gt", "Lt"):
+        return (
+            len(values) == 1
+            and _INT64.fullmatch(values[0]) is not None
+            and -(2**63) <= int(values[0]) < 2**63
+        )
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     """A node selector term: all expressions (on labels) and field requirements (on the node
-    name, ``metadata.name``) must hold. An empty term matches no node, as in the scheduler."""
+    name, ``metadata.name``) must hold. An empty term matches no node, as in the scheduler, and
+    so does a term with a requirement the scheduler cannot parse (an invalid key or label value,
+    a wrong number of values: :func:`_parses`)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
@@ -218,6 +271,10 @@ class NodeSelectorTerm:
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         """True when the node named ``node_name`` with ``labels`` satisfies the term."""
         if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(_parses(r, False) for r in self.match_expressions) or not all(
+            _parses(r, True) for r in self.match_fields
+        ):
             return False
         if not all(r.matches(labels) for r in self.match_expressions):
             return False
