@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_cluster import GI, T0, node_json, pod_json, workload_json
+from e2e_cluster import GI, T0, E2ECluster, node_json, pod_json, workload_json
 from test_decisions_e2e import dry_run, metrics_json, write_snapshot
 
 from scaler.cli import main
@@ -349,3 +349,26 @@ def test_node_selector_requirements_parse_as_the_scheduler_parses_them(expressio
     }
     node = make_node("n", labels={"foo": "bar", "num": "7"})
     assert node_matches_pod_node_affinity(parse_pod(pod), node) is fits
+
+
+# ---- scaler run: the same rules in the controller -----------------------------------------------
+
+
+def test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods(tmp_path: Path) -> None:
+    """The controller against the loopback fakes: the first underused node's NodeMetrics say
+    120m while its pods' PodMetrics say 3 cores. It is never unneeded (``MetricsUnavailable``);
+    the other underused node is drained as before."""
+    with E2ECluster(tmp_path) as c:
+        glitched, other = c.underused
+        c.pod_usage.update({"web-0": (1500, GI), "api-0": (1500, GI)})  # the pods of underused[0]
+        c.refresh_metrics()
+        with c.controller(c.config()) as ctl:
+            ctl.run_once()
+            c.advance(601)
+            decision = ctl.run_once()
+            _, reason, detail = decision.verdicts[glitched]
+            assert reason.value == "MetricsUnavailable", (reason, detail)
+            assert "far below the sum of its pods' PodMetrics" in detail
+            assert glitched not in decision.unneeded
+            assert [r.node.name for r in decision.drain] == [other]
+            c.wait_idle(ctl)
