@@ -28,6 +28,15 @@ assigned after ``updateTime - reportInterval``). Two differences: koordinator da
 creation time) and adds the whole ``max(request, usage)``, which may count part of the pod's
 usage twice, on the safe side.
 
+**Usage is never below what the node's pods use.** The newest NodeMetrics reading is compared
+with the sum of the newest PodMetrics of the node's counted pods in its window (a reading that
+lacks some containers counts for what it reports). NodeMetrics include the node's system
+daemons, so they are normally above that sum; a reading below it is raised by the difference
+(added to the usage and the destination usage alike); a reading *far* below it
+(:data:`NODE_METRICS_SHORTFALL_FRACTION` of the sum and :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`
+or :data:`NODE_METRICS_SHORTFALL_MEMORY_BYTES`) is not trusted: the node's usage is unknown
+(``usage_unknown`` says why), so it is ``MetricsUnavailable`` and receives no pods.
+
 **Destination usage.** A node that receives moved pods is judged by its worst recent usage:
 ``max(aggregate, newest reading)`` per resource, plus the pods not yet in the metrics
 (:attr:`NodeUtilization.destination_cpu_millicores`). The aggregate (``--usage-aggregation``)
@@ -95,7 +104,7 @@ class NodeUtilization:
         metrics: freshness of the node's NodeMetrics.
         usage_cpu_millicores, usage_memory_bytes: the usage the node is judged by when fresh:
             its NodeMetrics (aggregated over the unneeded window in ``scaler run``) plus the pods
-            not yet in them; ``None`` when unknown.
+            not yet in them, raised to at least its pods' PodMetrics; ``None`` when unknown.
         metrics_age_seconds: ``now - NodeMetrics.timestamp``, ``None`` when missing.
         destination_cpu_millicores, destination_memory_bytes: the usage TargetUsage counts when
             the node receives moved pods: ``max(aggregate, newest reading)`` plus the pods not
@@ -103,7 +112,8 @@ class NodeUtilization:
         pods_not_in_metrics: pods that started after the newest NodeMetrics window began (their
             load is in the usage figures).
         usage_unknown: why the usage is unknown although the metrics are fresh (a pod not yet
-            in the metrics with neither a request nor PodMetrics), ``""`` otherwise.
+            in the metrics with neither a request nor PodMetrics, or NodeMetrics far below the
+            sum of the node's pods' PodMetrics), ``""`` otherwise.
     """
 
     cpu: float | None
