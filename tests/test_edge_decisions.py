@@ -14,10 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import make_node, make_pod
 from e2e_cluster import GI, T0, E2ECluster, node_json, pod_json, workload_json
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_decisions_e2e import dry_run, metrics_json, write_snapshot
 
 from scaler.cli import main
+from scaler.model.decode import parse_pod
+from scaler.model.records import PodMetrics
+from scaler.model.snapshot import drop_partial_pod_metrics
+from scaler.simulator.filters import node_matches_pod_node_affinity
 
 MI = 2**20
 
@@ -337,10 +344,7 @@ def test_a_node_affinity_value_that_is_not_a_label_value_matches_no_node(
     ],
 )
 def test_node_selector_requirements_parse_as_the_scheduler_parses_them(expression: dict[str, Any], fits: bool) -> None:
-    from builders import make_node
 
-    from scaler.model.decode import parse_pod
-    from scaler.simulator.filters import node_matches_pod_node_affinity
 
     pod = pod_json("p", "", owner=("ReplicaSet", "p"))
     term = {"matchExpressions": [expression]}
@@ -372,3 +376,23 @@ def test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods(tmp_path: Pa
             assert glitched not in decision.unneeded
             assert [r.node.name for r in decision.drain] == [other]
             c.wait_idle(ctl)
+
+
+# ---- property: a reading is a pod's usage exactly when it covers the containers the pod runs --------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["app", "sidecar", "proxy", "init"]), unique=True, max_size=3),
+    st.one_of(st.none(), st.lists(st.sampled_from(["app", "sidecar", "proxy", "log"]), unique=True, max_size=4)),
+)
+def test_partial_pod_metrics_are_dropped_exactly_when_they_miss_a_running_container(
+    running: list[str], reported: list[str] | None
+) -> None:
+    pod = make_pod("p", containers=tuple(running))
+    reading = PodMetrics("default", "p", T0, 30.0, 100, 100, None if reported is None else tuple(reported))
+    metrics = {("default", "p"): reading}
+    partial = drop_partial_pod_metrics([pod], metrics)
+    missing = [] if reported is None else [c for c in running if c not in reported]
+    assert (("default", "p") in metrics) == (not missing)
+    assert partial == ({("default", "p"): (reading, tuple(missing))} if missing else {})
