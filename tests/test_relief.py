@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from builders import GI, MI, make_node, make_pdb, make_pod
@@ -374,3 +375,20 @@ def test_dry_run_reports_the_relief_section_and_its_json(capsys: pytest.CaptureF
     assert "NODE" in out and "partial" in out and "held" in out
     assert main(["dry-run", "--snapshot", night, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["relief"] is None, "off by default"
+
+
+def test_pod_metrics_lacking_a_running_container_are_unknown_usage_to_relief() -> None:
+    """``a`` runs containers ``c`` and ``sidecar``; its PodMetrics report ``c`` only: relief
+    treats it as a pod without PodMetrics (its usage unknown: it no longer goes first as the
+    pod using the most), as the evaluation does."""
+    base = hot_cluster(hot=(3200 + 1000, 4 * GI))
+    pods = [p if p.name != "a" else msgspec.structs.replace(p, containers=("c", "sidecar")) for p in base.pods]
+    metrics = [
+        m if m.name != "a" else msgspec.structs.replace(m, containers=("c",)) for m in base.pod_metrics.values()
+    ]
+    snap = ClusterSnapshot.create(NOW, base.nodes, pods, node_metrics=base.node_metrics.values(), pod_metrics=metrics)
+    assert ("default", "a") not in snap.pod_metrics
+    assert ("a", "dst") in evicted(relieve(base)["hot"])
+    r = relieve(snap)["hot"]
+    assert all(name != "a" for name, _ in evicted(r)), r
+    assert r.gap_closed
