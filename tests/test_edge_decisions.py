@@ -23,7 +23,6 @@ from test_decisions_e2e import dry_run, metrics_json, write_snapshot
 from scaler.cli import main
 from scaler.model.decode import parse_pod
 from scaler.model.records import PodMetrics
-from scaler.model.snapshot import drop_partial_pod_metrics
 from scaler.simulator.filters import node_matches_pod_node_affinity
 
 MI = 2**20
@@ -389,6 +388,8 @@ def test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods(tmp_path: Pa
 def test_partial_pod_metrics_are_dropped_exactly_when_they_miss_a_running_container(
     running: list[str], reported: list[str] | None
 ) -> None:
+    from scaler.model.snapshot import drop_partial_pod_metrics  # here: the module imports on main too
+
     pod = make_pod("p", containers=tuple(running))
     reading = PodMetrics("default", "p", T0, 30.0, 100, 100, None if reported is None else tuple(reported))
     metrics = {("default", "p"): reading}
@@ -396,3 +397,40 @@ def test_partial_pod_metrics_are_dropped_exactly_when_they_miss_a_running_contai
     missing = [] if reported is None else [c for c in running if c not in reported]
     assert (("default", "p") in metrics) == (not missing)
     assert partial == ({("default", "p"): (reading, tuple(missing))} if missing else {})
+
+
+class EmptyPodMetricsCluster(E2ECluster):
+    """The default cluster, plus a BestEffort pod ``be`` on the first underused node whose
+    PodMetrics list no container (``containers: []``)."""
+
+    def objects(self) -> list[dict[str, Any]]:
+        objects = super().objects()
+        objects.append(best_effort("be", self.underused[0]))
+        objects.append(workload_json("ReplicaSet", "batch", 1))
+        return objects
+
+    def refresh_metrics(self) -> None:
+        super().refresh_metrics()
+        m = self.kube.get_object("PodMetrics", "be", "default")
+        if m is not None:
+            self.kube.delete_object("PodMetrics", "be", "default")
+            self.kube.load_objects([{**m, "containers": []}])
+
+
+def test_run_never_reads_pod_metrics_without_containers_as_zero(tmp_path: Path) -> None:
+    """The controller against the loopback fakes: ``be`` (BestEffort, PodMetrics with no
+    container) has unknown usage, so its node is ``MetricsUnavailable``, never drained with
+    ``be`` counted as using nothing; the other underused node is drained as before."""
+    with EmptyPodMetricsCluster(tmp_path) as c:
+        held, other = c.underused
+        c.usage[held] = (100, GI // 2)  # below the other one: simulated first, before the PDB is spent
+        c.refresh_metrics()
+        with c.controller(c.config()) as ctl:
+            ctl.run_once()
+            c.advance(601)
+            decision = ctl.run_once()
+            _, reason, detail = decision.verdicts[held]
+            assert reason.value == "MetricsUnavailable", (reason, detail)
+            assert "pod default/be has neither a cpu request nor PodMetrics covering all its containers" in detail
+            assert [r.node.name for r in decision.drain] == [other]
+            c.wait_idle(ctl)
