@@ -6,7 +6,9 @@ ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter:
 no more nodes in its zone than its minimum there, :class:`GroupLimits`),
 UnexpectedError (zero allocatable), ScaleDownUnreadyDisabled, MetricsUnavailable (ours: a non-empty
 node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-threshold``; a node
-*at* the threshold is underutilized, as in CA since fix #8975).
+*at* the threshold is underutilized, as in CA since fix #8975). A GPU node skips MetricsUnavailable
+and is NotUnderutilized when its GPU requests, or its real GPU usage where known, are above
+``--scale-down-gpu-utilization-threshold`` (:func:`_gpu_eligibility`).
 """
 
 from __future__ import annotations
@@ -107,6 +109,25 @@ class Ineligible:
     detail: str
 
 
+def _gpu_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | None:
+    """A GPU node, as CA judges it with a ``GpuConfig`` (``eligibility.go
+    isNodeBelowUtilizationThreshold``: GPU utilization against ``--scale-down-gpu-utilization-threshold``,
+    cpu and memory ignored), plus its real GPU usage when known: underutilized only when both its
+    GPU requests and its GPU usage are at or below ``threshold``. The detail names which figure
+    keeps it, or that its GPU usage is unknown."""
+    assert util.gpu is not None
+    over = []
+    if util.gpu > threshold:
+        over.append(f"gpu requests {util.gpu:.1%}")
+    if util.gpu_usage is not None and util.gpu_usage > threshold:
+        over.append(f"gpu usage {util.gpu_usage:.1%} (DCGM)")
+    if over:
+        return Ineligible(
+            UnremovableReason.NotUnderutilized, f"{' and '.join(over)} > gpu threshold {threshold:.0%}"
+        )
+    return None
+
+
 def check_eligibility(
     node: Node,
     util: NodeUtilization,
@@ -158,6 +179,8 @@ def check_eligibility(
         return Ineligible(UnremovableReason.UnexpectedError, "allocatable cpu or memory is zero")
     if not node.ready and not config.scale_down_unready_enabled:
         return Ineligible(UnremovableReason.ScaleDownUnreadyDisabled, "node is NotReady")
+    if util.gpu is not None:
+        return _gpu_eligibility(util, config.scale_down_gpu_utilization_threshold)
     if util.value is None:
         if util.usage_unknown:
             return Ineligible(UnremovableReason.MetricsUnavailable, util.usage_unknown)
