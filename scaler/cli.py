@@ -304,10 +304,14 @@ def _dry_run(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         from scaler.history.prometheus import HistoryError
-        from scaler.history.source import load_profiles
+        from scaler.history.source import load_gpu_usage, load_profiles
 
         try:
-            snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
+            snapshot = replace(
+                snapshot,
+                workload_profiles=load_profiles(config, snapshot, snapshot.now),
+                gpu_usage=load_gpu_usage(config, snapshot, snapshot.now),
+            )
         except HistoryError as e:
             raise UsageError(str(e)) from None
     # Cluster-autoscaler's rule and right-sized requests, evaluated beside scaler's own evaluation.

@@ -258,12 +258,22 @@ class Runner:
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
-        profiles attached when ``--history`` is set (refreshed at most hourly)."""
+        profiles attached when ``--history`` is set (refreshed at most hourly), and the GPU
+        nodes' real GPU usage (one query a loop; when it fails the GPU nodes are judged by
+        their GPU requests alone, as cluster-autoscaler judges them, and a warning says so)."""
+        from scaler.history.prometheus import HistoryError
+        from scaler.history.source import load_gpu_usage
+
         snap = snapshot_from_cache(self.cache, self.api, now)
         self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap
-        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))
+        try:
+            gpu_usage = load_gpu_usage(self.config, snap, now)
+        except HistoryError as e:
+            log.warning("GPU usage unknown this loop, GPU nodes judged by their GPU requests: %s", e)
+            gpu_usage = {}
+        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now), gpu_usage=gpu_usage)
 
     def node_groups(self) -> dict[str, str]:
         """Node name → node-pool label of every cached Node (no metrics needed)."""

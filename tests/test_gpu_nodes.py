@@ -6,12 +6,17 @@ against the loopback Kubernetes and GCE fakes reaching the same verdicts on the 
 
 from __future__ import annotations
 
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from e2e_cluster import GI, T0, ZONES, E2ECluster, node_json, pod_json, workload_json
 from test_decisions_e2e import dry_run, metrics_json, write_snapshot
+from test_history_prometheus import ensure_prometheus, free_port
 
 from scaler.cli import main
 
@@ -88,10 +93,11 @@ WORKLOADS = [
 SNAPSHOT_NAMES = {"full": "gpu-full", "quarter": "gpu-quarter", "idle": "gpu-idle", "cpu": "cpu-1"}
 
 
-def gpu_snapshot(directory: Path) -> Path:
+def gpu_snapshot(directory: Path, at: float = T0) -> Path:
+    """The cluster as snapshot files, metrics stamped ``at``."""
     nodes, pods, usage = gpu_cluster_objects(SNAPSHOT_NAMES)
-    node_metrics = [metrics_json(n, c, m, T0) for n, (c, m) in usage.items()]
-    pod_metrics = [metrics_json(p["metadata"]["name"], 100, GI, T0, p["metadata"]["namespace"]) for p in pods]
+    node_metrics = [metrics_json(n, c, m, at) for n, (c, m) in usage.items()]
+    pod_metrics = [metrics_json(p["metadata"]["name"], 100, GI, at, p["metadata"]["namespace"]) for p in pods]
     return write_snapshot(directory, nodes, pods, node_metrics, pod_metrics, WORKLOADS)
 
 
@@ -188,3 +194,91 @@ def test_run_reaches_the_dry_runs_gpu_verdicts(tmp_path: Path, capsys: pytest.Ca
     snap = gpu_snapshot(tmp_path / "snap")
     report = dry_run(capsys, "--snapshot", str(snap))
     assert {n: (r["status"], r["reason"]) for n, r in report.items()} == EXPECTED
+
+
+# ---- real GPU usage: NVIDIA DCGM's series in a real Prometheus ------------------------------------
+
+# (Hostname, UUID, cluster) -> DCGM_FI_DEV_GPU_UTIL (percent) over the last half hour. gpu-quarter
+# requests one GPU of four but keeps three busy (time-shared work the requests do not show);
+# gpu-idle's GPUs are idle in this cluster and busy in a staging cluster of the same Prometheus.
+DCGM = {
+    ("gpu-full", "GPU-f0", "prod"): 3.0,
+    ("gpu-quarter", "GPU-q0", "prod"): 95.0,
+    ("gpu-quarter", "GPU-q1", "prod"): 90.0,
+    ("gpu-quarter", "GPU-q2", "prod"): 80.0,
+    ("gpu-quarter", "GPU-q3", "prod"): 0.0,
+    **{("gpu-idle", f"GPU-i{i}", "prod"): 0.0 for i in range(4)},
+    ("gpu-idle", "GPU-s0", "staging"): 100.0,
+}
+
+
+@pytest.fixture(scope="module")
+def dcgm_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
+    """A real Prometheus on loopback holding :data:`DCGM` (backfilled with promtool): its URL
+    and the time the series end."""
+    ensure_prometheus()
+    root = tmp_path_factory.mktemp("dcgm")
+    now = float(int(time.time()) // 60 * 60)
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for (host, uuid, cluster), util in DCGM.items():
+        labels = f'Hostname="{host}",UUID="{uuid}",gpu="{uuid[-1]}",modelName="Tesla T4",cluster="{cluster}"'
+        lines += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util} {int(now - k * 60)}" for k in range(30, -1, -1)]
+    (root / "data.om").write_text("\n".join([*lines, "# EOF"]) + "\n")
+    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(root / "data.om"), str(root / "tsdb")],
+                   check=True, capture_output=True, timeout=300)  # fmt: skip
+    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    port = free_port()
+    with (root / "prometheus.log").open("wb") as log:
+        proc = subprocess.Popen(
+            ["prometheus", f"--storage.tsdb.path={root / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
+             f"--config.file={root / 'prometheus.yml'}", "--storage.tsdb.retention.time=30d"],
+            stdout=log, stderr=subprocess.STDOUT, cwd=root,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
+                try:
+                    if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "prometheus did not become ready within 60 s"
+                time.sleep(0.2)
+            yield url, now
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high(
+    dcgm_prometheus: tuple[str, float], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --history prometheus a GPU node is idle only when its GPU requests and its real GPU
+    usage are both at or below the threshold; the report says which figure keeps it."""
+    url, now = dcgm_prometheus
+    snap = gpu_snapshot(tmp_path / "snap", at=now)
+    history = ["--history=prometheus", f"--prometheus-url={url}", '--prometheus-selector=cluster="prod"']
+    report = dry_run(capsys, "--snapshot", str(snap), *history)
+    quarter = report["gpu-quarter"]
+    assert (quarter["reason"], quarter["detail"]) == (
+        "NotUnderutilized",
+        "gpu usage 66.2% (DCGM) > gpu threshold 50%",
+    )
+    assert quarter["gpu"]["usage"] == pytest.approx(2.65 / 4)
+    assert quarter["gpu"]["judgedBy"] == "requests and usage"
+    assert report["gpu-full"]["detail"] == "gpu requests 100.0% > gpu threshold 50%"
+    assert report["gpu-full"]["gpu"]["usage"] == pytest.approx(0.03)
+    idle = report["gpu-idle"]  # the staging cluster's busy GPU is not this node's
+    assert (idle["status"], idle["gpu"]["usage"]) == ("removable-empty", 0.0)
+    assert main(["dry-run", "--snapshot", str(snap), *history]) == 0
+    cells = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:5]}
+    assert cells["gpu-quarter"][4] == "25%/66%"
+    # Without the selector the staging GPU counts for gpu-idle: 100% of one GPU of four.
+    report = dry_run(capsys, "--snapshot", str(snap), *history[:2])
+    assert report["gpu-idle"]["gpu"]["usage"] == pytest.approx(0.25)
