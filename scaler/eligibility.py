@@ -26,6 +26,7 @@ __all__ = [
     "GroupLimits",
     "Ineligible",
     "check_eligibility",
+    "instance_group_base",
     "node_group_limits",
 ]
 
@@ -61,16 +62,51 @@ class GroupLimits:
 
     def for_zone(self, pool: str, zone: str, mig: str = "") -> NodeGroupSpec | None:
         """The limits of ``pool`` in ``zone`` (its MIG named ``mig`` when known): an entry naming
-        the MIG, else one naming the pool; ``None`` without either."""
-        if mig and mig in self.migs:
-            return self.migs[mig]
+        the MIG, else one naming the pool; ``None`` without either. With ``mig`` unknown (``""``)
+        an entry naming a MIG of the pool in ``zone`` counts for the zone."""
+        if mig:
+            spec = self.migs.get(mig)
+            return spec if spec is not None else self.pools.get(pool)
         spec = self.zones.get((pool, zone))
         return spec if spec is not None else self.pools.get(pool)
 
     def min_size(self, pool: str, zone: str, mig: str = "") -> int:
-        """The minimum number of nodes of ``pool`` in ``zone`` (0 without a ``--nodes`` entry)."""
+        """The minimum number of nodes of ``pool`` in ``zone`` (in its MIG ``mig`` when known;
+        0 without a ``--nodes`` entry)."""
         spec = self.for_zone(pool, zone, mig)
         return spec.min_size if spec is not None else 0
+
+    def mig_of(self, node: Node) -> str:
+        """The MIG of ``node`` as a GKE node's name tells it: the ``--nodes`` entry naming a MIG
+        whose base instance name (the name without ``-grp``) plus ``-`` prefixes the node name
+        (the longest), else ``<base>-grp`` where ``<base>`` is the node name without its last
+        ``-suffix`` (:func:`instance_group_base`); ``""`` for a node not named as GKE names its
+        instances."""
+        best = ""
+        for name in self.migs:
+            if node.name.startswith(name.removesuffix("grp")) and len(name) > len(best):
+                best = name
+        if best:
+            return best
+        base = instance_group_base(node.name)
+        return f"{base}-grp" if base else ""
+
+    def group_key(self, node: Node) -> tuple[str, str, str]:
+        """``(pool, zone, MIG)`` of ``node``, the unit whose minimum holds (:meth:`mig_of`; the
+        MIG is ``""`` when unknown, and then the pool in the zone is the unit)."""
+        return node.node_group, node.zone, self.mig_of(node)
+
+
+def instance_group_base(node_name: str) -> str:
+    """The base instance name of the MIG a GKE node belongs to: GKE names a node pool's MIGs
+    ``gke-<cluster>-<pool>-<hash>-grp`` and their instances ``gke-<cluster>-<pool>-<hash>-<suffix>``,
+    so the base is the node name without its last ``-<suffix>``; ``""`` for a name not of that
+    form (not starting with ``gke-``, or too few parts). The live GKE provider reads the MIG
+    from the instance instead (:class:`scaler.cloud.gke.GKEProvider`)."""
+    if not node_name.startswith("gke-"):
+        return ""
+    base, _, suffix = node_name.rpartition("-")
+    return base if suffix and base.count("-") >= 3 else ""
 
 
 def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> GroupLimits:
@@ -133,7 +169,7 @@ def check_eligibility(
     util: NodeUtilization,
     now: float,
     config: ScalerConfig,
-    group_sizes: Mapping[tuple[str, str], int],
+    group_sizes: Mapping[tuple[str, str, str], int],
     recently_unremovable: Collection[str] = (),
     limits: GroupLimits | None = None,
 ) -> Ineligible | None:
@@ -144,8 +180,8 @@ def check_eligibility(
         util: its utilization (see :mod:`scaler.utilization`).
         now: evaluation time, Unix seconds.
         config: thresholds and ``--nodes`` limits.
-        group_sizes: current number of nodes of each ``(node pool, zone)``, for the min-size
-            pre-filter.
+        group_sizes: current number of nodes of each ``(node pool, zone, MIG)``
+            (:meth:`GroupLimits.group_key`), for the min-size pre-filter.
         recently_unremovable: node names found unremovable within
             ``--unremovable-node-recheck-timeout`` (live mode only).
         limits: ``--nodes`` limits per pool and zone (:func:`node_group_limits`); ``None``
@@ -168,12 +204,14 @@ def check_eligibility(
         return Ineligible(UnremovableReason.NotAutoscaled, "no cloud.google.com/gke-nodepool label")
     if limits is None:
         limits = node_group_limits(config, [node])
-    min_size = limits.min_size(group, node.zone)
-    size = group_sizes.get((group, node.zone), 0)
+    key = limits.group_key(node)
+    min_size = limits.min_size(*key)
+    size = group_sizes.get(key, 0)
     if size <= min_size:
+        where = f"MIG {key[2]}" if key[2] else f"zone {node.zone or '(none)'}"
         return Ineligible(
             UnremovableReason.NodeGroupMinSizeReached,
-            f"node group {group} has {size} nodes in zone {node.zone or '(none)'}, min {min_size} per zone",
+            f"node group {group} has {size} nodes in {where}, min {min_size} per {'MIG' if key[2] else 'zone'}",
         )
     if node.allocatable.cpu_millicores <= 0 or node.allocatable.memory_bytes <= 0:
         return Ineligible(UnremovableReason.UnexpectedError, "allocatable cpu or memory is zero")

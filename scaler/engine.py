@@ -11,8 +11,8 @@ TargetUsage's Σ term are shared by all nodes of one evaluation. Unlike CA there
 and no limit on the number of candidates: every candidate is simulated. Each candidate's check
 (drain rules, then the move of its pods) is :func:`scaler.simulator.cluster.simulate_node_removal`,
 the function the actuator's re-check calls too; before it, the node's pool must keep its
-minimum in the node's zone (:class:`scaler.eligibility.GroupLimits`), counting the nodes already
-found removable.
+minimum in the node's MIG, or its zone when the node's name does not tell its MIG
+(:meth:`scaler.eligibility.GroupLimits.group_key`), counting the nodes already found removable.
 
 Destinations: every other live node, in two tiers: nodes that are not candidates first, then
 candidates in reverse removal order (the ones least likely to be removed). A node that receives
@@ -141,8 +141,8 @@ def _evaluate(
     now = snapshot.now
     ctx = RemovalContext(snapshot, config, filters, scorers)
     utils = ctx.utils
-    group_sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
+    group_sizes = Counter(limits.group_key(n) for n in snapshot.nodes if n.node_group)
 
     results: dict[str, NodeResult] = {}
     candidates: list[Node] = []
@@ -162,7 +162,7 @@ def _evaluate(
     candidate_names = {n.name for n in candidates}
     non_candidates = Tier.of(state, [n.name for n in snapshot.nodes if n.name not in candidate_names])
     reverse_candidates = Tier.of(state, [n.name for n in reversed(candidates)])
-    planned: Counter[tuple[str, str]] = Counter()
+    planned: Counter[tuple[str, str, str]] = Counter()
     receivers: set[str] = set()
     rank = 0
 
@@ -175,13 +175,14 @@ def _evaluate(
         if node.name in receivers:
             unremovable(UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier")
             continue
-        key = (node.node_group, node.zone)
+        key = limits.group_key(node)
         min_size = limits.min_size(*key)
         if group_sizes[key] - planned[key] <= min_size:
+            where = f"zone {key[1] or '(none)'}" + (f" MIG {key[2]}" if key[2] else "")
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {key[0]} zone {key[1] or '(none)'}: {group_sizes[key]} nodes, "
-                f"{planned[key]} already removable, min {min_size} per zone",
+                f"node group {key[0]} {where}: {group_sizes[key]} nodes, "
+                f"{planned[key]} already removable, min {min_size} per {'MIG' if key[2] else 'zone'}",
             )
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
