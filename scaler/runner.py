@@ -137,6 +137,7 @@ def build_runner(
         problem = cloud.missing_permissions(dry_run)
         if problem:
             raise StartupError(problem)
+        _check_names(config, cloud, nodes)
     except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
         cache.stop()
         raise StartupError(str(e)) from None
@@ -155,6 +156,37 @@ def build_runner(
         permission_check=permission_check, plugins=plugins,
     )  # fmt: skip
     return runner
+
+
+def _check_names(config: ScalerConfig, cloud: CloudProvider, nodes: list[Node]) -> None:
+    """Start-up check of the pool, MIG and machine-type names of ``config``
+    (:mod:`scaler.names`). With the GKE provider the node pools and MIGs the GKE API lists are
+    authoritative (a pool scaled to zero is still listed): a name matching none of them is a
+    :class:`StartupError`. Where only nodes tell the pools (``--cloud-provider=kubernetes``), and
+    for machine types, a pool or type may have no node for a while: a warning, and the start
+    goes on. Never checked again in the loop.
+
+    Raises:
+        StartupError: a pool or MIG name matches nothing the GKE API lists (names the closest).
+        scaler.cloud.base.CloudError: the node pools could not be read.
+    """
+    from scaler.names import ClusterNames, cluster_names, unmatched_machine_types, unmatched_names
+
+    from_nodes = cluster_names(nodes)
+    if cloud.name == "gke":
+        groups = cloud.node_groups()
+        known = ClusterNames(
+            (g.id for g in groups), (m.name for g in groups for m in g.migs), from_nodes.machine_types
+        )
+        problems = unmatched_names(config, known, "the cluster (GKE API)")
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise StartupError(problems[0] + more)
+    else:
+        for line in unmatched_names(config, from_nodes, "the cluster's nodes"):
+            log.warning("%s; going on (a pool without nodes has no name to match)", line)
+    for line in unmatched_machine_types(config, from_nodes, "the cluster's nodes"):
+        log.warning("%s; going on", line)
 
 
 def _provider(
