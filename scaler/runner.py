@@ -166,19 +166,30 @@ def _check_names(config: ScalerConfig, cloud: CloudProvider, nodes: list[Node]) 
     for machine types, a pool or type may have no node for a while: a warning, and the start
     goes on. Never checked again in the loop.
 
+    The node pools are read only when the configuration names one; when they cannot be read
+    (a transient GKE API failure) the check is skipped with a warning: the loop reports such
+    failures itself, and a start must not fail on them.
+
     Raises:
         StartupError: a pool or MIG name matches nothing the GKE API lists (names the closest).
-        scaler.cloud.base.CloudError: the node pools could not be read.
     """
+    from scaler.cloud.base import CloudError
     from scaler.names import ClusterNames, cluster_names, unmatched_machine_types, unmatched_names
 
     from_nodes = cluster_names(nodes)
-    if cloud.name == "gke":
-        groups = cloud.node_groups()
+    named = bool(config.nodes or config.node_pools or any(b.node_pools for b in config.budgets))
+    if cloud.name == "gke" and named:
+        try:
+            groups = cloud.node_groups()
+        except CloudError as e:
+            log.warning("node pool names not checked: the node pools could not be read (%s)", e)
+            groups = None
         known = ClusterNames(
-            (g.id for g in groups), (m.name for g in groups for m in g.migs), from_nodes.machine_types
+            (g.id for g in groups or ()),
+            (m.name for g in groups or () for m in g.migs),
+            from_nodes.machine_types,
         )
-        problems = unmatched_names(config, known, "the cluster (GKE API)")
+        problems = unmatched_names(config, known, "the cluster (GKE API)") if groups is not None else []
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise StartupError(problems[0] + more)
