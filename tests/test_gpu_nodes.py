@@ -282,3 +282,35 @@ def test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high(
     # Without the selector the staging GPU counts for gpu-idle: 100% of one GPU of four.
     report = dry_run(capsys, "--snapshot", str(snap), *history[:2])
     assert report["gpu-idle"]["gpu"]["usage"] == pytest.approx(0.25)
+
+
+# ---- CA's GPU utilization, unit by unit ----------------------------------------------------------
+
+
+def test_gpu_requests_fraction_follows_ca() -> None:
+    """``CalculateUtilizationOfResource`` for nvidia.com/gpu: DaemonSet pods out of both sides
+    when ignored, long-terminating pods not counted, 0 while no GPU is allocatable yet (the
+    label alone marks a GPU node)."""
+    from builders import make_node, make_pod
+
+    from scaler.config import ScalerConfig
+    from scaler.model.records import Resources
+    from scaler.utilization import gpu_requests_fraction, is_gpu_node
+
+    def gpus(n: int) -> Resources:
+        return Resources(500, GI, pods=1, extended={"nvidia.com/gpu": n})
+
+    node = make_node(
+        "g", cpu_m=8000, allocatable=Resources(8000, 32 * GI, pods=110, extended={"nvidia.com/gpu": 4})
+    )
+    job = make_pod("job", node="g", requests=gpus(1))
+    ds = make_pod("ds", node="g", owner_kind="DaemonSet", requests=gpus(1))
+    gone = make_pod("gone", node="g", requests=gpus(2), deletion_ts=T0 - 3600, termination_grace_seconds=30)
+    cfg = ScalerConfig()
+    assert is_gpu_node(node)
+    assert gpu_requests_fraction(node, [job, ds, gone], cfg, T0) == 0.5
+    ignoring = ScalerConfig(ignore_daemonsets_utilization=True)
+    assert gpu_requests_fraction(node, [job, ds, gone], ignoring, T0) == pytest.approx(1 / 3)
+    unready = make_node("u", labels={ACCELERATOR: "nvidia-l4"})
+    assert is_gpu_node(unready) and gpu_requests_fraction(unready, [job], cfg, T0) == 0.0
+    assert not is_gpu_node(make_node("cpu"))
