@@ -2,8 +2,9 @@
 
 Source: CA ``core/scaledown/eligibility/eligibility.go FilterOutUnremovable`` and
 ``processors/nodes/pre_filtering_processor.go``. Order: RecentlyUnremovable, CurrentlyBeingDeleted,
-ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's pool has
-no more nodes in its zone than its minimum there, :class:`GroupLimits`),
+ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's MIG, or
+its pool in its zone when the node's name does not tell its MIG, has no more nodes than its minimum,
+:class:`GroupLimits`),
 UnexpectedError (zero allocatable), ScaleDownUnreadyDisabled, MetricsUnavailable (ours: a non-empty
 node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-threshold``; a node
 *at* the threshold is underutilized, as in CA since fix #8975). A GPU node skips MetricsUnavailable
@@ -40,20 +41,23 @@ _MAX_POOL_SIZE = 1000
 
 @dataclass(frozen=True, slots=True)
 class GroupLimits:
-    """``--nodes`` limits, per zone of a node pool.
+    """``--nodes`` limits, per MIG of a node pool.
 
-    A GKE node pool is one managed instance group per zone, and its autoscaling limits
-    (``minNodeCount``/``maxNodeCount``, ``gcloud --min-nodes/--max-nodes``) hold for each zone;
-    cluster-autoscaler's GCE provider makes each MIG a node group of its own. ``--nodes`` follows
-    suit: an entry naming a node pool limits each of the pool's zones; an entry naming a MIG
-    (``gke-<cluster>-<pool>-<hash>-grp``, or its URL) limits that MIG, i.e. its pool in its zone,
-    and wins there over an entry naming the pool.
+    A GKE node pool is one managed instance group per zone (a large pool has several in one
+    zone), and its autoscaling limits (``minNodeCount``/``maxNodeCount``, ``gcloud
+    --min-nodes/--max-nodes``) hold for each zone; cluster-autoscaler's GCE provider makes each
+    MIG a node group of its own. ``--nodes`` follows suit: an entry naming a node pool limits
+    each of the pool's MIGs (each zone, where it has one MIG per zone; the pool in a zone when a
+    node's MIG is unknown); an entry naming a MIG (``gke-<cluster>-<pool>-<hash>-grp``, or its
+    URL) limits that MIG and wins there over an entry naming the pool. A node's MIG:
+    :meth:`mig_of`.
 
     Attributes:
-        pools: pool name → limits of each of its zones (entries naming a pool; every entry is
+        pools: pool name → limits of each of its MIGs (entries naming a pool; every entry is
             listed here by its name).
-        zones: ``(pool, zone)`` → limits (entries naming a MIG, resolved through node names).
-        migs: MIG name → limits (entries naming a MIG), for providers that see the MIGs.
+        zones: ``(pool, zone)`` → limits (entries naming a MIG, resolved through node names),
+            for a node whose MIG is unknown.
+        migs: MIG name → limits (entries naming a MIG).
     """
 
     pools: Mapping[str, NodeGroupSpec] = field(default_factory=dict)
@@ -149,8 +153,8 @@ def _gpu_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | No
     """A GPU node, as CA judges it with a ``GpuConfig`` (``eligibility.go
     isNodeBelowUtilizationThreshold``: GPU utilization against ``--scale-down-gpu-utilization-threshold``,
     cpu and memory ignored), plus its real GPU usage when known: underutilized only when both its
-    GPU requests and its GPU usage are at or below ``threshold``. The detail names which figure
-    keeps it, or that its GPU usage is unknown."""
+    GPU requests and its GPU usage are at or below ``threshold`` (requests alone while its usage
+    is unknown). The detail names the figures that keep it."""
     assert util.gpu is not None
     over = []
     if util.gpu > threshold:
