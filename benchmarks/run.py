@@ -101,8 +101,8 @@ def _work_evaluate(nodes: int, runs: int, profile: bool) -> dict[str, Any]:
     from collections import Counter
 
     pods_by_node = counted_pods(snapshot, config)
-    sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
+    sizes = Counter(limits.group_key(n) for n in snapshot.nodes if n.node_group)
     candidates = {
         n.name
         for n in snapshot.nodes

@@ -301,6 +301,59 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
         raise UsageError(str(e)) from None
 
 
+def absent_kinds(snapshot: ClusterSnapshot) -> list[str]:
+    """What a snapshot does not hold, each with what its absence changes: PodDisruptionBudgets,
+    workload controllers, PodMetrics, Namespaces (a cluster has them all, so none of a kind
+    means the kind was not saved)."""
+    out = []
+    if not snapshot.pdbs:
+        out.append("no PodDisruptionBudgets (no PDB was considered: kubectl get pdb -A -o json)")
+    if not snapshot.has_workloads:
+        out.append(
+            "no workload controllers (pods' owners and replica counts were not checked: "
+            "kubectl get rs,rc,sts,ds,jobs,deploy -A -o json)"
+        )
+    if not snapshot.pod_metrics:
+        out.append(
+            "no PodMetrics (moved pods count their requests, and the requests-vs-usage summary is "
+            "left out: kubectl get --raw /apis/metrics.k8s.io/v1beta1/pods)"
+        )
+    selectors = (
+        t.namespace_selector is not None
+        for p in snapshot.pods
+        for t in (*p.required_affinity, *p.required_anti_affinity)
+    )
+    if not snapshot.namespaces and any(selectors):
+        out.append(
+            "no Namespaces (a pod's namespaceSelector affinity finds no destination: kubectl get ns -o json)"
+        )
+    return out
+
+
+def _check_input(config: ScalerConfig, snapshot: ClusterSnapshot, from_files: bool) -> str:
+    """Refuse input a dry-run would silently misjudge, and say what it lacks (see the README's
+    *Incomplete input*): no NodeMetrics with ``--utilization-source=usage`` and a pool, MIG or
+    machine-type name matching nothing are errors (:class:`UsageError`, exit 2); the kinds
+    absent from snapshot files are returned as one warning line (``""`` when none is), for
+    stderr once the evaluation has run."""
+    from scaler.names import cluster_names, unmatched_machine_types, unmatched_names
+
+    if config.utilization_source == "usage" and snapshot.nodes and not snapshot.node_metrics:
+        raise UsageError(
+            "no NodeMetrics in the input: with --utilization-source=usage no node's usage is known; "
+            "add them (kubectl get --raw /apis/metrics.k8s.io/v1beta1/nodes > node-metrics.json; "
+            "metrics-server must run) or judge by requests with --utilization-source=requests"
+        )
+    where = "the snapshot" if from_files else "the cluster"
+    known = cluster_names(snapshot.nodes)
+    problems = unmatched_names(config, known, where) + unmatched_machine_types(config, known, where)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(problems[0] + more)
+    absent = absent_kinds(snapshot) if from_files else []
+    return f"scaler: warning: the snapshot holds {'; '.join(absent)}\n" if absent else ""
+
+
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
     from scaler.report.build import build_report, report_json, report_yaml
@@ -311,14 +364,19 @@ def _dry_run(args: argparse.Namespace) -> int:
     prices = _prices(config)
     snapshot, source = _load_state(args)
     gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
+    warning = _check_input(config, snapshot, bool(args.snapshot))
     if config.history != "none":
         from dataclasses import replace
 
         from scaler.history.prometheus import HistoryError
-        from scaler.history.source import load_profiles
+        from scaler.history.source import load_gpu_usage, load_profiles
 
         try:
-            snapshot = replace(snapshot, workload_profiles=load_profiles(config, snapshot, snapshot.now))
+            snapshot = replace(
+                snapshot,
+                workload_profiles=load_profiles(config, snapshot, snapshot.now),
+                gpu_usage=load_gpu_usage(config, snapshot, snapshot.now),
+            )
         except HistoryError as e:
             raise UsageError(str(e)) from None
     # Cluster-autoscaler's rule and right-sized requests, evaluated beside scaler's own evaluation.
@@ -332,6 +390,7 @@ def _dry_run(args: argparse.Namespace) -> int:
         admit = relief_admission(evaluation)
         relief = plan_relief(evaluation, [n.name for n in snapshot.nodes], admit=admit)
     report = build_report(evaluation, snapshot, source, prices, variants=variants, relief=relief)
+    sys.stderr.write(warning)
     if args.output == "json":
         sys.stdout.write(report_json(report) + "\n")
     elif args.output == "yaml":

@@ -57,6 +57,10 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
     "Utilization and eligibility": {
         "scale_down_utilization_threshold": "A node is underutilized when its utilization (max of cpu and memory, "
         "fraction 0-1) is <= this value.",
+        "scale_down_gpu_utilization_threshold": "A GPU node (nvidia.com/gpu allocatable, or the "
+        "cloud.google.com/gke-accelerator label) is judged by its GPUs alone, as cluster-autoscaler judges it: "
+        "underutilized when requested GPUs / allocatable GPUs (fraction 0-1), and with --history prometheus also "
+        "its real GPU usage (DCGM_FI_DEV_GPU_UTIL), are <= this value; cpu and memory are ignored.",
         "utilization_source": "usage: real usage from metrics.k8s.io (default); requests: cluster-autoscaler's "
         "requests-based utilization, for comparison.",
         "ignore_daemonsets_utilization": "Remove DaemonSet pods (their usage, or their requests with "
@@ -511,6 +515,7 @@ class ScalerConfig(BaseModel):
 
     # Utilization and eligibility (CA: config/flags/flags.go)
     scale_down_utilization_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    scale_down_gpu_utilization_threshold: float = Field(0.5, ge=0.0, le=1.0)
     utilization_source: Literal["usage", "requests"] = "usage"
     ignore_daemonsets_utilization: bool = False
     ignore_mirror_pods_utilization: bool = False

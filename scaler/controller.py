@@ -287,6 +287,7 @@ class Controller:
                 g.max_size,
                 g.target_size,
                 {z.zone: GroupSize(z.min_size, z.max_size, z.target_size) for z in g.zone_groups},
+                {m.base_name: GroupSize(m.min_size, m.max_size, m.target_size) for m in g.migs},
             )
             for g in self.cloud.node_groups()
         }

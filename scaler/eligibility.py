@@ -2,11 +2,14 @@
 
 Source: CA ``core/scaledown/eligibility/eligibility.go FilterOutUnremovable`` and
 ``processors/nodes/pre_filtering_processor.go``. Order: RecentlyUnremovable, CurrentlyBeingDeleted,
-ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's pool has
-no more nodes in its zone than its minimum there, :class:`GroupLimits`),
+ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's MIG, or
+its pool in its zone when the node's name does not tell its MIG, has no more nodes than its minimum,
+:class:`GroupLimits`),
 UnexpectedError (zero allocatable), ScaleDownUnreadyDisabled, MetricsUnavailable (ours: a non-empty
 node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-threshold``; a node
-*at* the threshold is underutilized, as in CA since fix #8975).
+*at* the threshold is underutilized, as in CA since fix #8975). A GPU node skips MetricsUnavailable
+and is NotUnderutilized when its GPU requests, or its real GPU usage where known, are above
+``--scale-down-gpu-utilization-threshold`` (:func:`_gpu_eligibility`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ __all__ = [
     "GroupLimits",
     "Ineligible",
     "check_eligibility",
+    "instance_group_base",
     "node_group_limits",
 ]
 
@@ -37,20 +41,23 @@ _MAX_POOL_SIZE = 1000
 
 @dataclass(frozen=True, slots=True)
 class GroupLimits:
-    """``--nodes`` limits, per zone of a node pool.
+    """``--nodes`` limits, per MIG of a node pool.
 
-    A GKE node pool is one managed instance group per zone, and its autoscaling limits
-    (``minNodeCount``/``maxNodeCount``, ``gcloud --min-nodes/--max-nodes``) hold for each zone;
-    cluster-autoscaler's GCE provider makes each MIG a node group of its own. ``--nodes`` follows
-    suit: an entry naming a node pool limits each of the pool's zones; an entry naming a MIG
-    (``gke-<cluster>-<pool>-<hash>-grp``, or its URL) limits that MIG, i.e. its pool in its zone,
-    and wins there over an entry naming the pool.
+    A GKE node pool is one managed instance group per zone (a large pool has several in one
+    zone), and its autoscaling limits (``minNodeCount``/``maxNodeCount``, ``gcloud
+    --min-nodes/--max-nodes``) hold for each zone; cluster-autoscaler's GCE provider makes each
+    MIG a node group of its own. ``--nodes`` follows suit: an entry naming a node pool limits
+    each of the pool's MIGs (each zone, where it has one MIG per zone; the pool in a zone when a
+    node's MIG is unknown); an entry naming a MIG (``gke-<cluster>-<pool>-<hash>-grp``, or its
+    URL) limits that MIG and wins there over an entry naming the pool. A node's MIG:
+    :meth:`mig_of`.
 
     Attributes:
-        pools: pool name → limits of each of its zones (entries naming a pool; every entry is
+        pools: pool name → limits of each of its MIGs (entries naming a pool; every entry is
             listed here by its name).
-        zones: ``(pool, zone)`` → limits (entries naming a MIG, resolved through node names).
-        migs: MIG name → limits (entries naming a MIG), for providers that see the MIGs.
+        zones: ``(pool, zone)`` → limits (entries naming a MIG, resolved through node names),
+            for a node whose MIG is unknown.
+        migs: MIG name → limits (entries naming a MIG).
     """
 
     pools: Mapping[str, NodeGroupSpec] = field(default_factory=dict)
@@ -59,16 +66,51 @@ class GroupLimits:
 
     def for_zone(self, pool: str, zone: str, mig: str = "") -> NodeGroupSpec | None:
         """The limits of ``pool`` in ``zone`` (its MIG named ``mig`` when known): an entry naming
-        the MIG, else one naming the pool; ``None`` without either."""
-        if mig and mig in self.migs:
-            return self.migs[mig]
+        the MIG, else one naming the pool; ``None`` without either. With ``mig`` unknown (``""``)
+        an entry naming a MIG of the pool in ``zone`` counts for the zone."""
+        if mig:
+            spec = self.migs.get(mig)
+            return spec if spec is not None else self.pools.get(pool)
         spec = self.zones.get((pool, zone))
         return spec if spec is not None else self.pools.get(pool)
 
     def min_size(self, pool: str, zone: str, mig: str = "") -> int:
-        """The minimum number of nodes of ``pool`` in ``zone`` (0 without a ``--nodes`` entry)."""
+        """The minimum number of nodes of ``pool`` in ``zone`` (in its MIG ``mig`` when known;
+        0 without a ``--nodes`` entry)."""
         spec = self.for_zone(pool, zone, mig)
         return spec.min_size if spec is not None else 0
+
+    def mig_of(self, node: Node) -> str:
+        """The MIG of ``node`` as a GKE node's name tells it: the ``--nodes`` entry naming a MIG
+        whose base instance name (the name without ``-grp``) plus ``-`` prefixes the node name
+        (the longest), else ``<base>-grp`` where ``<base>`` is the node name without its last
+        ``-suffix`` (:func:`instance_group_base`); ``""`` for a node not named as GKE names its
+        instances."""
+        best = ""
+        for name in self.migs:
+            if node.name.startswith(name.removesuffix("grp")) and len(name) > len(best):
+                best = name
+        if best:
+            return best
+        base = instance_group_base(node.name)
+        return f"{base}-grp" if base else ""
+
+    def group_key(self, node: Node) -> tuple[str, str, str]:
+        """``(pool, zone, MIG)`` of ``node``, the unit whose minimum holds (:meth:`mig_of`; the
+        MIG is ``""`` when unknown, and then the pool in the zone is the unit)."""
+        return node.node_group, node.zone, self.mig_of(node)
+
+
+def instance_group_base(node_name: str) -> str:
+    """The base instance name of the MIG a GKE node belongs to: GKE names a node pool's MIGs
+    ``gke-<cluster>-<pool>-<hash>-grp`` and their instances ``gke-<cluster>-<pool>-<hash>-<suffix>``,
+    so the base is the node name without its last ``-<suffix>``; ``""`` for a name not of that
+    form (not starting with ``gke-``, or too few parts). The live GKE provider reads the MIG
+    from the instance instead (:class:`scaler.cloud.gke.GKEProvider`)."""
+    if not node_name.startswith("gke-"):
+        return ""
+    base, _, suffix = node_name.rpartition("-")
+    return base if suffix and base.count("-") >= 3 else ""
 
 
 def node_group_limits(config: ScalerConfig, nodes: Iterable[Node]) -> GroupLimits:
@@ -107,12 +149,31 @@ class Ineligible:
     detail: str
 
 
+def _gpu_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | None:
+    """A GPU node, as CA judges it with a ``GpuConfig`` (``eligibility.go
+    isNodeBelowUtilizationThreshold``: GPU utilization against ``--scale-down-gpu-utilization-threshold``,
+    cpu and memory ignored), plus its real GPU usage when known: underutilized only when both its
+    GPU requests and its GPU usage are at or below ``threshold`` (requests alone while its usage
+    is unknown). The detail names the figures that keep it."""
+    assert util.gpu is not None
+    over = []
+    if util.gpu > threshold:
+        over.append(f"gpu requests {util.gpu:.1%}")
+    if util.gpu_usage is not None and util.gpu_usage > threshold:
+        over.append(f"gpu usage {util.gpu_usage:.1%} (DCGM)")
+    if over:
+        return Ineligible(
+            UnremovableReason.NotUnderutilized, f"{' and '.join(over)} > gpu threshold {threshold:.0%}"
+        )
+    return None
+
+
 def check_eligibility(
     node: Node,
     util: NodeUtilization,
     now: float,
     config: ScalerConfig,
-    group_sizes: Mapping[tuple[str, str], int],
+    group_sizes: Mapping[tuple[str, str, str], int],
     recently_unremovable: Collection[str] = (),
     limits: GroupLimits | None = None,
 ) -> Ineligible | None:
@@ -123,8 +184,8 @@ def check_eligibility(
         util: its utilization (see :mod:`scaler.utilization`).
         now: evaluation time, Unix seconds.
         config: thresholds and ``--nodes`` limits.
-        group_sizes: current number of nodes of each ``(node pool, zone)``, for the min-size
-            pre-filter.
+        group_sizes: current number of nodes of each ``(node pool, zone, MIG)``
+            (:meth:`GroupLimits.group_key`), for the min-size pre-filter.
         recently_unremovable: node names found unremovable within
             ``--unremovable-node-recheck-timeout`` (live mode only).
         limits: ``--nodes`` limits per pool and zone (:func:`node_group_limits`); ``None``
@@ -147,17 +208,21 @@ def check_eligibility(
         return Ineligible(UnremovableReason.NotAutoscaled, "no cloud.google.com/gke-nodepool label")
     if limits is None:
         limits = node_group_limits(config, [node])
-    min_size = limits.min_size(group, node.zone)
-    size = group_sizes.get((group, node.zone), 0)
+    key = limits.group_key(node)
+    min_size = limits.min_size(*key)
+    size = group_sizes.get(key, 0)
     if size <= min_size:
+        where = f"MIG {key[2]}" if key[2] else f"zone {node.zone or '(none)'}"
         return Ineligible(
             UnremovableReason.NodeGroupMinSizeReached,
-            f"node group {group} has {size} nodes in zone {node.zone or '(none)'}, min {min_size} per zone",
+            f"node group {group} has {size} nodes in {where}, min {min_size} per {'MIG' if key[2] else 'zone'}",
         )
     if node.allocatable.cpu_millicores <= 0 or node.allocatable.memory_bytes <= 0:
         return Ineligible(UnremovableReason.UnexpectedError, "allocatable cpu or memory is zero")
     if not node.ready and not config.scale_down_unready_enabled:
         return Ineligible(UnremovableReason.ScaleDownUnreadyDisabled, "node is NotReady")
+    if util.gpu is not None:
+        return _gpu_eligibility(util, config.scale_down_gpu_utilization_threshold)
     if util.value is None:
         if util.usage_unknown:
             return Ineligible(UnremovableReason.MetricsUnavailable, util.usage_unknown)

@@ -11,8 +11,8 @@ TargetUsage's Σ term are shared by all nodes of one evaluation. Unlike CA there
 and no limit on the number of candidates: every candidate is simulated. Each candidate's check
 (drain rules, then the move of its pods) is :func:`scaler.simulator.cluster.simulate_node_removal`,
 the function the actuator's re-check calls too; before it, the node's pool must keep its
-minimum in the node's zone (:class:`scaler.eligibility.GroupLimits`), counting the nodes already
-found removable.
+minimum in the node's MIG, or its zone when the node's name does not tell its MIG
+(:meth:`scaler.eligibility.GroupLimits.group_key`), counting the nodes already found removable.
 
 Disruption budgets (:mod:`scaler.budgets`) are applied before the simulation, as Karpenter's
 disruption controller filters its candidates by the budgets' allowed disruptions per node pool
@@ -181,8 +181,8 @@ def _evaluate(
     now = snapshot.now
     ctx = RemovalContext(snapshot, config, filters, scorers)
     utils = ctx.utils
-    group_sizes = Counter((n.node_group, n.zone) for n in snapshot.nodes if n.node_group)
     limits = node_group_limits(config, snapshot.nodes)
+    group_sizes = Counter(limits.group_key(n) for n in snapshot.nodes if n.node_group)
 
     ineligible: dict[str, NodeResult] = {}
     candidates: list[Node] = []
@@ -227,7 +227,7 @@ def _simulate(
     candidates: Sequence[Node],
     held: Mapping[str, BudgetHold],
     ledger: BudgetLedger,
-    group_sizes: Counter[tuple[str, str]],
+    group_sizes: Counter[tuple[str, str, str]],
     limits: GroupLimits,
 ) -> tuple[dict[str, NodeResult], dict[str, BudgetHold]]:
     """One pass over ``candidates`` in removal order, the nodes of ``held`` held by the budgets
@@ -240,7 +240,7 @@ def _simulate(
     movable_names = {n.name for n in movable}
     non_candidates = Tier.of(state, [n.name for n in ctx.snapshot.nodes if n.name not in movable_names])
     reverse_candidates = Tier.of(state, [n.name for n in reversed(movable)])
-    planned: Counter[tuple[str, str]] = Counter()
+    planned: Counter[tuple[str, str, str]] = Counter()
     receivers: set[str] = set()
     results: dict[str, NodeResult] = {}
     newly_held: dict[str, BudgetHold] = {}
@@ -266,13 +266,14 @@ def _simulate(
                     UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier"
                 )
             continue
-        key = (node.node_group, node.zone)
+        key = limits.group_key(node)
         min_size = limits.min_size(*key)
         if group_sizes[key] - planned[key] <= min_size:
+            where = f"zone {key[1] or '(none)'}" + (f" MIG {key[2]}" if key[2] else "")
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {key[0]} zone {key[1] or '(none)'}: {group_sizes[key]} nodes, "
-                f"{planned[key]} already removable, min {min_size} per zone",
+                f"node group {key[0]} {where}: {group_sizes[key]} nodes, "
+                f"{planned[key]} already removable, min {min_size} per {'MIG' if key[2] else 'zone'}",
             )
             continue
         if is_held:

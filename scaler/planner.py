@@ -23,7 +23,8 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
 * A node whose removal failed is ``RecentlyUnremovable`` for ``--unremovable-node-recheck-timeout``
   (its verdict says which step failed and when it may be tried again).
 * Min size: a group never goes below its minimum, nor below its minimum in any zone (a GKE node
-  pool's limits are per zone: one MIG per zone, each a node group of CA's GCE provider), counting
+  pool's limits are per zone: one MIG per zone, each a node group of CA's GCE provider), nor any
+  of its MIGs below the MIG's own (a large pool has several MIGs in one zone), counting
   in-flight deletions and nodes already chosen in this plan (``targetSize -
   deletionsInProgress <= min`` → ``NodeGroupMinSizeReached``).
 * Budgets: at most ``--max-scale-down-parallelism`` deletions in flight, of which at most
@@ -111,13 +112,21 @@ class UsageSample(msgspec.Struct, frozen=True, gc=False):
 @dataclass(frozen=True, slots=True)
 class GroupSize:
     """A node group's size as the cloud provider reports it (nodes): the whole group's limits
-    and size, and ``zones``, zone → the same for the group in that zone (its MIG on GKE;
-    empty when the provider knows no zones)."""
+    and size, ``zones``, zone → the same for the group in that zone (its MIGs there on GKE;
+    empty when the provider knows no zones), and ``migs``, a MIG's base instance name → the
+    same for that MIG (GKE; its instances are named ``<base>-<suffix>``; empty when the
+    provider knows no MIGs)."""
 
     min_size: int
     max_size: int
     target_size: int
     zones: Mapping[str, GroupSize] = field(default_factory=dict)
+    migs: Mapping[str, GroupSize] = field(default_factory=dict)
+
+    def mig_of(self, node_name: str) -> str:
+        """The base name of the MIG among :attr:`migs` whose instances are named like
+        ``node_name`` (the longest ``<base>-`` prefix), ``""`` when none is."""
+        return max((b for b in self.migs if node_name.startswith(b + "-")), key=len, default="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,8 +508,12 @@ def plan(
     in_flight_by_group = Counter(state.in_flight.values())
     zone_of = {r.node.name: r.node.zone for r in evaluation.nodes}
     in_flight_by_zone = Counter((g, zone_of.get(n, "")) for n, g in state.in_flight.items())
+    in_flight_by_mig = Counter(
+        (g, group_sizes[g].mig_of(n)) for n, g in state.in_flight.items() if g in group_sizes
+    )
     planned: Counter[str] = Counter()
     planned_zone: Counter[tuple[str, str]] = Counter()
+    planned_mig: Counter[tuple[str, str]] = Counter()
     budget = cfg.max_scale_down_parallelism - len(state.in_flight)
     drain_budget = cfg.max_drain_parallelism - len(state.in_flight_drains)
     empty: list[NodeResult] = []
@@ -541,6 +554,11 @@ def plan(
         if zone is not None:
             left = zone.target_size - in_flight_by_zone[key] - planned_zone[key]
             levels.append((zone, left, f"node group {group} zone {key[1]}", " per zone"))
+        mig_key = (group, size.mig_of(name))
+        mig = size.migs.get(mig_key[1])
+        if mig is not None:  # several MIGs may share a zone: each keeps its own minimum
+            left = mig.target_size - in_flight_by_mig[mig_key] - planned_mig[mig_key]
+            levels.append((mig, left, f"node group {group} MIG {mig_key[1]}-grp", " per MIG"))
         at_min = next(((g, left, what, per) for g, left, what, per in levels if left <= g.min_size), None)
         if at_min is not None:
             g, left, what, per = at_min
@@ -561,6 +579,7 @@ def plan(
         budget -= 1
         planned[group] += 1
         planned_zone[key] += 1
+        planned_mig[mig_key] += 1
         if is_drain:
             drain_budget -= 1
             drain.append(r)

@@ -137,6 +137,7 @@ def build_runner(
         problem = cloud.missing_permissions(dry_run)
         if problem:
             raise StartupError(problem)
+        _check_names(config, cloud, nodes)
     except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
         cache.stop()
         raise StartupError(str(e)) from None
@@ -155,6 +156,48 @@ def build_runner(
         permission_check=permission_check, plugins=plugins,
     )  # fmt: skip
     return runner
+
+
+def _check_names(config: ScalerConfig, cloud: CloudProvider, nodes: list[Node]) -> None:
+    """Start-up check of the pool, MIG and machine-type names of ``config``
+    (:mod:`scaler.names`). With the GKE provider the node pools and MIGs the GKE API lists are
+    authoritative (a pool scaled to zero is still listed): a name matching none of them is a
+    :class:`StartupError`. Where only nodes tell the pools (``--cloud-provider=kubernetes``), and
+    for machine types, a pool or type may have no node for a while: a warning, and the start
+    goes on. Never checked again in the loop.
+
+    The node pools are read only when the configuration names one; when they cannot be read
+    (a transient GKE API failure) the check is skipped with a warning: the loop reports such
+    failures itself, and a start must not fail on them.
+
+    Raises:
+        StartupError: a pool or MIG name matches nothing the GKE API lists (names the closest).
+    """
+    from scaler.cloud.base import CloudError
+    from scaler.names import ClusterNames, cluster_names, unmatched_machine_types, unmatched_names
+
+    from_nodes = cluster_names(nodes)
+    named = bool(config.nodes or config.node_pools or any(b.node_pools for b in config.budgets))
+    if cloud.name == "gke" and named:
+        try:
+            groups = cloud.node_groups()
+        except CloudError as e:
+            log.warning("node pool names not checked: the node pools could not be read (%s)", e)
+            groups = None
+        known = ClusterNames(
+            (g.id for g in groups or ()),
+            (m.name for g in groups or () for m in g.migs),
+            from_nodes.machine_types,
+        )
+        problems = unmatched_names(config, known, "the cluster (GKE API)") if groups is not None else []
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise StartupError(problems[0] + more)
+    else:
+        for line in unmatched_names(config, from_nodes, "the cluster's nodes"):
+            log.warning("%s; going on (a pool without nodes has no name to match)", line)
+    for line in unmatched_machine_types(config, from_nodes, "the cluster's nodes"):
+        log.warning("%s; going on", line)
 
 
 def _provider(
@@ -258,12 +301,22 @@ class Runner:
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
-        profiles attached when ``--history`` is set (refreshed at most hourly)."""
+        profiles attached when ``--history`` is set (refreshed at most hourly), and the GPU
+        nodes' real GPU usage (one query a loop; when it fails the GPU nodes are judged by
+        their GPU requests alone, as cluster-autoscaler judges them, and a warning says so)."""
+        from scaler.history.prometheus import HistoryError
+        from scaler.history.source import load_gpu_usage
+
         snap = snapshot_from_cache(self.cache, self.api, now)
         self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap
-        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now))
+        try:
+            gpu_usage = load_gpu_usage(self.config, snap, now)
+        except HistoryError as e:
+            log.warning("GPU usage unknown this loop, GPU nodes judged by their GPU requests: %s", e)
+            gpu_usage = {}
+        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now), gpu_usage=gpu_usage)
 
     def node_groups(self) -> dict[str, str]:
         """Node name → node-pool label of every cached Node (no metrics needed)."""

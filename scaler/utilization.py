@@ -43,6 +43,17 @@ or :data:`NODE_METRICS_SHORTFALL_MEMORY_BYTES`) is not trusted: the node's usage
 smooths a candidate's usage so that one spike does not restart its timer; it must not hide a
 spike on a destination.
 
+**GPU nodes** (cluster-autoscaler's ``GpuConfig`` path of ``simulator/utilization/info.go
+Calculate``): a node with ``nvidia.com/gpu`` allocatable, or GKE's ``cloud.google.com/gke-accelerator``
+label, is judged by its GPUs alone: ``gpu = Σ pod GPU requests / allocatable GPUs``
+(``CalculateUtilizationOfResource``: DaemonSet and mirror pods removed from both sides when they are
+ignored, long-terminating pods not counted), 0 while the node's GPUs are not allocatable yet (CA:
+"this will guarantee we can still scale down a node with unready GPU"). Its CPU and memory
+figures are still computed (shown, and used when the node receives pods) but do not decide
+whether it is underutilized. ``gpu_usage`` is the real GPU usage from NVIDIA's DCGM exporter
+(``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``: Σ of the node's GPUs' utilization /
+100 / allocatable GPUs, :attr:`ClusterSnapshot.gpu_usage`), ``None`` when unknown.
+
 **NotReady nodes.** A NotReady node has no fresh metrics. With ``--scale-down-unready-enabled``
 a NotReady node whose usage is unknown is judged by its requests, as cluster-autoscaler judges
 every node (``source = "requests (NotReady)"``); the controller deletes it after
@@ -60,14 +71,18 @@ from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
+    "LABEL_GKE_ACCELERATOR",
     "NODE_METRICS_SHORTFALL_CPU_MILLICORES",
     "NODE_METRICS_SHORTFALL_FRACTION",
     "NODE_METRICS_SHORTFALL_MEMORY_BYTES",
     "POD_EVICTION_HEADROOM_SECONDS",
+    "RESOURCE_GPU",
     "SOURCE_UNREADY",
     "MetricsStatus",
     "NodeUtilization",
+    "gpu_requests_fraction",
     "is_empty",
+    "is_gpu_node",
     "is_long_terminating",
     "no_usage_words",
     "node_utilization",
@@ -77,6 +92,10 @@ __all__ = [
 ]
 
 POD_EVICTION_HEADROOM_SECONDS = 30  # CA actuation/drain.go DefaultPodEvictionHeadroom
+RESOURCE_GPU = "nvidia.com/gpu"
+"""The extended resource of NVIDIA GPUs (CA ``utils/gpu.ResourceNvidiaGPU``)."""
+LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+"""GKE's GPU node label, the accelerator type (``nvidia-tesla-t4``); CA's GCE ``GPULabel``."""
 SOURCE_UNREADY = "requests (NotReady)"
 """``NodeUtilization.source`` of a NotReady node judged by its requests (no usage known)."""
 
@@ -114,6 +133,12 @@ class NodeUtilization:
         usage_unknown: why the usage is unknown although the metrics are fresh (a pod not yet
             in the metrics with neither a request nor PodMetrics, or NodeMetrics far below the
             sum of the node's pods' PodMetrics), ``""`` otherwise.
+        gpu: a GPU node's requested GPUs / allocatable GPUs (fraction 0-1,
+            :func:`gpu_requests_fraction`); ``None`` for a node without GPUs.
+        gpu_usage: a GPU node's real GPU usage (fraction 0-1, from DCGM), ``None`` when unknown
+            or the node has no GPUs.
+        gpus: a GPU node's allocatable GPUs (0 for a node without GPUs, or while they are not
+            allocatable yet).
     """
 
     cpu: float | None
@@ -133,6 +158,9 @@ class NodeUtilization:
     destination_memory_bytes: int | None = None
     pods_not_in_metrics: int = 0
     usage_unknown: str = ""
+    gpu: float | None = None
+    gpu_usage: float | None = None
+    gpus: int = 0
 
 
 def is_long_terminating(pod: Pod, now: float) -> bool:
@@ -179,6 +207,34 @@ def requests_fractions(
     cpu_den = node.allocatable.cpu_millicores - cpu_skip
     mem_den = node.allocatable.memory_bytes - mem_skip
     return (cpu_req / cpu_den if cpu_den > 0 else 0.0, mem_req / mem_den if mem_den > 0 else 0.0)
+
+
+def is_gpu_node(node: Node) -> bool:
+    """True for a node with GPUs: ``nvidia.com/gpu`` allocatable, or GKE's
+    ``cloud.google.com/gke-accelerator`` label (set before the device plugin reports the GPUs;
+    CA's GCE provider reads the label, ``utils/gpu.GetNodeGPUFromCloudProvider``)."""
+    return node.allocatable.extended.get(RESOURCE_GPU, 0) > 0 or LABEL_GKE_ACCELERATOR in node.labels
+
+
+def gpu_requests_fraction(node: Node, pods: Sequence[Pod], config: ScalerConfig, now: float) -> float:
+    """CA's GPU utilization of ``node`` carrying ``pods`` (``CalculateUtilizationOfResource`` for
+    ``nvidia.com/gpu``): Σ pod GPU requests / allocatable GPUs, fraction 0-1, DaemonSet and
+    mirror pods removed from numerator and denominator when ``--ignore-daemonsets-utilization``
+    (``--ignore-mirror-pods-utilization``) is set, long-terminating pods not counted. 0 when
+    the node has no allocatable GPU yet (CA returns 0 for an unready GPU so that the node can
+    still be scaled down)."""
+    allocatable = node.allocatable.extended.get(RESOURCE_GPU, 0)
+    requested = skipped = 0
+    for p in pods:
+        gpus = p.requests.extended.get(RESOURCE_GPU, 0)
+        if not gpus:
+            continue
+        if _ignored(p, config):
+            skipped += gpus
+        elif not is_long_terminating(p, now):
+            requested += gpus
+    denominator = allocatable - skipped
+    return requested / denominator if allocatable > 0 and denominator > 0 else 0.0
 
 
 def _dominant(cpu: float, memory: float) -> tuple[float, str]:
@@ -357,6 +413,13 @@ def node_utilization(
             dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
             dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem
 
+    gpu = gpu_usage = None
+    gpus = 0
+    if is_gpu_node(node):
+        gpu = gpu_requests_fraction(node, pods, config, now)
+        gpus = node.allocatable.extended.get(RESOURCE_GPU, 0)
+        gpu_usage = snapshot.gpu_usage.get(node.name)
+
     def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:
         # An empty node reports cpu as its resource, as seed 004's empty-node fix does.
         value, resource = (None, "cpu") if cpu is None or memory is None else _dominant(cpu, memory)
@@ -380,6 +443,9 @@ def node_utilization(
             dest_mem,
             pending,
             unknown,
+            gpu,
+            gpu_usage,
+            gpus,
         )
 
     if config.utilization_source == "requests":

@@ -39,6 +39,7 @@ __all__ = [
     "CloudError",
     "CloudProvider",
     "ClusterWriter",
+    "MigInfo",
     "MinSizeReached",
     "NodeGroupInfo",
     "ZoneGroupInfo",
@@ -102,6 +103,28 @@ class ZoneGroupInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class MigInfo:
+    """One managed instance group of a node pool and its limits, in nodes (GKE). A large pool
+    can have several MIGs in one zone; each keeps its own minimum (CA's GCE provider makes each
+    MIG a node group of its own).
+
+    Attributes:
+        name: the MIG's name (``gke-<cluster>-<pool>-<hash>-grp``).
+        base_name: its base instance name: its instances are named ``<base_name>-<suffix>``.
+        zone: its zone.
+        min_size, max_size: its limits.
+        target_size: its ``targetSize``.
+    """
+
+    name: str
+    base_name: str
+    zone: str
+    min_size: int
+    max_size: int
+    target_size: int
+
+
+@dataclass(frozen=True, slots=True)
 class NodeGroupInfo:
     """A node group (GKE node pool) and its size limits, in nodes.
 
@@ -121,6 +144,8 @@ class NodeGroupInfo:
         zones: the zones of the pool's MIGs (GKE), sorted; empty when unknown.
         zone_groups: the pool in each zone with its own limits, sorted by zone; empty when the
             provider knows no zones.
+        migs: the pool's MIGs with their own limits, sorted by name; empty when the provider
+            knows none (only the GKE provider does).
     """
 
     id: str
@@ -129,6 +154,7 @@ class NodeGroupInfo:
     target_size: int
     zones: tuple[str, ...] = ()
     zone_groups: tuple[ZoneGroupInfo, ...] = ()
+    migs: tuple[MigInfo, ...] = ()
 
     def zone_group(self, zone: str) -> ZoneGroupInfo | None:
         """The pool in ``zone``, or ``None`` when the provider knows no such zone of it."""

@@ -14,7 +14,8 @@ GCE provider does (reference §6, ``cloudprovider/gce/*``):
   ``zoneOperations.wait`` until ``DONE`` (``autoscaling_gce_client.go DeleteInstances``); the
   MIG's ``targetSize`` drops by the number deleted (CA never calls ``resize`` for scale-down);
 * refuse when ``targetSize - in_flight <= min`` (``gceMig.DeleteNodes``), for each MIG with its
-  own (per-zone) limits and for the pool with its total limits.
+  own limits (a large pool has several MIGs in one zone: each keeps its minimum), for each
+  zone and for the pool with its total limits.
 
 Every request goes through :meth:`GKEProvider._call`, which only accepts the methods named in
 :data:`scaler.cloud.base.READ_CALLS` / :data:`~scaler.cloud.base.DELETE_CALLS`, retries 429 and
@@ -51,6 +52,8 @@ from scaler.cloud.base import (
     IAM_PERMISSIONS,
     READ_CALLS,
     CloudError,
+    MigInfo,
+    MinSizeReached,
     NodeGroupInfo,
     ZoneGroupInfo,
     call_with_retries,
@@ -285,6 +288,10 @@ class _Pool:
                 )
                 for zone, migs in sorted(by_zone.items())
             ),
+            migs=tuple(
+                MigInfo(m.ref.name, m.base_name, m.ref.zone, m.min_size, m.max_size, m.target_size)
+                for m in sorted(self.migs, key=lambda m: m.ref.name)
+            ),
         )
 
 
@@ -357,6 +364,7 @@ class GKEProvider:
         self._request_timeout = request_timeout_seconds
         self._pools: dict[str, _Pool] | None = None
         self._pending: dict[str, Counter[str]] = {}  # group -> zone -> nodes of delete_nodes calls running
+        self._mig_pending: dict[str, Counter[str]] = {}  # group -> MIG name -> the same per MIG
         self._lock = threading.Lock()
 
     @classmethod
@@ -652,12 +660,25 @@ class GKEProvider:
                 per_zone[mig.ref.zone] += len(items)
             pending = self._pending.setdefault(group_id, Counter())
             check_min_sizes(pool.info(), per_zone, in_flight, zone_in_flight, pending)
+            mig_pending = self._mig_pending.setdefault(group_id, Counter())
+            for mig, items in by_mig.values():  # each MIG keeps its own minimum (several may share a zone)
+                room = mig.target_size - mig_pending[mig.ref.name] - mig.min_size
+                if len(items) > room:
+                    raise MinSizeReached(
+                        f"node group {group_id} MIG {mig.ref.name}: min size reached (target size "
+                        f"{mig.target_size}, {mig_pending[mig.ref.name]} deletions in flight, min size "
+                        f"{mig.min_size}); {'nodes will not be deleted' if room <= 0 else f'at most {room} may go'}",
+                        failed_nodes=(),
+                    )
             pending.update(per_zone)
+            per_mig = Counter({mig.ref.name: len(items) for mig, items in by_mig.values()})
+            mig_pending.update(per_mig)
         try:
             self._delete_per_mig(group_id, by_mig)
         finally:
             with self._lock:
                 pending.subtract(per_zone)
+                mig_pending.subtract(per_mig)
 
     def _delete_per_mig(
         self, group_id: str, by_mig: Mapping[GceRef, tuple[_Mig, list[tuple[Node, GceRef]]]]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +48,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_QUERY",
+    "GPU_NODE_LABELS",
+    "GPU_QUERY",
+    "GPU_STEP_SECONDS",
     "MEMORY_QUERY",
     "HistoryError",
     "PrometheusClient",
+    "fetch_gpu_usage",
     "fetch_pod_usage",
     "fetch_samples",
     "pod_workload_resolver",
@@ -63,6 +67,16 @@ CPU_QUERY = (
 """PromQL for per-pod CPU (cores); ``{extra}`` takes ``,<selector>`` or nothing."""
 MEMORY_QUERY = 'sum by (namespace, pod) (container_memory_working_set_bytes{{container!="",pod!=""{extra}}})'
 """PromQL for per-pod working-set memory (bytes); ``{extra}`` as in :data:`CPU_QUERY`."""
+
+GPU_QUERY = "DCGM_FI_DEV_GPU_UTIL{{{selector}}}"
+"""PromQL for the GPU utilization NVIDIA's DCGM exporter reports (percent 0-100, one series per
+GPU, the node in its ``Hostname`` label; GKE's managed DCGM metrics use the same name);
+``{selector}`` takes ``--prometheus-selector`` or nothing."""
+GPU_NODE_LABELS = ("Hostname", "node", "kubernetes_node")
+"""Labels naming a DCGM series' node, in the order they are read: dcgm-exporter's own
+``Hostname``, then the usual relabelled names."""
+GPU_STEP_SECONDS = 60.0
+"""Resolution of the GPU usage range query (seconds)."""
 
 _CHUNK_SECONDS = 86400.0
 _MAX_POINTS = 11000
@@ -237,6 +251,42 @@ def fetch_pod_usage(
                         slot = per[t] = [math.nan, math.nan]
                     slot[col] = v * scale
     return out
+
+
+def fetch_gpu_usage(
+    client: PrometheusClient,
+    gpus: Mapping[str, int],
+    start: float,
+    end: float,
+    selector: str = "",
+    step: float = GPU_STEP_SECONDS,
+) -> dict[str, float]:
+    """The real GPU usage of the nodes of ``gpus`` (node name → allocatable GPUs) over
+    ``[start, end]`` (Unix seconds): per node, Σ over its GPUs of each GPU's highest
+    ``DCGM_FI_DEV_GPU_UTIL`` in the window / 100 / its allocatable GPUs (the number of GPUs
+    reported when none is allocatable yet), a fraction 0-1. The highest reading, not the mean:
+    a GPU busy a few minutes ago is not idle. A node without any DCGM series is absent (its GPU
+    usage is unknown). GPUs are told apart by their ``UUID`` label, else ``gpu``.
+
+    Raises:
+        HistoryError: the query failed (see :meth:`PrometheusClient.query_range`).
+    """
+    query = GPU_QUERY.format(selector=selector.strip().strip(","))
+    peaks: dict[str, dict[str, float]] = {}
+    for lo, hi in _chunks(start, end, step):
+        for labels, values in client.query_range(query, lo, hi, step):
+            node = next((labels[k] for k in GPU_NODE_LABELS if labels.get(k)), "")
+            if node not in gpus:
+                continue
+            gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device", "")
+            finite = [v for _, v in values if math.isfinite(v)]
+            if finite:
+                per = peaks.setdefault(node, {})
+                per[gpu] = max(per.get(gpu, 0.0), max(finite))
+    return {
+        node: sum(min(max(v, 0.0), 100.0) for v in per.values()) / 100.0 / (gpus[node] or len(per))
+        for node, per in peaks.items()
+    }
 
 
 _SUFFIX5 = re.compile(r"^(.+)-[a-z0-9]{5}$")

@@ -16,11 +16,19 @@ from dataclasses import dataclass, field
 
 from scaler.config import ScalerConfig
 from scaler.history.profiles import build_profiles
-from scaler.history.prometheus import HistoryError, fetch_samples
+from scaler.history.prometheus import HistoryError, PrometheusClient, fetch_gpu_usage, fetch_samples
 from scaler.model.profiles import WorkloadProfile
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.utilization import RESOURCE_GPU, is_gpu_node
 
-__all__ = ["DEFAULT_STEP_SECONDS", "HistoryError", "ProfileCache", "load_profiles"]
+__all__ = [
+    "DEFAULT_STEP_SECONDS",
+    "GPU_USAGE_WINDOW_SECONDS",
+    "HistoryError",
+    "ProfileCache",
+    "load_gpu_usage",
+    "load_profiles",
+]
 
 DEFAULT_STEP_SECONDS = 300.0
 """Resolution of the Prometheus range queries (5 minutes, the rate window)."""
@@ -53,6 +61,26 @@ def load_profiles(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -
         selector=config.prometheus_selector,
     )
     return build_profiles(samples, now, config.history_days)
+
+
+GPU_USAGE_WINDOW_SECONDS = 600.0
+"""The window before ``now`` whose highest GPU readings a GPU node is judged by (seconds):
+cluster-autoscaler's default ``--scale-down-unneeded-time``, the time a node must stay unneeded."""
+
+
+def load_gpu_usage(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -> dict[str, float]:
+    """The real GPU usage of the snapshot's GPU nodes (node → fraction 0-1 of its GPUs, see
+    :func:`~scaler.history.prometheus.fetch_gpu_usage`) over the :data:`GPU_USAGE_WINDOW_SECONDS`
+    before ``now``; empty with ``--history=none`` or without GPU nodes (no query is made).
+
+    Raises:
+        HistoryError: the query failed (one-line message naming the server).
+    """
+    gpus = {n.name: n.allocatable.extended.get(RESOURCE_GPU, 0) for n in snapshot.nodes if is_gpu_node(n)}
+    if config.history == "none" or not gpus:
+        return {}
+    with PrometheusClient(config.prometheus_url, auth_file=config.prometheus_auth_file) as client:
+        return fetch_gpu_usage(client, gpus, now - GPU_USAGE_WINDOW_SECONDS, now, config.prometheus_selector)
 
 
 @dataclass

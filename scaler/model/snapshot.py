@@ -100,6 +100,10 @@ class ClusterSnapshot:
     partial_pod_metrics: Mapping[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = field(
         default_factory=dict
     )
+    gpu_usage: Mapping[str, float] = field(default_factory=dict)
+    """Node name → real GPU usage, fraction 0-1 of its allocatable GPUs (NVIDIA DCGM's
+    ``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``, :func:`scaler.history.prometheus.
+    fetch_gpu_usage`); empty without history. A GPU node missing here has unknown GPU usage."""
 
     @staticmethod
     def create(

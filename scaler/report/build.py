@@ -21,6 +21,7 @@ from scaler.report.models import (
     BlockingPodModel,
     CostModel,
     DryRunReport,
+    GpuModel,
     HotNodeModel,
     MoveModel,
     NodeReport,
@@ -36,7 +37,7 @@ from scaler.report.models import (
     TolerationModel,
     UtilizationModel,
 )
-from scaler.utilization import NodeUtilization
+from scaler.utilization import RESOURCE_GPU, NodeUtilization
 
 __all__ = [
     "build_report",
@@ -128,6 +129,15 @@ def _node_report(
             pricing=price.kind,
             hourly_usd=price.hourly_usd,
             monthly_usd=price.monthly_usd,
+        ),
+        gpu=None
+        if u.gpu is None
+        else GpuModel(
+            allocatable=u.gpus,
+            requested=sum(p.requests.extended.get(RESOURCE_GPU, 0) for p in pods),
+            request_utilization=u.gpu,
+            usage=u.gpu_usage,
+            judged_by="requests" if u.gpu_usage is None else "requests and usage",
         ),
     )
 

@@ -19,6 +19,7 @@ __all__ = [
     "ComparisonModel",
     "CostModel",
     "DryRunReport",
+    "GpuModel",
     "HotNodeModel",
     "MoveModel",
     "NodeReport",
@@ -147,6 +148,26 @@ class SavingsModel(_Model):
     price_date: str = Field(alias="priceDate")
 
 
+class GpuModel(_Model):
+    """A GPU node's GPUs, as cluster-autoscaler judges them plus their real usage."""
+
+    allocatable: int = Field(description="allocatable nvidia.com/gpu (0 while the GPUs are not ready)")
+    requested: int = Field(description="nvidia.com/gpu requested by the node's counted pods")
+    request_utilization: float = Field(
+        alias="requestUtilization",
+        description="requested / allocatable GPUs as cluster-autoscaler computes it, fraction 0-1",
+    )
+    usage: float | None = Field(
+        description="real GPU usage from DCGM_FI_DEV_GPU_UTIL (--history prometheus), fraction 0-1 of the "
+        "allocatable GPUs; null when unknown"
+    )
+    judged_by: str = Field(
+        alias="judgedBy",
+        description="requests (no real GPU usage known) or requests and usage: what was compared with "
+        "--scale-down-gpu-utilization-threshold",
+    )
+
+
 class NodeReport(_Model):
     """The verdict on one node and the facts behind it."""
 
@@ -175,6 +196,7 @@ class NodeReport(_Model):
     blocking_pod: BlockingPodModel | None = Field(None, alias="blockingPod")
     moves: list[MoveModel] = Field(default_factory=list)
     cost: CostModel
+    gpu: GpuModel | None = Field(None, description="set on GPU nodes only")
 
 
 class SummaryModel(_Model):

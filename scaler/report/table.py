@@ -6,7 +6,9 @@ elsewhere) or ``keep`` (unremovable), the usage columns are real usage / allocat
 allocatable with ``--utilization-source=requests``), and the reason is a short phrase
 (:data:`SHORT_REASON`, :data:`SHORT_BLOCKING_REASON`). ``-o wide`` adds the requests-based
 columns, the node group, the zone, the pods to move and the node's monthly cost, and gives the
-full reason: CA's ``UnremovableReason`` with its detail. Node names are never cut (:mod:`scaler.report.columns`).
+full reason: CA's ``UnremovableReason`` with its detail. When the cluster has GPU nodes a
+``GPU%`` column follows ``MEM%``: requested GPUs / allocatable, and ``/`` the real GPU usage
+(DCGM) when known; ``-`` on the other nodes. Node names are never cut (:mod:`scaler.report.columns`).
 
 After the table: the summary with the removable nodes' monthly cost, cluster-autoscaler's rule
 side by side, the unremovable nodes per
@@ -107,6 +109,15 @@ def _pct_of(part: int | None, whole: int | None) -> str:
     return "-" if part is None or not whole else f"{part / whole:.0%}"
 
 
+def _gpu_cell(n: NodeReport) -> str:
+    """GPU%: requested GPUs / allocatable, then ``/`` and the real GPU usage (DCGM) when known;
+    ``-`` on a node without GPUs."""
+    if n.gpu is None:
+        return "-"
+    cell = _pct(n.gpu.request_utilization)
+    return cell if n.gpu.usage is None else f"{cell}/{_pct(n.gpu.usage)}"
+
+
 def short_reason(n: NodeReport) -> str:
     """The default view's REASON of one node (at most 16 columns)."""
     if n.removable:
@@ -143,6 +154,9 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
     by_requests = bool(rows) and rows[0].utilization.source == "requests"
     headers = ["NAME", "STATUS"]
     headers += ["REQ-CPU%", "REQ-MEM%"] if by_requests else ["CPU%", "MEM%"]
+    gpu = any(n.gpu is not None for n in rows)
+    if gpu:
+        headers.append("GPU%")
     if wide:
         headers += ["CPU%", "MEM%"] if by_requests else ["REQ-CPU%", "REQ-MEM%"]
         headers += ["GROUP", "ZONE", "PODS-TO-MOVE", "$/MONTH"]
@@ -155,6 +169,8 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
             _pct(n.utilization.cpu),
             _pct(n.utilization.memory),
         ]
+        if gpu:
+            row.append(_gpu_cell(n))
         if wide:
             if by_requests:
                 row += [

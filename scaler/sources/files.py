@@ -10,7 +10,9 @@ one is read, and no tree of dicts is built. YAML is read with every scalar as a 
 timestamps mean what ``kubectl`` would send.
 
 A snapshot must be complete and unambiguous (:func:`load_snapshot`): some Pods, every pod's node
-present, each object once, only kinds the snapshot uses.
+present, each object once, only kinds the snapshot uses, and no metrics reading stamped far
+ahead of the others (:data:`METRICS_AHEAD_SECONDS`: it would become the evaluation time and
+make every other reading stale).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import mmap
 import os
 import re
+import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,10 +33,16 @@ import yaml
 from scaler.model.decode import Place, decode_document, document_records, flatten_objects, records_of_plain
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record
-from scaler.model.records import Pod
+from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot, RecordSet, SnapshotError
+from scaler.model.times import format_duration, format_time
 
-__all__ = ["iter_snapshot_files", "load_objects", "load_snapshot"]
+__all__ = ["METRICS_AHEAD_SECONDS", "iter_snapshot_files", "load_objects", "load_snapshot"]
+
+METRICS_AHEAD_SECONDS = 600.0
+"""A NodeMetrics or PodMetrics reading stamped more than this (seconds) after the median of the
+snapshot's NodeMetrics (PodMetrics when it has none) is refused: metrics-server stamps every
+reading of one scrape within a minute or two, so such a reading is a clock or editing error."""
 
 _SUFFIXES = (".json", ".yaml", ".yml")
 _BOM = b"\xef\xbb\xbf"
@@ -195,6 +204,7 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
         records = _load_records(paths)
         named = ", ".join(map(str, paths))
         _check_complete(records, named)
+        _check_metrics_times(records, named)
         try:
             return records.snapshot(now)  # inside the pause: the records go to the oldest generation
         except SnapshotError as e:
@@ -226,4 +236,33 @@ def _check_complete(records: RecordSet, named: str) -> None:
             raise SnapshotError(
                 f"{named}: Pod {pod.namespace}/{pod.name} is bound to node {pod.node_name!r}, "
                 "which is not in the snapshot"
+            )
+
+
+def _check_metrics_times(records: RecordSet, named: str) -> None:
+    """Refuse a metrics reading stamped more than :data:`METRICS_AHEAD_SECONDS` after the median
+    reading, naming it (the newest reading sets the evaluation time when ``--now`` is not given,
+    and one from 2030 would make every other node's metrics stale)."""
+    node_metrics: list[NodeMetrics] = records.values("NodeMetrics")
+    pod_metrics: list[PodMetrics] = records.values("PodMetrics")
+    reference = [m.timestamp for m in node_metrics] or [m.timestamp for m in pod_metrics]
+    if not reference:
+        return
+    median = statistics.median_low(reference)
+    readings: tuple[tuple[str, list[NodeMetrics] | list[PodMetrics]], ...] = (
+        ("NodeMetrics", node_metrics),
+        ("PodMetrics", pod_metrics),
+    )
+    for kind, items in readings:
+        if not items:
+            continue
+        stamps = [m.timestamp for m in items]
+        newest = items[stamps.index(max(stamps))]
+        ahead = newest.timestamp - median
+        if ahead > METRICS_AHEAD_SECONDS:
+            name = newest.name if isinstance(newest, NodeMetrics) else f"{newest.namespace}/{newest.name}"
+            raise SnapshotError(
+                f"{named}: {kind} {name} is stamped {format_time(newest.timestamp)}, "
+                f"{format_duration(ahead)} after the other metrics ({format_time(median)}): "
+                "fix or drop it (it would become the evaluation time and make the other readings stale)"
             )

@@ -226,8 +226,10 @@ class FakeGCE(LoopbackServer[RecordedRequest]):
         *,
         enabled: bool = True,
         project: str | None = None,
+        migs_per_zone: int = 1,
     ) -> list[str]:
-        """Add a node pool with one MIG per zone, each holding ``nodes_per_zone`` instances.
+        """Add a node pool with one MIG per zone (``migs_per_zone`` for a large pool), each
+        holding ``nodes_per_zone`` instances.
 
         Names follow GKE: MIG ``gke-<cluster>-<pool>-<hash>-grp``, base instance name without
         ``-grp``, instances ``<base>-<4 chars>``. ``min``/``max`` become ``minNodeCount`` /
@@ -247,13 +249,15 @@ class FakeGCE(LoopbackServer[RecordedRequest]):
         migs: list[FakeMig] = []
         with self._lock:
             for zone in zones:
-                digest = hashlib.sha256(f"{self.cluster}/{name}/{zone}".encode()).hexdigest()[:8]
-                base = f"gke-{self.cluster}-{name}-{digest}"
-                instances = [f"{base}-{_suffix(i)}" for i in range(nodes_per_zone)]
-                mig = FakeMig(project, zone, f"{base}-grp", base, instances, nodes_per_zone, next(self._ids))
-                self.migs[(zone, mig.name)] = mig
-                migs.append(mig)
-                names.extend(instances)
+                for k in range(migs_per_zone):
+                    seed = f"{self.cluster}/{name}/{zone}" + (f"/{k}" if k else "")
+                    digest = hashlib.sha256(seed.encode()).hexdigest()[:8]
+                    base = f"gke-{self.cluster}-{name}-{digest}"
+                    instances = [f"{base}-{_suffix(i)}" for i in range(nodes_per_zone)]
+                    mig = FakeMig(project, zone, f"{base}-grp", base, instances, nodes_per_zone, next(self._ids))
+                    self.migs[(zone, mig.name)] = mig
+                    migs.append(mig)
+                    names.extend(instances)
             self.pools[name] = FakePool(name, autoscaling, migs, list(zones))
         return names
 
