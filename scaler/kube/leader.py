@@ -271,15 +271,8 @@ class LeaderElector:
         renewal failing for ``renew_deadline``, another holder seen, or a failed :meth:`check`
         in another thread) or released on :meth:`stop`. A replica that lost the lease does not
         try again: its process is expected to exit."""
-        self._on_stopped = on_stopped
         while not self._stop.is_set() and not self._lost.is_set():
-            if self.try_acquire_or_renew() and not self._lost.is_set():
-                if not self._leading.is_set():
-                    log.info("%s became leader of %s/%s", self.identity, self.namespace, self.name)
-                    self._leading.set()
-                    on_started()
-            elif self._leading.is_set() and self.monotonic() - self._renewed_at >= self.renew_deadline:
-                self._lose(f"no renewal for {self.monotonic() - self._renewed_at:.1f}s")
+            self.tick(on_started, on_stopped)
             self._stop.wait(self.retry_period)
         with self._lock:
             leading = self._leading.is_set() and not self._lost.is_set()
@@ -287,6 +280,20 @@ class LeaderElector:
         if leading:
             on_stopped()
             self.release()
+
+    def tick(self, on_started: Callable[[], None], on_stopped: Callable[[], None]) -> None:
+        """One round of :meth:`run`, without its wait: one acquire-or-renew attempt, then
+        ``on_started`` if leadership was gained, or ``on_stopped`` if it is lost now."""
+        self._on_stopped = on_stopped
+        if self._lost.is_set():
+            return
+        if self.try_acquire_or_renew() and not self._lost.is_set():
+            if not self._leading.is_set():
+                log.info("%s became leader of %s/%s", self.identity, self.namespace, self.name)
+                self._leading.set()
+                on_started()
+        elif self._leading.is_set() and self.monotonic() - self._renewed_at >= self.renew_deadline:
+            self._lose(f"no renewal for {self.monotonic() - self._renewed_at:.1f}s")
 
     def stop(self) -> None:
         """Ask :meth:`run` to return (it releases the lease if held)."""
