@@ -267,3 +267,29 @@ def test_metrics_outage_is_reported_once_and_starts_nothing(tmp_path: Path, capl
     warnings = [r.getMessage() for r in caplog.records if "metrics API" in r.getMessage()]
     assert len(warnings) == 2 and "unavailable" in warnings[0] and "available again" in warnings[1], warnings
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_daemonset_pods_are_evicted_only_after_verify_passed(tmp_path: Path) -> None:
+    """A pod bound to the node mid-drain makes the verify step refuse the deletion: the node is
+    rolled back and its DaemonSet pod, which would have been lost for nothing, is not evicted
+    (today's main evicted DaemonSet pods before verifying)."""
+    from e2e_cluster import pod_json
+
+    with E2ECluster(tmp_path) as c, c.controller(c.config()) as ctl:
+        ctl.run_once()
+        c.kube.delay("/api/v1/namespaces/", 0.5, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        assert len(decision.drain) == 1
+        target = decision.drain[0].node.name
+        c.wait_cache(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), 10)
+        c.kube.load_objects([pod_json("intruder", target, owner=("ReplicaSet", "intruder"), created=c.clock())])
+        c.wait_idle(ctl)
+        evicted = [r.path for r in c.kube.requests if r.method == "POST" and r.path.endswith("/eviction")]
+        assert not [p for p in evicted if "/kube-system/" in p], f"DaemonSet pods evicted: {evicted}"
+        daemonset = [p["metadata"]["name"] for p in c.kube.objects("Pod")
+                     if p["spec"]["nodeName"] == target and p["metadata"]["namespace"] == "kube-system"]  # fmt: skip
+        assert daemonset, "the DaemonSet pod is still on the node"
+        failed = [e for e in c.events("ScaleDownFailed") if e["involvedObject"]["name"] == target]
+        assert failed and "verify: 1 non-DaemonSet pod(s) still on the node" in failed[0]["message"], failed
+        assert not tainted(c, target) and c.gce.deleted_instances == []
