@@ -160,7 +160,22 @@ def test_pool_at_min_size_is_never_shrunk(tmp_path: Path) -> None:
 
 
 def test_dry_run_writes_nothing_but_events_and_status(tmp_path: Path) -> None:
+    """By default a dry-run writes nothing to the cluster's nodes or pods: its verdicts go to the
+    status ConfigMap and events only."""
     with E2ECluster(tmp_path) as c, c.controller(c.config(), dry_run=True) as ctl:
+        ctl.run_once()
+        c.advance(601)
+        decision = ctl.run_once()
+        assert decision.to_delete
+        writes = [r for r in c.kube.requests if r.method != "GET" and "/events" not in r.path and "/configmaps" not in r.path]
+        assert writes == []
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "mode: dry-run" in status["data"]["status"]
+        assert any("[dry-run]" in e["message"] for e in c.events("ScaleDownDryRun"))
+
+
+def test_dry_run_writes_node_verdicts_only_when_asked(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(write_node_status=True), dry_run=True) as ctl:
         ctl.run_once()
         c.advance(601)
         decision = ctl.run_once()

@@ -58,6 +58,7 @@ SA = "scaler"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:{SA}"
 BUSY_USAGE = (1000, int(9.6 * GI))  # 25% cpu, 60% memory of 4 cpu / 16 GiB: utilization 0.6
 IDLE_USAGE = (120, GI)  # utilization 0.06
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 FAST = [
     "--cloud-provider=kubernetes", "--scale-down-unneeded-time=0s", "--scan-interval=1s",
@@ -377,10 +378,22 @@ def test_gke_rbac_with_the_kubernetes_provider_exits_2_naming_nodes_delete(w: Wo
 
 
 def test_dry_run_rbac_passes_the_check_only_with_dry_run(w: World) -> None:
+    """The dry-run overlay's ServiceAccount runs ``scaler run --dry-run``, which writes nothing to
+    any node or pod (its verdicts go to the status ConfigMap); without --dry-run, or with
+    --write-node-status=true, the start-up check refuses, naming what is missing."""
     w.busy_nodes("dry", count=1)
+    user = f"system:serviceaccount:{NAMESPACE}:scaler-dry-run"
     with w.scaler("--dry-run", sa="scaler-dry-run", log="dry.log") as proc:
         proc.wait_output("scaler run started")
+        wait_for(lambda: "mode: dry-run" in status_text(w.cp) and "dry-busy-0" in status_text(w.cp), 60,
+                 "the dry-run's verdicts in the status ConfigMap")  # fmt: skip
         assert proc.terminate(30) == 0, proc.output
+    writes = [e.display for e in w.audit(user) if e.resource in ("nodes", "pods") and e.verb in WRITE_VERBS]
+    assert writes == [], f"the dry-run wrote to nodes or pods: {writes}"
+    with w.scaler("--dry-run", "--write-node-status=true", sa="scaler-dry-run", log="dry-status.log") as proc:
+        code = proc.wait(60)
+        out = proc.output
+    assert code == 2 and "patch nodes" in out, out
     with w.scaler(sa="scaler-dry-run", log="dry-active.log") as proc:
         code = proc.wait(60)
         out = proc.output
@@ -514,8 +527,6 @@ def test_a_relieved_pods_replacement_avoids_the_soft_tainted_hot_node(w: World) 
 
 
 # -- fencing: one actor at a time, whatever the pause; rollbacks that finish -------------------------
-
-WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
 def lease(cp: ControlPlane) -> dict[str, Any] | None:
