@@ -308,3 +308,30 @@ def test_daemonset_pods_are_evicted_only_after_verify_passed(tmp_path: Path) -> 
         failed = [e for e in c.events("ScaleDownFailed") if e["involvedObject"]["name"] == target]
         assert failed and "verify: 1 non-DaemonSet pod(s) still on the node" in failed[0]["message"], failed
         assert not tainted(c, target) and c.gce.deleted_instances == []
+
+
+def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: Path) -> None:
+    """The fence closes while a drain is under way: the removal stops where it is, with no
+    further write, not even the rollback (the next leader's recovery owns the node)."""
+    from scaler.kube.leader import LeaseLost
+
+    holds = [True]
+
+    def fence() -> None:
+        if not holds[0]:
+            raise LeaseLost("replica test no longer holds the lease")
+
+    with E2ECluster(tmp_path) as c, c.controller(c.config(), fence=fence) as ctl:
+        ctl.run_once()
+        c.kube.delay("/api/v1/namespaces/", 0.5, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        target = decision.drain[0].node.name
+        c.wait_cache(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), 10)
+        holds[0] = False
+        since = len(c.kube.requests)
+        c.wait_idle(ctl)
+        writes = [f"{r.method} {r.path}" for r in c.kube.requests[since:] if r.method != "GET"]
+        assert writes == [], f"writes after the lease was lost: {writes}"
+        assert tainted(c, target), "not rolled back: the next leader's recovery owns it"
+        assert ctl.actuator.lease_lost.is_set() and c.gce.deleted_instances == []
