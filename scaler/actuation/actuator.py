@@ -92,8 +92,9 @@ class _Abort(Exception):
 @dataclass(frozen=True, slots=True)
 class NodeOutcome:
     """How one node's removal ended. ``step`` names where it failed (``taint``, ``recheck``,
-    ``drain``, ``verify``, ``delete``, ``stopping``), ``""`` on success; ``time`` is when it
-    ended (Unix seconds; 0 when unknown)."""
+    ``drain``, ``verify``, ``delete``, ``stopping``, ``lease``: stopped without further write
+    because the lease was lost; an unexpected exception: its type's name), ``""`` on success;
+    ``time`` is when it ended (Unix seconds; 0 when unknown)."""
 
     node: str
     ok: bool
