@@ -335,3 +335,33 @@ def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: 
         assert writes == [], f"writes after the lease was lost: {writes}"
         assert tainted(c, target), "not rolled back: the next leader's recovery owns it"
         assert ctl.actuator.lease_lost.is_set() and c.gce.deleted_instances == []
+
+
+def test_a_rollback_that_raises_is_retried_and_shows_meanwhile(tmp_path: Path) -> None:
+    """The drain fails, and so does the rollback, with an unexpected error (the node's GET answers
+    malformed JSON: not a WriteError). The failure is recorded at once, the node is listed under
+    rollbacksPending in the status and counted in scaler_rollbacks_pending, and the rollback is
+    retried until it succeeds. Today's main let the exception kill the removal thread: the node
+    stayed tainted and cordoned."""
+    with E2ECluster(tmp_path) as c, c.controller(c.config(max_pod_eviction_time=0.3)) as ctl:
+        ctl.run_once()
+        c.kube.fail("/api/v1/namespaces/", 429, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.kube.delay("/api/v1/namespaces/", 0.3, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        target = decision.drain[0].node.name
+        c.kube.fail(f"/api/v1/nodes/{target}", 200, body=b"{not json", method="GET", exact=True)
+        c.wait_cache(lambda: ctl.actuator.rollbacks.get(target, "not rolled back yet") != "not rolled back yet", 20)
+        assert tainted(c, target)
+        assert ctl.metrics.failed_scale_downs.labels("drain")._value.get() == 1, "the failure is recorded at once"
+        assert ctl.metrics.rollbacks_pending._value.get() == 1
+        c.advance(10)
+        ctl.run_once()
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and f"name: {target}" in status["data"]["status"].split("rollbacksPending:")[1]
+        c.kube.reset_faults()
+        c.wait_idle(ctl)
+        assert not tainted(c, target)
+        node = c.node(target)
+        assert node is not None and not node["spec"].get("unschedulable")
+        assert ctl.metrics.rollbacks_pending._value.get() == 0
