@@ -55,6 +55,7 @@ from scaler.sources.kube import ApiCall
 __all__ = [
     "ACTUATION_CALLS",
     "ANNOTATION_HOT_OWNER",
+    "ANNOTATION_HOT_REPLICA",
     "ANNOTATION_OWNER",
     "ANNOTATION_REPLICA",
     "ANNOTATION_STATE",
@@ -97,6 +98,8 @@ TAINT_HOT = "scaler.io/hot"
 """Hot-node relief's soft taint, ``scaler.io/hot=<unix ts>:PreferNoSchedule``: kube-scheduler's
 ``TaintToleration`` score steers new pods, the relieved pods' replacements first, to other
 nodes while the node is hot."""
+ANNOTATION_HOT_REPLICA = "scaler.io/hot-replica"
+"""On a node carrying :data:`TAINT_HOT`: the leader identity of the replica that put it there."""
 ANNOTATION_HOT_OWNER = "scaler.io/hot-by"
 """On a node carrying :data:`TAINT_HOT`: the ``--instance-name`` of the scaler that put it there
 (a restart of that instance removes the taints it finds with it)."""
@@ -437,21 +440,24 @@ class KubeWriter:
             taints = list((node.get("spec") or {}).get("taints") or [])
             annotations = node["metadata"].get("annotations") or {}
             has_taint = any(t.get("key") == TAINT_HOT for t in taints)
-            if has_taint and annotations.get(ANNOTATION_HOT_OWNER) == self.instance:
+            if (
+                has_taint
+                and annotations.get(ANNOTATION_HOT_OWNER) == self.instance
+                and annotations.get(ANNOTATION_HOT_REPLICA, "") == self.replica
+            ):
                 return None
             if not has_taint:
                 taints.append({"key": TAINT_HOT, "value": str(int(now)), "effect": "PreferNoSchedule"})
-            return {
-                "metadata": {"annotations": {ANNOTATION_HOT_OWNER: self.instance}},
-                "spec": {"taints": taints},
-            }
+            owner = {ANNOTATION_HOT_OWNER: self.instance, ANNOTATION_HOT_REPLICA: self.replica or None}
+            return {"metadata": {"annotations": owner}, "spec": {"taints": taints}}
 
         if not self._patch_node(name, change):
             raise WriteError(f"taint node {name} {TAINT_HOT}: node not found")
 
     def clean_hot(self, name: str) -> bool:
-        """Remove :data:`TAINT_HOT` and :data:`ANNOTATION_HOT_OWNER` from node ``name``;
-        ``False`` when the node no longer exists.
+        """Remove :data:`TAINT_HOT` and its annotations from node ``name`` when this instance put
+        it there (another's, or one without an owner, is left as it is); ``False`` when the node
+        no longer exists.
 
         Raises:
             WriteError: the patch failed after retries.
@@ -460,13 +466,11 @@ class KubeWriter:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             taints = list((node.get("spec") or {}).get("taints") or [])
             kept = [t for t in taints if t.get("key") != TAINT_HOT]
-            owned = ANNOTATION_HOT_OWNER in (node["metadata"].get("annotations") or {})
-            if len(kept) == len(taints) and not owned:
-                return None
-            patch: dict[str, Any] = {"spec": {"taints": kept or None}}
-            if owned:
-                patch["metadata"] = {"annotations": {ANNOTATION_HOT_OWNER: None}}
-            return patch
+            annotations = node["metadata"].get("annotations") or {}
+            if annotations.get(ANNOTATION_HOT_OWNER) != self.instance:
+                return None  # not ours (or no longer there)
+            mine = [k for k in (ANNOTATION_HOT_OWNER, ANNOTATION_HOT_REPLICA) if k in annotations]
+            return {"spec": {"taints": kept or None}, "metadata": {"annotations": dict.fromkeys(mine)}}
 
         return self._patch_node(name, change)
 
