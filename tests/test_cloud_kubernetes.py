@@ -11,7 +11,7 @@ import pytest
 from fakes.gce_api import FakeGCE
 from fakes.kube_api import FakeKubeAPI
 
-from scaler.cloud.base import CloudError, CloudProvider, MinSizeReached
+from scaler.cloud.base import CloudError, CloudProvider, MinSizeReached, NodeChanged
 from scaler.cloud.gke import GKEProvider, make_clients
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import NodeGroupSpec
@@ -127,6 +127,28 @@ def test_already_gone_or_replaced_counts_as_deleted(fake: FakeKubeAPI, api: Any)
     p.delete_nodes("a", [node("a-1", "a", uid="old-uid")])  # 409: another node under that name
     assert {o["metadata"]["name"] for o in fake.objects("Node")} >= {"a-1"}
     assert len(node_deletes(fake)) == 2
+
+
+def test_a_node_changed_since_its_verified_version_is_not_deleted(fake: FakeKubeAPI, api: Any) -> None:
+    """The actuator deletes at the resourceVersion it verified (tainted and cordoned by it): a
+    node changed since (say, untainted by another replica) is refused with NodeChanged and kept;
+    at its current version it goes."""
+    from dataclasses import replace
+
+    p = provider(api)
+    p.refresh()
+    current = fake.put_object(node_obj("a-0", "a"))
+    version = current["metadata"]["resourceVersion"]
+    fake.put_object(node_obj("a-0", "a"))  # changed after it was verified
+    with pytest.raises(NodeChanged, match="changed since verified"):
+        p.delete_nodes("a", [replace(node("a-0", "a"), resource_version=version)])
+    assert fake.get_object("Node", "a-0") is not None
+    [req] = node_deletes(fake)
+    assert json.loads(req.body)["preconditions"] == {"uid": "uid-a-0", "resourceVersion": version}
+    latest = fake.get_object("Node", "a-0")
+    assert latest is not None
+    p.delete_nodes("a", [replace(node("a-0", "a"), resource_version=latest["metadata"]["resourceVersion"])])
+    assert fake.get_object("Node", "a-0") is None
 
 
 def test_min_size_reached(fake: FakeKubeAPI, api: Any) -> None:

@@ -9,6 +9,15 @@ Events and the status ConfigMap: :class:`KubeWriter` implements
 made here; with :data:`scaler.sources.kube.READ_CALLS` and the provider's calls it is the exact
 RBAC the controller needs (:func:`scaler.kube.permissions.required_calls`).
 
+**Fencing.** Every write (node patches, evictions, events, the status ConfigMap) first calls the
+writer's ``fence`` (:meth:`scaler.kube.leader.LeaderElector.check`), right before its request,
+after any read it is based on: a replica that does not hold the lease now raises
+:class:`~scaler.kube.leader.LeaseLost` and sends nothing. Marks name their replica: a node being
+removed carries :data:`ANNOTATION_OWNER` (the instance) and :data:`ANNOTATION_REPLICA` (the
+leader identity of the replica that tainted it); a rollback only removes marks of this instance
+and of the replica it expects (its own, or the one recovery saw), so a replica can never undo
+another's fresh taint.
+
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
 ``--max-pod-eviction-time``, NotFound is success, events on the pod).
@@ -46,17 +55,21 @@ from scaler.sources.kube import ApiCall
 __all__ = [
     "ACTUATION_CALLS",
     "ANNOTATION_HOT_OWNER",
+    "ANNOTATION_HOT_REPLICA",
     "ANNOTATION_OWNER",
+    "ANNOTATION_REPLICA",
     "ANNOTATION_STATE",
     "ANNOTATION_STATUS",
     "ANNOTATION_WAS_UNSCHEDULABLE",
     "DRY_RUN_WRITE_CALLS",
     "LABEL_STATUS",
+    "NODE_STATUS_CALLS",
     "STATE_DRAINED",
     "STATE_TAINTED",
     "TAINT_HOT",
     "WRITE_CALLS",
     "KubeWriter",
+    "NotOwned",
     "ObjectRef",
     "WriteError",
 ]
@@ -65,6 +78,10 @@ log = logging.getLogger(__name__)
 
 ANNOTATION_OWNER = "scaler.io/scale-down-by"
 """On a node being removed: the ``--instance-name`` of the scaler that tainted it."""
+ANNOTATION_REPLICA = "scaler.io/scale-down-replica"
+"""On a node being removed: the leader identity (pod name and a random suffix) of the replica
+that tainted it. Only that replica rolls it back or deletes it; after a restart or a fail-over,
+the new leader's recovery takes the node over (:meth:`KubeWriter.adopt`) or rolls it back."""
 ANNOTATION_STATE = "scaler.io/scale-down-state"
 """``tainted`` once tainted and cordoned, ``drained`` once every movable pod is gone."""
 ANNOTATION_STATUS = "scaler.io/scale-down-status"
@@ -81,6 +98,8 @@ TAINT_HOT = "scaler.io/hot"
 """Hot-node relief's soft taint, ``scaler.io/hot=<unix ts>:PreferNoSchedule``: kube-scheduler's
 ``TaintToleration`` score steers new pods, the relieved pods' replacements first, to other
 nodes while the node is hot."""
+ANNOTATION_HOT_REPLICA = "scaler.io/hot-replica"
+"""On a node carrying :data:`TAINT_HOT`: the leader identity of the replica that put it there."""
 ANNOTATION_HOT_OWNER = "scaler.io/hot-by"
 """On a node carrying :data:`TAINT_HOT`: the ``--instance-name`` of the scaler that put it there
 (a restart of that instance removes the taints it finds with it)."""
@@ -107,12 +126,17 @@ ACTUATION_CALLS: tuple[ApiCall, ...] = (
 it back (every such patch is a read-modify-write with the node's resourceVersion, so it starts
 with this GET), evict and wait for a pod. A ``--dry-run`` controller never makes them, and the
 dry-run overlay does not grant them: without the node GET it cannot taint or cordon a node even
-with ``--dry-run`` removed by mistake, although it may patch nodes (for the status annotation).
-Deleting a node is the cloud provider's (:attr:`scaler.cloud.base.CloudProvider.kube_calls`:
+with ``--dry-run`` removed by mistake. Deleting a node is the cloud provider's (:attr:`scaler.cloud.base.CloudProvider.kube_calls`:
 ``nodes delete`` for :class:`scaler.cloud.kubernetes.KubernetesProvider`)."""
 
-DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
+NODE_STATUS_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
+)
+"""The nodes' status annotation and label (``--write-node-status``: a blind merge patch of those
+two keys, no read). An active controller makes it by default; a ``--dry-run`` one only with
+``--write-node-status=true``, so that by default a dry-run writes nothing to the nodes."""
+
+DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "create", namespaced=True, optional=False),
@@ -121,11 +145,11 @@ DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("coordination.k8s.io", "v1", "leases", "create", namespaced=True, optional=False),
     ApiCall("coordination.k8s.io", "v1", "leases", "update", namespaced=True, optional=False),
 )
-"""The writes a ``--dry-run`` controller makes: the nodes' status annotation and label (a blind
-merge patch of those two keys, no read), events (ScaleDownDryRun), the status ConfigMap and its
-leader-election Lease. The active controller makes them too."""
+"""The writes a ``--dry-run`` controller makes, none of them to a node or a pod: events
+(ScaleDownDryRun), the status ConfigMap and its leader-election Lease, in its own namespace
+(events about nodes go to ``default``). The active controller makes them too."""
 
-WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + DRY_RUN_WRITE_CALLS
+WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + NODE_STATUS_CALLS + DRY_RUN_WRITE_CALLS
 """Every write call of the controller (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
 
 _MERGE_PATCH = "application/merge-patch+json"
@@ -134,6 +158,11 @@ _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 class WriteError(Exception):
     """A write failed for good; the message names the object and the HTTP status."""
+
+
+class NotOwned(WriteError):
+    """The node no longer carries this replica's marks as expected (tainted and cordoned by it,
+    in the expected state): someone else changed it, so it is not touched."""
 
 
 def _body(e: ApiException) -> str:
@@ -160,6 +189,10 @@ class KubeWriter:
     Args:
         api: the client.
         instance: ``--instance-name``; written in :data:`ANNOTATION_OWNER`.
+        replica: this replica's leader identity; written in :data:`ANNOTATION_REPLICA`.
+        fence: called right before every write request; raises
+            :class:`~scaler.kube.leader.LeaseLost` when this replica must not write (default:
+            none, for a single replica without leader election).
         clock, sleep: injectable time functions (Unix seconds).
         conflict_retry_seconds, conflict_deadline_seconds: CA's taint-update retry (750 ms, 5 s).
         eviction_retry_seconds: wait between eviction attempts (CA: 10 s).
@@ -176,11 +209,15 @@ class KubeWriter:
         conflict_deadline_seconds: float = 5.0,
         eviction_retry_seconds: float = 10.0,
         request_timeout_seconds: float = 30.0,
+        replica: str = "",
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.core = CoreV1Api(api)
         self.policy = PolicyV1Api(api)
         self.coordination = CoordinationV1Api(api)
         self.instance = instance
+        self.replica = replica
+        self.fence: Callable[[], None] = fence or (lambda: None)
         self.clock = clock
         self.sleep = sleep
         self.conflict_retry_seconds = conflict_retry_seconds
@@ -208,7 +245,12 @@ class KubeWriter:
         """Read-modify-write with the node's resourceVersion as precondition; retries 409s.
 
         ``change`` returns the merge patch to send (without resourceVersion), or ``None`` when
-        there is nothing to do. Returns False when the node is gone.
+        there is nothing to do. Returns False when the node is gone. The fence is checked
+        between the read and the write.
+
+        Raises:
+            WriteError: the API refused (``change`` may raise :class:`NotOwned`).
+            scaler.kube.leader.LeaseLost: this replica must not write.
         """
         deadline = self.clock() + self.conflict_deadline_seconds
         while True:
@@ -221,6 +263,7 @@ class KubeWriter:
             version = node["metadata"].get("resourceVersion")
             if version:  # optimistic concurrency; a null would delete the precondition
                 patch.setdefault("metadata", {})["resourceVersion"] = version
+            self.fence()
             try:
                 release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
                                              _preload_content=False))  # fmt: skip
@@ -235,7 +278,7 @@ class KubeWriter:
 
     def mark_to_be_deleted(self, name: str, now: float) -> None:
         """Taint ``ToBeDeletedByClusterAutoscaler=<unix ts>:NoSchedule``, cordon, and annotate
-        the node with this instance's name and state ``tainted``.
+        the node with this instance's name, this replica's identity and state ``tainted``.
 
         Raises:
             WriteError: the node is gone or the patch failed after retries.
@@ -247,6 +290,7 @@ class KubeWriter:
             taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(now)), "effect": "NoSchedule"})
             annotations: dict[str, str | None] = {
                 ANNOTATION_OWNER: self.instance,
+                ANNOTATION_REPLICA: self.replica or None,
                 ANNOTATION_STATE: STATE_TAINTED,
             }
             owned = (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == self.instance
@@ -260,30 +304,115 @@ class KubeWriter:
         if not self._patch_node(name, change):
             raise WriteError(f"mark node {name}: node not found")
 
+    def _why_not_mine(self, node: dict[str, Any], replica: str | None = None) -> str:
+        """Why ``node`` is not tainted and cordoned by this instance's ``replica`` (default:
+        this replica), ``""`` when it is."""
+        replica = self.replica if replica is None else replica
+        annotations = node["metadata"].get("annotations") or {}
+        spec = node.get("spec") or {}
+        if annotations.get(ANNOTATION_OWNER) != self.instance:
+            return f"owned by {annotations.get(ANNOTATION_OWNER)!r}, not instance {self.instance!r}"
+        if annotations.get(ANNOTATION_REPLICA, "") != replica:
+            return f"marked by replica {annotations.get(ANNOTATION_REPLICA)!r}, not {replica!r}"
+        if not any(t.get("key") == TAINT_TO_BE_DELETED for t in spec.get("taints") or []):
+            return f"{TAINT_TO_BE_DELETED} taint removed"
+        if not spec.get("unschedulable"):
+            return "uncordoned"
+        return ""
+
     def set_state(self, name: str, state: str) -> None:
-        """Set :data:`ANNOTATION_STATE` on a node this instance owns.
+        """Set :data:`ANNOTATION_STATE` on a node this replica tainted and cordoned.
 
         Raises:
+            NotOwned: the node is no longer tainted and cordoned by this replica.
             WriteError: the node is gone or the patch failed.
         """
-        if not self._patch_node(name, lambda _: {"metadata": {"annotations": {ANNOTATION_STATE: state}}}):
+
+        def change(node: dict[str, Any]) -> dict[str, Any]:
+            why = self._why_not_mine(node)
+            if why:
+                raise NotOwned(f"annotate node {name}: {why}")
+            return {"metadata": {"annotations": {ANNOTATION_STATE: state}}}
+
+        if not self._patch_node(name, change):
             raise WriteError(f"annotate node {name}: node not found")
 
-    def clean_to_be_deleted(self, name: str) -> bool:
+    def verify_marked(self, name: str, state: str) -> str:
+        """Read node ``name`` fresh and check that it is still tainted and cordoned by this
+        replica, in ``state``. Returns its resourceVersion (the precondition of its deletion).
+
+        Raises:
+            NotOwned: it is not (someone untainted, uncordoned or took it over), or it is gone.
+            WriteError: the read failed.
+        """
+        node = self.get_node(name)
+        if node is None:
+            raise NotOwned(f"verify node {name}: node not found")
+        annotations = node["metadata"].get("annotations") or {}
+        why = self._why_not_mine(node) or (
+            "" if annotations.get(ANNOTATION_STATE) == state
+            else f"state {annotations.get(ANNOTATION_STATE)!r}, not {state!r}"
+        )  # fmt: skip
+        if why:
+            raise NotOwned(f"verify node {name}: {why}")
+        return str(node["metadata"].get("resourceVersion") or "")
+
+    def adopt(self, name: str, replica: str) -> None:
+        """Take over node ``name`` marked by ``replica`` of this instance (a previous leader):
+        its :data:`ANNOTATION_REPLICA` becomes this replica's, only if the node still carries
+        exactly those marks (taint, cordon, instance, replica).
+
+        Raises:
+            NotOwned: the marks are not ``replica``'s any more, or the node is gone.
+            WriteError: the patch failed.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            why = self._why_not_mine(node, replica)
+            if why:
+                raise NotOwned(f"adopt node {name}: {why}")
+            if replica == self.replica:
+                return None
+            return {"metadata": {"annotations": {ANNOTATION_REPLICA: self.replica or None}}}
+
+        if not self._patch_node(name, change):
+            raise NotOwned(f"adopt node {name}: node not found")
+
+    def clean_to_be_deleted(self, name: str, replica: str | None = None) -> bool:
         """Remove the ToBeDeleted taint and scaler's annotations; uncordon unless the node was
-        cordoned before scaler marked it. Returns False when the node no longer exists.
+        cordoned before scaler marked it. Only marks of this instance made by ``replica``
+        (default: this replica; recovery passes the one it saw) are removed: a node marked by
+        anyone else, or no longer marked, is left as it is. Returns False when the node no
+        longer exists.
 
         Raises:
             WriteError: the patch failed after retries.
+            scaler.kube.leader.LeaseLost: this replica must not write.
         """
+        replica = self.replica if replica is None else replica
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             spec = node.get("spec") or {}
             annotations = node["metadata"].get("annotations") or {}
+            if (
+                annotations.get(ANNOTATION_OWNER) != self.instance
+                or annotations.get(ANNOTATION_REPLICA, "") != replica
+            ):
+                if ANNOTATION_OWNER in annotations or any(
+                    t.get("key") == TAINT_TO_BE_DELETED for t in spec.get("taints") or []
+                ):
+                    log.warning("node %s not rolled back: its marks are not ours (%s, replica %r)", name,
+                                annotations.get(ANNOTATION_OWNER), annotations.get(ANNOTATION_REPLICA))  # fmt: skip
+                return None
             taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
             mine = [
                 k
-                for k in (ANNOTATION_OWNER, ANNOTATION_STATE, ANNOTATION_WAS_UNSCHEDULABLE)
+                for k in (
+                    ANNOTATION_OWNER,
+                    ANNOTATION_REPLICA,
+                    ANNOTATION_STATE,
+                    ANNOTATION_WAS_UNSCHEDULABLE,
+                )
                 if k in annotations
             ]
             had_taint = len(taints) != len(spec.get("taints") or [])
@@ -311,21 +440,24 @@ class KubeWriter:
             taints = list((node.get("spec") or {}).get("taints") or [])
             annotations = node["metadata"].get("annotations") or {}
             has_taint = any(t.get("key") == TAINT_HOT for t in taints)
-            if has_taint and annotations.get(ANNOTATION_HOT_OWNER) == self.instance:
+            if (
+                has_taint
+                and annotations.get(ANNOTATION_HOT_OWNER) == self.instance
+                and annotations.get(ANNOTATION_HOT_REPLICA, "") == self.replica
+            ):
                 return None
             if not has_taint:
                 taints.append({"key": TAINT_HOT, "value": str(int(now)), "effect": "PreferNoSchedule"})
-            return {
-                "metadata": {"annotations": {ANNOTATION_HOT_OWNER: self.instance}},
-                "spec": {"taints": taints},
-            }
+            owner = {ANNOTATION_HOT_OWNER: self.instance, ANNOTATION_HOT_REPLICA: self.replica or None}
+            return {"metadata": {"annotations": owner}, "spec": {"taints": taints}}
 
         if not self._patch_node(name, change):
             raise WriteError(f"taint node {name} {TAINT_HOT}: node not found")
 
     def clean_hot(self, name: str) -> bool:
-        """Remove :data:`TAINT_HOT` and :data:`ANNOTATION_HOT_OWNER` from node ``name``;
-        ``False`` when the node no longer exists.
+        """Remove :data:`TAINT_HOT` and its annotations from node ``name`` when this instance put
+        it there (another's, or one without an owner, is left as it is); ``False`` when the node
+        no longer exists.
 
         Raises:
             WriteError: the patch failed after retries.
@@ -334,13 +466,11 @@ class KubeWriter:
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             taints = list((node.get("spec") or {}).get("taints") or [])
             kept = [t for t in taints if t.get("key") != TAINT_HOT]
-            owned = ANNOTATION_HOT_OWNER in (node["metadata"].get("annotations") or {})
-            if len(kept) == len(taints) and not owned:
-                return None
-            patch: dict[str, Any] = {"spec": {"taints": kept or None}}
-            if owned:
-                patch["metadata"] = {"annotations": {ANNOTATION_HOT_OWNER: None}}
-            return patch
+            annotations = node["metadata"].get("annotations") or {}
+            if annotations.get(ANNOTATION_HOT_OWNER) != self.instance:
+                return None  # not ours (or no longer there)
+            mine = [k for k in (ANNOTATION_HOT_OWNER, ANNOTATION_HOT_REPLICA) if k in annotations]
+            return {"spec": {"taints": kept or None}, "metadata": {"annotations": dict.fromkeys(mine)}}
 
         return self._patch_node(name, change)
 
@@ -356,6 +486,7 @@ class KubeWriter:
         patch = {
             "metadata": {"annotations": {ANNOTATION_STATUS: annotation}, "labels": {LABEL_STATUS: label}}
         }
+        self.fence()
         try:
             release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
                                          _preload_content=False))  # fmt: skip
@@ -402,7 +533,12 @@ class KubeWriter:
         return [p for p in items if (p.get("spec") or {}).get("nodeName") == name]
 
     def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
-        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok."""
+        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok.
+
+        Raises:
+            scaler.kube.leader.LeaseLost: this replica must not write (nothing was sent).
+        """
+        self.fence()
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -432,8 +568,9 @@ class KubeWriter:
         errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
         (at least one attempt), emitting an event on the pod on success (``reason``:
         ``ScaleDown`` for a drain, ``HotNodeRelief`` for a relief) and a Warning on final
-        failure (``ScaleDownFailed``, ``HotNodeRelief``). Once ``stop`` is set (SIGTERM) it
-        makes no further attempt and the wait between attempts ends at once."""
+        failure (``ScaleDownFailed``, ``HotNodeRelief``). Once ``stop`` is set (SIGTERM, or the
+        node being drained was deleted) it makes no further attempt, not even a first one, and
+        the wait between attempts ends at once."""
         done_message, failed_reason, failed_message = _EVICTION_EVENTS[reason]
 
         def evict(pod: Pod) -> EvictResult:
@@ -441,6 +578,12 @@ class KubeWriter:
             attempts: list[tuple[bool, int | None, str]] = []
 
             def attempt() -> tuple[bool, int | None, str]:
+                if stop is not None and stop.is_set() and attempts:
+                    return attempts[-1]  # stopping: no further request
+                if stop is not None and stop.is_set():
+                    result: tuple[bool, int | None, str] = (False, None, "not attempted: stopping")
+                    attempts.append(result)
+                    return result
                 result = self.evict_once(pod, grace)
                 attempts.append(result)
                 return result
@@ -466,6 +609,8 @@ class KubeWriter:
                 ok, status, message = retrying(attempt)
             except RetryError:
                 ok, status, message = attempts[-1]
+            if not ok and status is None and message.startswith("not attempted"):
+                return EvictResult(False, f"evict {pod.key}: {message}")  # stopped before any request
             ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
             if ok:
                 self.event(ref, "Normal", reason, done_message)
@@ -503,6 +648,7 @@ class KubeWriter:
             "count": 1,
         }
         try:
+            self.fence()
             release(
                 self.core.create_namespaced_event(
                     namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
@@ -526,6 +672,7 @@ class KubeWriter:
             "data": dict(data),
         }
         key = (namespace, name)
+        self.fence()
         cached = self._config_map_versions.get(key)
         if cached is not None:
             # Our own last write: replace directly, without a GET (a steady loop stays quiet).
