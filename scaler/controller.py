@@ -9,10 +9,12 @@ health) and starts nothing. Metrics report
 every loop; the status ConfigMap is rewritten when its content changes (its ``time`` says when);
 in dry-run, "would remove" events are emitted once per node.
 
-On becoming leader it first recovers from a previous crash: nodes carrying this instance's
-ownership annotation are rolled back, unless their drain had finished (state ``drained``) and
-no workload pod is left, in which case the deletion is completed; hot-node relief's
-``scaler.io/hot`` taints this instance left are removed.
+On becoming leader it first recovers from a previous crash or leader: nodes carrying this
+instance's ownership annotation, in a state it can account for (``tainted``, ``drained``), are
+rolled back, unless their drain had finished (state ``drained``), in which case the node is taken
+over (its replica annotation becomes this replica's, only if unchanged) and the deletion is
+completed after the same verification; hot-node relief's ``scaler.io/hot`` taints this
+instance left are removed. Every write passes the lease fence (:mod:`scaler.kube.leader`).
 
 With ``--hot-node-relief`` each loop also plans the relief of the nodes hot for
 ``--hot-node-time`` (:func:`scaler.relief.plan_relief`, on the evaluation's own simulation state,
@@ -33,13 +35,17 @@ from scaler.actuation.actuator import Actuator, NodeOutcome
 from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, evaluate
+from scaler.kube.leader import LeaseLost
 from scaler.kube.writer import (
     ANNOTATION_HOT_OWNER,
     ANNOTATION_OWNER,
+    ANNOTATION_REPLICA,
     ANNOTATION_STATE,
     LABEL_STATUS,
     STATE_DRAINED,
+    STATE_TAINTED,
     TAINT_HOT,
+    NotOwned,
     ObjectRef,
     WriteError,
 )
@@ -103,6 +109,7 @@ class Controller:
         plugins: the simulation's plugins, resolved from their names once for the life of the
             controller and shared by the evaluation and the actuator's re-check, fresh instances
             each evaluation (``None``: resolved from ``config`` here).
+        fence: given to the actuator (see :class:`Actuator`); ``None``: none.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -123,6 +130,7 @@ class Controller:
         source_problem: Callable[[], str] | None = None,
         node_groups: Callable[[], Mapping[str, str]] | None = None,
         plugins: Plugins | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.plugins = resolve_plugins(config) if plugins is None else plugins
@@ -164,6 +172,7 @@ class Controller:
             self._record_outcome,
             clock=clock,
             plugins=self.plugins,
+            **({"fence": fence} if fence is not None else {}),
         )
 
     # ---- outcomes from actuator threads -------------------------------------------------------------
@@ -206,12 +215,23 @@ class Controller:
                     log.warning("%s taint of node %s not removed: %s", TAINT_HOT, node.name, e)
             if node.annotations.get(ANNOTATION_OWNER) != self.config.instance_name:
                 continue
-            if node.annotations.get(ANNOTATION_STATE) == STATE_DRAINED:
+            replica = node.annotations.get(ANNOTATION_REPLICA, "")
+            state = node.annotations.get(ANNOTATION_STATE)
+            if state not in (STATE_TAINTED, STATE_DRAINED):
+                log.warning("node %s carries this instance's marks in an unknown state %r; left as it is",
+                            node.name, state)  # fmt: skip
+                continue
+            if state == STATE_DRAINED:
+                try:
+                    self.writer.adopt(node.name, replica)
+                except NotOwned as e:
+                    log.info("drained node %s not taken over: %s", node.name, e)
+                    continue
                 log.info("completing the deletion of drained node %s", node.name)
                 self.actuator.complete_deletion(node)
                 continue
-            log.info("rolling back node %s left tainted by a previous run", node.name)
-            self.writer.clean_to_be_deleted(node.name)
+            log.info("rolling back node %s left tainted by %s", node.name, replica or "a previous run")
+            self.writer.clean_to_be_deleted(node.name, replica)
             self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDownRolledBack",
                               "scale-down interrupted by a restart; taint removed and node uncordoned")  # fmt: skip
 
@@ -475,6 +495,7 @@ class Controller:
             decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
             price_source=f"{self.prices.source}, {self.prices.date}",
             metrics_api=metrics_api or {"status": "Available"}, relief=self._relief_status(snapshot),
+            rollbacks=dict(self.actuator.rollbacks),
         )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)
@@ -533,6 +554,8 @@ class Controller:
         while not stop.is_set():
             try:
                 self.run_once()
+            except LeaseLost as e:  # the elector's callback stops the replica; nothing more is written
+                log.warning("control loop stopped writing: %s", e)
             except ClusterUnreachable as e:  # an outage, not a bug: one line, no traceback
                 self.metrics.errors.labels("unreachable").inc()
                 log.warning("control loop skipped: %s", e)

@@ -90,6 +90,11 @@ class Metrics:
         self.hot_nodes = Gauge(
             "scaler_hot_nodes_count", "Nodes above a hot-node waterline (--hot-node-relief).", registry=r
         )
+        self.rollbacks_pending = Gauge(
+            "scaler_rollbacks_pending",
+            "Nodes whose removal failed and whose rollback (untaint, uncordon) has not succeeded yet; retried.",
+            registry=r,
+        )
         self.budget_active = Gauge(
             "scaler_scale_down_budget_active",
             "1 while a disruption budget is active.",
@@ -225,6 +230,7 @@ def status_document(
     price_source: str = "",
     metrics_api: Mapping[str, str] | None = None,
     relief: Mapping[str, Any] | None = None,
+    rollbacks: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The status ConfigMap's content without its timestamps: CA's layout
     (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
@@ -237,7 +243,11 @@ def status_document(
 
     With ``relief`` (``--hot-node-relief``) the document has ``hotNodeRelief``: that mapping
     (the controller's hot nodes, since when, which carry the ``scaler.io/hot`` taint and which
-    are being relieved)."""
+    are being relieved).
+
+    With ``rollbacks`` (node → the last error of its rollback) the document has
+    ``rollbacksPending``: the nodes whose removal failed and are still tainted or cordoned
+    because undoing it failed so far (it is retried)."""
     costs = costs or {}
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
@@ -287,6 +297,8 @@ def status_document(
     }
     if relief is not None:
         doc["hotNodeRelief"] = dict(relief)
+    if rollbacks:
+        doc["rollbacksPending"] = [{"name": n, "error": e} for n, e in sorted(rollbacks.items())]
     return doc
 
 

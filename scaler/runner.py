@@ -5,6 +5,12 @@
 process against the loopback fakes; :func:`run_forever` adds signal handling for the real
 process. On SIGTERM: stop the loop, start no new drain, let in-flight removals finish or roll
 back (up to ``--max-graceful-termination-sec`` + 60 s), release the lease, exit.
+
+Every write of a replica passes the lease fence (:meth:`scaler.kube.leader.LeaderElector.check`).
+A replica that loses the lease (a renewal failing for the renew deadline, another holder seen,
+or a fence check that finds its last renewal too old, e.g. after the process was paused) makes
+no further write, not even a rollback, and exits with status 1 so that its Deployment restarts
+it clean, as cluster-autoscaler does (``OnStoppedLeading``: ``klog.Fatalf``).
 """
 
 from __future__ import annotations
@@ -231,7 +237,17 @@ class Runner:
         self.last_nodes: tuple[Node, ...] = ()
         self.profiles = ProfileCache()
         self.metrics = Metrics()
-        self.writer = writer or KubeWriter(api, config.instance_name, clock=clock)
+        self.elector: LeaderElector | None = None
+        if config.leader_elect:
+            duration, deadline, period = lease
+            self.elector = LeaderElector(
+                api, config.namespace, config.instance_name, identity,
+                lease_duration=duration, renew_deadline=deadline, retry_period=period,
+            )  # fmt: skip
+        fence = self.elector.check if self.elector is not None else None
+        self.writer = writer or KubeWriter(
+            api, config.instance_name, clock=clock, replica=identity, fence=fence
+        )
         self.stop_event = threading.Event()
         self.controller = controller_factory(
             config,
@@ -245,14 +261,8 @@ class Runner:
             source_problem=self.stale_kinds,
             node_groups=self.node_groups,
             plugins=plugins,
+            fence=fence,
         )
-        self.elector: LeaderElector | None = None
-        if config.leader_elect:
-            duration, deadline, period = lease
-            self.elector = LeaderElector(
-                api, config.namespace, config.instance_name, identity,
-                lease_duration=duration, renew_deadline=deadline, retry_period=period,
-            )  # fmt: skip
         self.health: HealthServer | None = None
         self._threads: list[threading.Thread] = []
 
@@ -290,8 +300,13 @@ class Runner:
         self.controller.leader.set()
         self.metrics.is_leader.set(1)
 
+    @property
+    def lost_lease(self) -> bool:
+        """True once this replica led and lost the lease (it stops; the process exits 1)."""
+        return self.elector is not None and self.elector.lost
+
     def _lost(self) -> None:
-        # Like CA: a replica that loses the lease stops; its process restarts as a follower.
+        # Like CA: a replica that loses the lease stops; its process exits and restarts clean.
         self.controller.leader.clear()
         self.metrics.is_leader.set(0)
         self.stop_event.set()
@@ -358,7 +373,8 @@ def _dump_stacks(signum: int, frame: FrameType | None) -> None:
 
 def run_forever(runner: Runner) -> int:
     """Run until SIGTERM/SIGINT (or lost leadership, or a permission missing on becoming
-    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, or 2 when fatal.
+    leader: :attr:`Runner.fatal`), then shut down gracefully. Returns 0, 2 when fatal, 1 when
+    the lease was lost (no write after the loss; the Deployment restarts the replica).
     SIGUSR1 writes every thread's stack to stderr and goes on (:func:`_dump_stacks`)."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -374,4 +390,9 @@ def run_forever(runner: Runner) -> int:
     while not runner.stop_event.wait(1.0):
         pass
     runner.stop()
+    if runner.lost_lease:
+        log.error(
+            "lost the lease: exiting 1 so that this replica restarts clean (no write was made after the loss)"
+        )
+        return 1
     return 2 if runner.fatal else 0

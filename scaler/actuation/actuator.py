@@ -9,17 +9,30 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
 2. Per node, in its own thread: wait ``--node-delete-delay-after-taint``; **re-check** on fresh
    state (:mod:`scaler.actuation.recheck`); **drain** through the precise eviction framework
    (every waterline 0: every movable pod, lowest value first), each eviction retried up to
-   ``--max-pod-eviction-time``; **wait** until the pods are gone (at most grace + 30 s); evict
-   DaemonSet pods best effort when the flags (or the pod's ``enable-ds-eviction`` annotation)
-   say so; mark the node ``drained``.
-3. **Verify** with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to the node, then
-   **delete** through the cloud provider. Expendable pods (priority below
+   ``--max-pod-eviction-time``; **wait** until the pods are gone (at most grace + 30 s); mark
+   the node ``drained``. A drain stops at once when its node is deleted by someone else (the
+   node is read every ``node_poll_seconds`` while it drains).
+3. **Verify** with a fresh read that the node is still tainted and cordoned by this replica, in
+   state ``drained``, and with a fresh LIST that no non-DaemonSet, non-mirror pod is bound to
+   it; only then evict its DaemonSet pods, best effort, when the flags (or the pod's
+   ``enable-ds-eviction`` annotation) say so (a DaemonSet pod is not lost for a node that
+   stays); then **delete** through the cloud provider, with the resourceVersion verified as
+   precondition where the provider can (the Node object's delete: a node changed since is
+   verified again, up to three times). Expendable pods (priority below
    ``--expendable-pods-priority-cutoff``) are ignored here as everywhere else: they are never
    evicted and go down with the node, as in CA.
-4. **Any failure** before the deletion: remove the taint, uncordon (unless the node was cordoned
-   before), Warning event ``ScaleDownFailed``; the controller then starts
-   ``--scale-down-delay-after-failure`` and keeps the node out of the candidates for
-   ``--unremovable-node-recheck-timeout`` (:class:`NodeOutcome`).
+4. **Any failure or exception** before the deletion: the outcome is recorded at once (Warning
+   event ``ScaleDownFailed``; the controller starts ``--scale-down-delay-after-failure`` and
+   keeps the node out of the candidates for ``--unremovable-node-recheck-timeout``:
+   :class:`NodeOutcome`), then the taint is removed and the node uncordoned (unless it was
+   cordoned before), retried with exponential backoff until it succeeds or the node is gone;
+   meanwhile the node is in :attr:`Actuator.rollbacks` (status ConfigMap ``rollbacksPending``,
+   ``scaler_rollbacks_pending``). Only this replica's own marks are removed.
+
+**Fencing.** Every write goes through the writer's fence and the cloud delete through
+``fence`` (:meth:`scaler.kube.leader.LeaderElector.check`): once this replica does not hold
+the lease, a removal stops where it is, without any further write, not even a rollback (the
+new leader's recovery owns its nodes), and the process exits.
 
 On stop (SIGTERM) no new node is started; a node not yet drained is rolled back at once (an
 eviction being retried stops retrying), a drained one is deleted.
@@ -40,15 +53,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scaler.actuation.recheck import recheck
-from scaler.cloud.base import CloudError, CloudProvider, ClusterWriter
+from scaler.cloud.base import CloudError, CloudProvider, ClusterWriter, NodeChanged
 from scaler.config import ScalerConfig
 from scaler.eviction.executor import drain
 from scaler.eviction.metrics import MetricRegistry, default_registry
 from scaler.eviction.podinfo import pod_usages
-from scaler.kube.writer import STATE_DRAINED, TAINT_HOT, ObjectRef, WriteError
+from scaler.kube.leader import LeaseLost
+from scaler.kube.writer import STATE_DRAINED, TAINT_HOT, NotOwned, ObjectRef, WriteError
 from scaler.model.decode import parse_pod
 from scaler.model.parse import ObjectError
 from scaler.model.records import Node, Pod
@@ -65,6 +79,10 @@ log = logging.getLogger(__name__)
 
 ANNOTATION_ENABLE_DS_EVICTION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
 POD_EVICTION_HEADROOM_SECONDS = 30.0  # CA DefaultPodEvictionHeadroom
+ROLLBACK_BACKOFF_SECONDS = (1.0, 60.0)
+"""A failed rollback is retried after 1 s, then twice as long each time, at most 60 s apart."""
+DELETE_VERIFY_ATTEMPTS = 3
+"""How many times the delete step verifies a node again when it changed in between."""
 
 
 class _Abort(Exception):
@@ -117,6 +135,11 @@ class Actuator:
         pod_poll_seconds: how often pod disappearance is checked (CA: 5 s).
         plugins: the plugins of the re-check, the evaluation's own, fresh instances each
             re-check (``None``: resolved from ``config`` once, here).
+        fence: raises :class:`~scaler.kube.leader.LeaseLost` when this replica must not write;
+            called before the cloud delete and before a rollback (the writer calls its own
+            before every Kubernetes write). Default: none (a single replica).
+        rollback_backoff: first and longest wait between rollback attempts (seconds).
+        node_poll_seconds: how often a draining node's existence is checked.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -136,6 +159,9 @@ class Actuator:
         eviction_parallelism: int = 10,
         pod_poll_seconds: float = 5.0,
         plugins: Plugins | None = None,
+        fence: Callable[[], None] | None = None,
+        rollback_backoff: tuple[float, float] = ROLLBACK_BACKOFF_SECONDS,
+        node_poll_seconds: float = 1.0,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -148,7 +174,15 @@ class Actuator:
         self.eviction_parallelism = eviction_parallelism
         self.pod_poll_seconds = pod_poll_seconds
         self.plugins = resolve_plugins(config) if plugins is None else plugins
+        self.fence: Callable[[], None] = fence or (lambda: None)
+        self.rollback_backoff = rollback_backoff
+        self.node_poll_seconds = node_poll_seconds
+        self.rollbacks: dict[str, str] = {}
+        """Nodes whose removal failed and whose rollback has not succeeded yet → its last error."""
+        self.lease_lost = threading.Event()
+        """Set once a step met :class:`~scaler.kube.leader.LeaseLost`: nothing more is written."""
         self._lock = threading.Lock()
+        self._halts: set[threading.Event] = set()  # one per drain under way
         self._stopping = threading.Event()
         self._threads: dict[str, threading.Thread] = {}
         self._relief_threads: dict[str, threading.Thread] = {}
@@ -157,9 +191,6 @@ class Actuator:
         self.drains: set[str] = set()
         self.relieving: dict[str, NodeRelief] = {}
         """Nodes whose relief is under way (taint put, evictions running)."""
-        self.evictor = writer.evictor(
-            config.max_pod_eviction_time, config.max_graceful_termination_sec, stop=self._stopping
-        )
         self.relief_evictor = writer.evictor(
             config.max_pod_eviction_time,
             config.max_graceful_termination_sec,
@@ -182,9 +213,12 @@ class Actuator:
             name = r.node.name
             try:
                 self.writer.mark_to_be_deleted(name, self.clock())
+            except LeaseLost:
+                self.lease_lost.set()  # the new leader's recovery owns the nodes tainted so far
+                raise
             except WriteError as e:
                 for t in tainted:
-                    self._rollback(t)
+                    self._dispatch_rollback(t)
                 msg = f"failed to mark the node as toBeDeleted/unschedulable: {e}"
                 self.writer.event(ObjectRef("Node", name, uid=r.node.uid), "Warning", "ScaleDownFailed", msg)
                 self.metrics.failed_scale_downs.labels("taint").inc()
@@ -202,6 +236,16 @@ class Actuator:
             reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
             self._dispatch(r.node, is_drain, reason)
         return []
+
+    def _dispatch_rollback(self, name: str) -> None:
+        """Roll node ``name`` back in its own thread, retried until done (:meth:`_roll_back`)."""
+        with self._lock:
+            self.rollbacks[name] = "not rolled back yet"
+        self.metrics.rollbacks_pending.set(len(self.rollbacks))
+        worker = threading.Thread(target=self._roll_back, args=(name,), name=f"rollback-{name}", daemon=True)
+        with self._lock:
+            self._threads[f"rollback/{name}"] = worker
+            worker.start()
 
     def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
         """Run one tainted node's removal: here in its own thread (the replay's simulated
@@ -265,6 +309,9 @@ class Actuator:
                 self.metrics.relief_evictions.labels("succeeded" if result.ok else "failed").inc()
                 if not result.ok:
                     log.warning("relief of hot node %s: %s", name, result.error)
+        except LeaseLost as e:
+            self.lease_lost.set()
+            log.warning("relief of hot node %s stopped, no further write: %s", name, e)
         except Exception:  # the loop must survive; the taint goes when the node cools
             self.metrics.errors.labels("relief").inc()
             log.exception("relief of hot node %s failed", name)
@@ -288,6 +335,9 @@ class Actuator:
         one seen has started; the reading is repeated until no new worker appears (one the
         loop dispatched meanwhile sees the stop and rolls back)."""
         self._stopping.set()
+        with self._lock:
+            for halt in self._halts:
+                halt.set()
         deadline = None if timeout is None else time.monotonic() + timeout
         joined: set[threading.Thread] = set()
         while True:
@@ -302,9 +352,9 @@ class Actuator:
                 joined.add(t)
 
     def idle(self) -> bool:
-        """True when no removal and no relief is under way."""
+        """True when no removal, no rollback and no relief is under way."""
         with self._lock:
-            return not self.in_flight and not self.relieving
+            return not self.in_flight and not self.relieving and not self.rollbacks
 
     # ---- one node -------------------------------------------------------------------------------
     def _sleep(self, seconds: float) -> None:
@@ -331,62 +381,129 @@ class Actuator:
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")
             if check.pods:
-                self._drain(check.pods)
-            self._evict_daemonsets(check.daemonset_pods, occupied=bool(check.pods))
+                self._drain(node.name, check.pods)
             self.writer.set_state(node.name, STATE_DRAINED)
-            self._verify_and_delete(node)
+            self._verify_and_delete(node, check.daemonset_pods, occupied=bool(check.pods))
 
         self._finish(node, reason, steps)
 
     def _finish(self, node: Node, reason: str, steps: Callable[[], None]) -> NodeOutcome:
+        """Run ``steps``; whatever they raise is caught and recorded. On failure the outcome is
+        recorded first, then the node is rolled back, retried until done (in this thread);
+        after a lost lease nothing more is written."""
+        rollback = False
         try:
             steps()
-        except (_Abort, WriteError, CloudError, Exception) as e:
-            message = str(e)
+        except LeaseLost as e:
+            self.lease_lost.set()
+            log.warning("scale-down of node %s stopped, no further write (its marks are left to the "
+                        "new leader's recovery): %s", node.name, e)  # fmt: skip
+            outcome = NodeOutcome(node.name, False, "lease", str(e), self.clock())
+        except Exception as e:  # _Abort, WriteError, CloudError, and any bug: recorded, rolled back
+            message = str(e) or type(e).__name__
             step = message.split(":", 1)[0] if isinstance(e, _Abort) else type(e).__name__
-            log.warning("scale-down of node %s failed (%s); rolling back", node.name, message)
-            rolled_back = self._rollback(node.name)
-            what = (
-                "failed to drain and delete node"
-                if node.name in self.drains
-                else "failed to delete empty node"
-            )
-            self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Warning", "ScaleDownFailed",
-                              f"{what}: {message}{'' if rolled_back else ' (rollback failed)'}")  # fmt: skip
-            self.metrics.failed_scale_downs.labels(step if isinstance(e, _Abort) else "error").inc()
+            if isinstance(e, _Abort):
+                log.warning("scale-down of node %s failed (%s); rolling back", node.name, message)
+            else:
+                log.warning("scale-down of node %s failed; rolling back", node.name, exc_info=True)
             outcome = NodeOutcome(node.name, False, step, message, self.clock())
+            rollback = True
+            try:
+                what = (
+                    "failed to drain and delete node"
+                    if node.name in self.drains
+                    else "failed to delete empty node"
+                )
+                self.metrics.failed_scale_downs.labels(step if isinstance(e, _Abort) else "error").inc()
+                self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Warning", "ScaleDownFailed",
+                                  f"{what}: {message}")  # fmt: skip
+            except Exception:  # the rollback must still happen
+                log.exception("recording the failed scale-down of node %s failed", node.name)
         else:
             self.metrics.scaled_down_nodes.labels(reason).inc()
             self.metrics.last_activity.labels("scaleDown").set(self.clock())
             self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDown",
                               "node removed by scaler")  # fmt: skip
             outcome = NodeOutcome(node.name, True, time=self.clock())
+        with self._lock:
+            self.in_flight.pop(node.name, None)
+            self._zones.pop(node.name, None)
+            self.drains.discard(node.name)
+            if rollback:
+                self.rollbacks[node.name] = "not rolled back yet"
+        if rollback:
+            self.metrics.rollbacks_pending.set(len(self.rollbacks))
+        try:
+            self.on_done(outcome)
         finally:
+            if rollback:
+                self._roll_back(node.name)
             with self._lock:
-                self.in_flight.pop(node.name, None)
-                self._zones.pop(node.name, None)
-                self.drains.discard(node.name)
                 self._threads.pop(node.name, None)
-        self.on_done(outcome)
         return outcome
 
-    def _drain(self, pods: Sequence[Pod]) -> None:
+    def _drain(self, name: str, pods: Sequence[Pod]) -> None:
+        """Evict ``pods`` and wait until they are gone, while a watcher thread reads the node
+        every ``node_poll_seconds``: once it is deleted (by someone else) or scaler stops, no
+        further eviction is attempted and the wait ends."""
         if self._stopping.is_set():
             raise _Abort("stopping: scaler is shutting down before the drain")
-        snap = self.fresh_snapshot()
-        result = drain(
-            pod_usages(pods, snap.pod_metrics), self.registry, self.evictor, self.eviction_parallelism
-        )
-        self.metrics.evicted_pods.labels("succeeded").inc(len(result.evicted))
-        self.metrics.evicted_pods.labels("failed").inc(len(result.failed))
+        halt = threading.Event()  # set: the node is gone or scaler stops (stop() sets it too)
+        gone = threading.Event()
+        with self._lock:
+            self._halts.add(halt)
         if self._stopping.is_set():
-            raise _Abort("stopping: scaler is shutting down during the drain")
-        if result.failed:
-            pod, error = result.failed[0]
-            raise _Abort(f"drain: {len(result.failed)} eviction(s) failed, first {pod.key}: {error}")
-        self._wait_gone(pods)
+            halt.set()
 
-    def _wait_gone(self, pods: Sequence[Pod]) -> None:
+        def watch() -> None:
+            while not halt.is_set():
+                try:
+                    if self.writer.get_node(name) is None:
+                        gone.set()
+                        halt.set()
+                        log.warning("node %s was deleted by someone else during its drain; stopping it", name)
+                        return
+                except Exception as e:  # a failed read is not a deleted node
+                    log.debug("reading node %s during its drain failed: %s", name, e)
+                halt.wait(self.node_poll_seconds)
+
+        if self.node_poll_seconds > 0:
+            threading.Thread(target=watch, name=f"watch-{name}", daemon=True).start()
+        try:
+            evictor = self.writer.evictor(
+                self.config.max_pod_eviction_time, self.config.max_graceful_termination_sec, stop=halt
+            )
+            snap = self.fresh_snapshot()
+            result = drain(
+                pod_usages(pods, snap.pod_metrics), self.registry, evictor, self.eviction_parallelism
+            )
+            self.metrics.evicted_pods.labels("succeeded").inc(len(result.evicted))
+            self.metrics.evicted_pods.labels("failed").inc(
+                len([f for f in result.failed if "not attempted" not in f[1]])
+            )
+            lost = next((f for f in result.failed if "LeaseLost" in f[1]), None)
+            if lost is not None:
+                self.fence()  # raises LeaseLost
+                raise LeaseLost(lost[1])
+            if gone.is_set():
+                raise _Abort("drain: the node was deleted by someone else during the drain")
+            if self._stopping.is_set():
+                raise _Abort("stopping: scaler is shutting down during the drain")
+            if result.failed:
+                pod, error = result.failed[0]
+                raise _Abort(f"drain: {len(result.failed)} eviction(s) failed, first {pod.key}: {error}")
+            self._wait_gone(pods, halt, gone)
+        finally:
+            halt.set()  # ends the watcher
+            with self._lock:
+                self._halts.discard(halt)
+
+    def _wait_gone(
+        self,
+        pods: Sequence[Pod],
+        halt: threading.Event | None = None,
+        node_gone: threading.Event | None = None,
+    ) -> None:
         grace = max(
             (min(p.termination_grace_seconds, self.config.max_graceful_termination_sec) for p in pods),
             default=0,
@@ -394,6 +511,8 @@ class Actuator:
         deadline = self.clock() + grace + POD_EVICTION_HEADROOM_SECONDS
         waiting = list(pods)
         while True:
+            if node_gone is not None and node_gone.is_set():
+                raise _Abort("drain: the node was deleted by someone else during the drain")
             waiting = [p for p in waiting if not self.writer.pod_gone(p)]
             if not waiting:
                 return
@@ -401,7 +520,10 @@ class Actuator:
                 raise _Abort(f"stopping: scaler is shutting down; {len(waiting)} evicted pod(s) not gone yet")
             if self.clock() >= deadline:
                 raise _Abort(f"drain: {len(waiting)} pod(s) remaining after timeout, first {waiting[0].key}")
-            self._sleep(self.pod_poll_seconds)
+            if halt is not None:
+                halt.wait(self.pod_poll_seconds)
+            else:
+                self._sleep(self.pod_poll_seconds)
 
     def _evict_daemonsets(self, pods: Sequence[Pod], occupied: bool) -> None:
         """Best effort, as CA: errors are logged, never fail the node."""
@@ -418,28 +540,74 @@ class Actuator:
                 if not ok:
                     log.info("DaemonSet pod %s not evicted (HTTP %s: %s); ignored", pod.key, status, msg)
 
-    def _verify_and_delete(self, node: Node) -> None:
-        remaining = _workload_pods(
-            self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
-        )
-        if remaining:
-            raise _Abort(
-                f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
+    def _verify_and_delete(
+        self, node: Node, daemonset_pods: Sequence[Pod] = (), occupied: bool = False
+    ) -> None:
+        """Verify the node is still this replica's (tainted, cordoned, drained) and holds no
+        workload pod; then evict its DaemonSet pods (best effort) and delete it at the verified
+        resourceVersion. A node changed in between is verified again (at most
+        :data:`DELETE_VERIFY_ATTEMPTS` times)."""
+        for attempt in range(1, DELETE_VERIFY_ATTEMPTS + 1):
+            try:
+                version = self.writer.verify_marked(node.name, STATE_DRAINED)
+            except NotOwned as e:
+                raise _Abort(f"verify: {e}") from None
+            remaining = _workload_pods(
+                self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
             )
-        with self._lock:
-            others = [n for n, g in self.in_flight.items() if g == node.node_group and n != node.name]
-            in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
-        try:
-            self.cloud.delete_nodes(
-                node.node_group, [node], in_flight=len(others), zone_in_flight={node.zone: in_zone}
-            )
-        except CloudError as e:
-            raise _Abort(f"delete: {e}") from None
+            if remaining:
+                raise _Abort(
+                    f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
+                )
+            if attempt == 1:
+                self._evict_daemonsets(daemonset_pods, occupied)
+            with self._lock:
+                others = [n for n, g in self.in_flight.items() if g == node.node_group and n != node.name]
+                in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
+            self.fence()
+            try:
+                self.cloud.delete_nodes(
+                    node.node_group, [replace(node, resource_version=version)], in_flight=len(others),
+                    zone_in_flight={node.zone: in_zone},
+                )  # fmt: skip
+                return
+            except NodeChanged as e:
+                if attempt == DELETE_VERIFY_ATTEMPTS:
+                    raise _Abort(f"delete: {e}") from None
+                log.info("node %s changed after it was verified (%s); verifying again", node.name, e)
+            except CloudError as e:
+                raise _Abort(f"delete: {e}") from None
 
-    def _rollback(self, name: str) -> bool:
+    def _roll_back(self, name: str) -> None:
+        """Undo this replica's marks on node ``name``, retried with exponential backoff
+        (:attr:`rollback_backoff`) until it succeeds or the node is gone; meanwhile the node is
+        in :attr:`rollbacks` with the last error. Stops without writing once the lease is lost,
+        and after a last attempt once scaler stops (a restart's recovery rolls it back)."""
+        wait, longest = self.rollback_backoff
         try:
-            self.writer.clean_to_be_deleted(name)
-            return True
-        except WriteError as e:
-            log.error("rollback of node %s failed: %s", name, e)
-            return False
+            while True:
+                try:
+                    self.fence()
+                    self.writer.clean_to_be_deleted(name)
+                    return
+                except LeaseLost as e:
+                    self.lease_lost.set()
+                    log.warning("rollback of node %s not made: %s", name, e)
+                    return
+                except Exception as e:  # WriteError, a connection error, anything: retried
+                    error = str(e) or type(e).__name__
+                    with self._lock:
+                        self.rollbacks[name] = error
+                    self.metrics.errors.labels("rollback").inc()
+                    if self._stopping.is_set():
+                        log.error("rollback of node %s failed (%s); scaler is stopping: the next "
+                                  "leader's recovery rolls it back", name, error)  # fmt: skip
+                        return
+                    log.error("rollback of node %s failed (%s); retrying in %.0fs", name, error, wait)
+                self._stopping.wait(wait)
+                wait = min(wait * 2, longest)
+        finally:
+            with self._lock:
+                self.rollbacks.pop(name, None)
+                self._threads.pop(f"rollback/{name}", None)
+            self.metrics.rollbacks_pending.set(len(self.rollbacks))

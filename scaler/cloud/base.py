@@ -40,6 +40,7 @@ __all__ = [
     "CloudProvider",
     "ClusterWriter",
     "MinSizeReached",
+    "NodeChanged",
     "NodeGroupInfo",
     "ZoneGroupInfo",
     "call_with_retries",
@@ -147,6 +148,12 @@ class CloudError(Exception):
     def __init__(self, message: str, *, failed_nodes: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.failed_nodes: tuple[str, ...] = tuple(failed_nodes)
+
+
+class NodeChanged(CloudError):
+    """:meth:`CloudProvider.delete_nodes` refused: a node changed after the caller verified it
+    (its ``resource_version`` precondition failed). Nothing of that node was deleted; the
+    caller may verify again."""
 
 
 class MinSizeReached(CloudError):
@@ -277,9 +284,11 @@ class CloudProvider(Protocol):
         ``in_flight``: deletions of this group started elsewhere and not yet reflected in its
         ``target_size`` (this provider's own completed and running deletions are already counted);
         ``zone_in_flight``: the same per zone (``None``: unknown, every one of ``in_flight`` is
-        taken to be in each node's zone).
+        taken to be in each node's zone). A node with a ``resource_version`` is deleted only at
+        that version where the cloud can make it a precondition (the Node object's delete).
 
         Raises:
+            NodeChanged: a node's ``resource_version`` precondition failed.
             MinSizeReached: the group, or the zone of one of the nodes, is at its min size (see
                 :func:`check_min_size`, :func:`check_zone_min_size`); nothing was deleted.
             CloudError: unknown group, a node outside the group, or an API failure after retries;
@@ -316,8 +325,40 @@ class ClusterWriter(Protocol):
         """
         ...
 
-    def clean_to_be_deleted(self, name: str) -> bool:
-        """Undo :meth:`mark_to_be_deleted` on node ``name``; ``False`` when it failed (logged)."""
+    def clean_to_be_deleted(self, name: str, replica: str | None = None) -> bool:
+        """Undo :meth:`mark_to_be_deleted` on node ``name`` if it carries this instance's marks
+        made by ``replica`` (default: this replica); ``False`` when the node is gone.
+
+        Raises:
+            scaler.kube.writer.WriteError: the write failed.
+        """
+        ...
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """Node ``name`` read fresh (its JSON), ``None`` when it does not exist.
+
+        Raises:
+            scaler.kube.writer.WriteError: the read failed.
+        """
+        ...
+
+    def verify_marked(self, name: str, state: str) -> str:
+        """Read node ``name`` fresh: still tainted and cordoned by this replica, in ``state``?
+        Returns its resourceVersion (``""`` where there is none).
+
+        Raises:
+            scaler.kube.writer.NotOwned: it is not, or the node is gone.
+            scaler.kube.writer.WriteError: the read failed.
+        """
+        ...
+
+    def adopt(self, name: str, replica: str) -> None:
+        """Make node ``name``, marked by ``replica`` of this instance, this replica's.
+
+        Raises:
+            scaler.kube.writer.NotOwned: its marks are not ``replica``'s, or it is gone.
+            scaler.kube.writer.WriteError: the write failed.
+        """
         ...
 
     def pod_gone(self, pod: Pod) -> bool:

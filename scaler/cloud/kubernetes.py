@@ -7,7 +7,8 @@ given ``node_source``: the nodes the controller already has from its watch cache
 ``--nodes`` per zone (the zone label of its nodes; min 0 and max = current size without), and
 deleting a node deletes its Node object
 (``CoreV1Api.delete_node``, with a UID precondition when the node's UID is known, so a node
-re-created under the same name is never deleted by mistake). Needs RBAC ``list`` and ``delete``
+re-created under the same name is never deleted by mistake, and a resourceVersion precondition
+when the caller verified one, so a node changed since, e.g. untainted, is not deleted). Needs RBAC ``list`` and ``delete``
 on ``nodes``.
 """
 
@@ -27,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.cloud.base import (
     CloudError,
+    NodeChanged,
     NodeGroupInfo,
     ZoneGroupInfo,
     call_with_retries,
@@ -228,6 +230,7 @@ class KubernetesProvider:
         Raises:
             MinSizeReached: see :func:`scaler.cloud.base.check_min_size` and
                 :func:`~scaler.cloud.base.check_zone_min_size`; nothing was deleted.
+            NodeChanged: every node not deleted had changed since its ``resource_version``.
             CloudError: unknown group or a node of another group (nothing deleted), or a DELETE
                 failed (``failed_nodes`` names the nodes not deleted).
         """
@@ -249,6 +252,7 @@ class KubernetesProvider:
             pending.update(per_zone)
         failed: list[str] = []
         errors: list[str] = []
+        changed = True  # every failure a failed resourceVersion precondition
         try:
             for node in unique:
                 try:
@@ -256,6 +260,7 @@ class KubernetesProvider:
                 except CloudError as e:
                     failed.append(node.name)
                     errors.append(str(e))
+                    changed = changed and isinstance(e, NodeChanged)
                     continue
                 with self._lock:
                     zones = sizes[group_id]
@@ -264,10 +269,14 @@ class KubernetesProvider:
             with self._lock:
                 pending.subtract(per_zone)
         if failed:
-            raise CloudError(f"node group {group_id}: " + "; ".join(errors), failed_nodes=failed)
+            kind = NodeChanged if changed else CloudError
+            raise kind(f"node group {group_id}: " + "; ".join(errors), failed_nodes=failed)
 
     def _delete(self, node: Node) -> None:
-        body = V1DeleteOptions(preconditions=V1Preconditions(uid=node.uid)) if node.uid else None
+        body = None
+        if node.uid or node.resource_version:
+            body = V1DeleteOptions(preconditions=V1Preconditions(uid=node.uid or None,
+                                                                 resource_version=node.resource_version or None))  # fmt: skip
         call = f"delete node {node.name}"
         log.info("deleting Node %s", node.name)
         try:
@@ -275,6 +284,36 @@ class KubernetesProvider:
                 call, lambda: self._core.delete_node(node.name, body=body, _request_timeout=self._timeout)
             )
         except ApiException as e:
-            if e.status in (404, 409):  # gone, or another node under that name now
+            if e.status == 404:  # gone
                 return
+            if e.status == 409:
+                # A precondition failed: another node under that name now (deleted, as far as
+                # this one goes), or this node changed since it was verified (not deleted).
+                current = self._current(node.name)
+                if current is None or (node.uid and current.get("uid") != node.uid):
+                    return
+                raise NodeChanged(
+                    f"{call}: changed since verified (resourceVersion {current.get('resourceVersion')}, "
+                    f"verified {node.resource_version}); not deleted",
+                    failed_nodes=[node.name],
+                ) from e
             raise CloudError(f"{call}: HTTP {e.status}: {e.reason}") from e
+
+    def _current(self, name: str) -> dict[str, Any] | None:
+        """The metadata of Node ``name`` now, ``None`` when it is gone.
+
+        Raises:
+            CloudError: the read failed.
+        """
+        try:
+            resp: Any = self._call(f"get node {name}", lambda: self._core.read_node(
+                name, _preload_content=False, _request_timeout=self._timeout))  # fmt: skip
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise CloudError(f"get node {name}: HTTP {e.status}: {e.reason}") from e
+        try:
+            doc = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        return dict((doc or {}).get("metadata") or {})

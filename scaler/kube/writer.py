@@ -9,6 +9,15 @@ Events and the status ConfigMap: :class:`KubeWriter` implements
 made here; with :data:`scaler.sources.kube.READ_CALLS` and the provider's calls it is the exact
 RBAC the controller needs (:func:`scaler.kube.permissions.required_calls`).
 
+**Fencing.** Every write (node patches, evictions, events, the status ConfigMap) first calls the
+writer's ``fence`` (:meth:`scaler.kube.leader.LeaderElector.check`), right before its request,
+after any read it is based on: a replica that does not hold the lease now raises
+:class:`~scaler.kube.leader.LeaseLost` and sends nothing. Marks name their replica: a node being
+removed carries :data:`ANNOTATION_OWNER` (the instance) and :data:`ANNOTATION_REPLICA` (the
+leader identity of the replica that tainted it); a rollback only removes marks of this instance
+and of the replica it expects (its own, or the one recovery saw), so a replica can never undo
+another's fresh taint.
+
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
 ``--max-pod-eviction-time``, NotFound is success, events on the pod).
@@ -47,6 +56,7 @@ __all__ = [
     "ACTUATION_CALLS",
     "ANNOTATION_HOT_OWNER",
     "ANNOTATION_OWNER",
+    "ANNOTATION_REPLICA",
     "ANNOTATION_STATE",
     "ANNOTATION_STATUS",
     "ANNOTATION_WAS_UNSCHEDULABLE",
@@ -57,6 +67,7 @@ __all__ = [
     "TAINT_HOT",
     "WRITE_CALLS",
     "KubeWriter",
+    "NotOwned",
     "ObjectRef",
     "WriteError",
 ]
@@ -65,6 +76,10 @@ log = logging.getLogger(__name__)
 
 ANNOTATION_OWNER = "scaler.io/scale-down-by"
 """On a node being removed: the ``--instance-name`` of the scaler that tainted it."""
+ANNOTATION_REPLICA = "scaler.io/scale-down-replica"
+"""On a node being removed: the leader identity (pod name and a random suffix) of the replica
+that tainted it. Only that replica rolls it back or deletes it; after a restart or a fail-over,
+the new leader's recovery takes the node over (:meth:`KubeWriter.adopt`) or rolls it back."""
 ANNOTATION_STATE = "scaler.io/scale-down-state"
 """``tainted`` once tainted and cordoned, ``drained`` once every movable pod is gone."""
 ANNOTATION_STATUS = "scaler.io/scale-down-status"
@@ -136,6 +151,11 @@ class WriteError(Exception):
     """A write failed for good; the message names the object and the HTTP status."""
 
 
+class NotOwned(WriteError):
+    """The node no longer carries this replica's marks as expected (tainted and cordoned by it,
+    in the expected state): someone else changed it, so it is not touched."""
+
+
 def _body(e: ApiException) -> str:
     try:
         return str(json.loads(e.body or "").get("message") or e.reason)
@@ -160,6 +180,10 @@ class KubeWriter:
     Args:
         api: the client.
         instance: ``--instance-name``; written in :data:`ANNOTATION_OWNER`.
+        replica: this replica's leader identity; written in :data:`ANNOTATION_REPLICA`.
+        fence: called right before every write request; raises
+            :class:`~scaler.kube.leader.LeaseLost` when this replica must not write (default:
+            none, for a single replica without leader election).
         clock, sleep: injectable time functions (Unix seconds).
         conflict_retry_seconds, conflict_deadline_seconds: CA's taint-update retry (750 ms, 5 s).
         eviction_retry_seconds: wait between eviction attempts (CA: 10 s).
@@ -176,11 +200,15 @@ class KubeWriter:
         conflict_deadline_seconds: float = 5.0,
         eviction_retry_seconds: float = 10.0,
         request_timeout_seconds: float = 30.0,
+        replica: str = "",
+        fence: Callable[[], None] | None = None,
     ) -> None:
         self.core = CoreV1Api(api)
         self.policy = PolicyV1Api(api)
         self.coordination = CoordinationV1Api(api)
         self.instance = instance
+        self.replica = replica
+        self.fence: Callable[[], None] = fence or (lambda: None)
         self.clock = clock
         self.sleep = sleep
         self.conflict_retry_seconds = conflict_retry_seconds
@@ -208,7 +236,12 @@ class KubeWriter:
         """Read-modify-write with the node's resourceVersion as precondition; retries 409s.
 
         ``change`` returns the merge patch to send (without resourceVersion), or ``None`` when
-        there is nothing to do. Returns False when the node is gone.
+        there is nothing to do. Returns False when the node is gone. The fence is checked
+        between the read and the write.
+
+        Raises:
+            WriteError: the API refused (``change`` may raise :class:`NotOwned`).
+            scaler.kube.leader.LeaseLost: this replica must not write.
         """
         deadline = self.clock() + self.conflict_deadline_seconds
         while True:
@@ -221,6 +254,7 @@ class KubeWriter:
             version = node["metadata"].get("resourceVersion")
             if version:  # optimistic concurrency; a null would delete the precondition
                 patch.setdefault("metadata", {})["resourceVersion"] = version
+            self.fence()
             try:
                 release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
                                              _preload_content=False))  # fmt: skip
@@ -235,7 +269,7 @@ class KubeWriter:
 
     def mark_to_be_deleted(self, name: str, now: float) -> None:
         """Taint ``ToBeDeletedByClusterAutoscaler=<unix ts>:NoSchedule``, cordon, and annotate
-        the node with this instance's name and state ``tainted``.
+        the node with this instance's name, this replica's identity and state ``tainted``.
 
         Raises:
             WriteError: the node is gone or the patch failed after retries.
@@ -247,6 +281,7 @@ class KubeWriter:
             taints.append({"key": TAINT_TO_BE_DELETED, "value": str(int(now)), "effect": "NoSchedule"})
             annotations: dict[str, str | None] = {
                 ANNOTATION_OWNER: self.instance,
+                ANNOTATION_REPLICA: self.replica or None,
                 ANNOTATION_STATE: STATE_TAINTED,
             }
             owned = (node["metadata"].get("annotations") or {}).get(ANNOTATION_OWNER) == self.instance
@@ -260,30 +295,115 @@ class KubeWriter:
         if not self._patch_node(name, change):
             raise WriteError(f"mark node {name}: node not found")
 
+    def _why_not_mine(self, node: dict[str, Any], replica: str | None = None) -> str:
+        """Why ``node`` is not tainted and cordoned by this instance's ``replica`` (default:
+        this replica), ``""`` when it is."""
+        replica = self.replica if replica is None else replica
+        annotations = node["metadata"].get("annotations") or {}
+        spec = node.get("spec") or {}
+        if annotations.get(ANNOTATION_OWNER) != self.instance:
+            return f"owned by {annotations.get(ANNOTATION_OWNER)!r}, not instance {self.instance!r}"
+        if annotations.get(ANNOTATION_REPLICA, "") != replica:
+            return f"marked by replica {annotations.get(ANNOTATION_REPLICA)!r}, not {replica!r}"
+        if not any(t.get("key") == TAINT_TO_BE_DELETED for t in spec.get("taints") or []):
+            return f"{TAINT_TO_BE_DELETED} taint removed"
+        if not spec.get("unschedulable"):
+            return "uncordoned"
+        return ""
+
     def set_state(self, name: str, state: str) -> None:
-        """Set :data:`ANNOTATION_STATE` on a node this instance owns.
+        """Set :data:`ANNOTATION_STATE` on a node this replica tainted and cordoned.
 
         Raises:
+            NotOwned: the node is no longer tainted and cordoned by this replica.
             WriteError: the node is gone or the patch failed.
         """
-        if not self._patch_node(name, lambda _: {"metadata": {"annotations": {ANNOTATION_STATE: state}}}):
+
+        def change(node: dict[str, Any]) -> dict[str, Any]:
+            why = self._why_not_mine(node)
+            if why:
+                raise NotOwned(f"annotate node {name}: {why}")
+            return {"metadata": {"annotations": {ANNOTATION_STATE: state}}}
+
+        if not self._patch_node(name, change):
             raise WriteError(f"annotate node {name}: node not found")
 
-    def clean_to_be_deleted(self, name: str) -> bool:
+    def verify_marked(self, name: str, state: str) -> str:
+        """Read node ``name`` fresh and check that it is still tainted and cordoned by this
+        replica, in ``state``. Returns its resourceVersion (the precondition of its deletion).
+
+        Raises:
+            NotOwned: it is not (someone untainted, uncordoned or took it over), or it is gone.
+            WriteError: the read failed.
+        """
+        node = self.get_node(name)
+        if node is None:
+            raise NotOwned(f"verify node {name}: node not found")
+        annotations = node["metadata"].get("annotations") or {}
+        why = self._why_not_mine(node) or (
+            "" if annotations.get(ANNOTATION_STATE) == state
+            else f"state {annotations.get(ANNOTATION_STATE)!r}, not {state!r}"
+        )  # fmt: skip
+        if why:
+            raise NotOwned(f"verify node {name}: {why}")
+        return str(node["metadata"].get("resourceVersion") or "")
+
+    def adopt(self, name: str, replica: str) -> None:
+        """Take over node ``name`` marked by ``replica`` of this instance (a previous leader):
+        its :data:`ANNOTATION_REPLICA` becomes this replica's, only if the node still carries
+        exactly those marks (taint, cordon, instance, replica).
+
+        Raises:
+            NotOwned: the marks are not ``replica``'s any more, or the node is gone.
+            WriteError: the patch failed.
+        """
+
+        def change(node: dict[str, Any]) -> dict[str, Any] | None:
+            why = self._why_not_mine(node, replica)
+            if why:
+                raise NotOwned(f"adopt node {name}: {why}")
+            if replica == self.replica:
+                return None
+            return {"metadata": {"annotations": {ANNOTATION_REPLICA: self.replica or None}}}
+
+        if not self._patch_node(name, change):
+            raise NotOwned(f"adopt node {name}: node not found")
+
+    def clean_to_be_deleted(self, name: str, replica: str | None = None) -> bool:
         """Remove the ToBeDeleted taint and scaler's annotations; uncordon unless the node was
-        cordoned before scaler marked it. Returns False when the node no longer exists.
+        cordoned before scaler marked it. Only marks of this instance made by ``replica``
+        (default: this replica; recovery passes the one it saw) are removed: a node marked by
+        anyone else, or no longer marked, is left as it is. Returns False when the node no
+        longer exists.
 
         Raises:
             WriteError: the patch failed after retries.
+            scaler.kube.leader.LeaseLost: this replica must not write.
         """
+        replica = self.replica if replica is None else replica
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             spec = node.get("spec") or {}
             annotations = node["metadata"].get("annotations") or {}
+            if (
+                annotations.get(ANNOTATION_OWNER) != self.instance
+                or annotations.get(ANNOTATION_REPLICA, "") != replica
+            ):
+                if ANNOTATION_OWNER in annotations or any(
+                    t.get("key") == TAINT_TO_BE_DELETED for t in spec.get("taints") or []
+                ):
+                    log.warning("node %s not rolled back: its marks are not ours (%s, replica %r)", name,
+                                annotations.get(ANNOTATION_OWNER), annotations.get(ANNOTATION_REPLICA))  # fmt: skip
+                return None
             taints = [t for t in spec.get("taints") or [] if t.get("key") != TAINT_TO_BE_DELETED]
             mine = [
                 k
-                for k in (ANNOTATION_OWNER, ANNOTATION_STATE, ANNOTATION_WAS_UNSCHEDULABLE)
+                for k in (
+                    ANNOTATION_OWNER,
+                    ANNOTATION_REPLICA,
+                    ANNOTATION_STATE,
+                    ANNOTATION_WAS_UNSCHEDULABLE,
+                )
                 if k in annotations
             ]
             had_taint = len(taints) != len(spec.get("taints") or [])
@@ -356,6 +476,7 @@ class KubeWriter:
         patch = {
             "metadata": {"annotations": {ANNOTATION_STATUS: annotation}, "labels": {LABEL_STATUS: label}}
         }
+        self.fence()
         try:
             release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
                                          _preload_content=False))  # fmt: skip
@@ -402,7 +523,12 @@ class KubeWriter:
         return [p for p in items if (p.get("spec") or {}).get("nodeName") == name]
 
     def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
-        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok."""
+        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok.
+
+        Raises:
+            scaler.kube.leader.LeaseLost: this replica must not write (nothing was sent).
+        """
+        self.fence()
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -432,8 +558,9 @@ class KubeWriter:
         errors every ``eviction_retry_seconds`` until ``max_pod_eviction_time`` has passed
         (at least one attempt), emitting an event on the pod on success (``reason``:
         ``ScaleDown`` for a drain, ``HotNodeRelief`` for a relief) and a Warning on final
-        failure (``ScaleDownFailed``, ``HotNodeRelief``). Once ``stop`` is set (SIGTERM) it
-        makes no further attempt and the wait between attempts ends at once."""
+        failure (``ScaleDownFailed``, ``HotNodeRelief``). Once ``stop`` is set (SIGTERM, or the
+        node being drained was deleted) it makes no further attempt, not even a first one, and
+        the wait between attempts ends at once."""
         done_message, failed_reason, failed_message = _EVICTION_EVENTS[reason]
 
         def evict(pod: Pod) -> EvictResult:
@@ -441,6 +568,12 @@ class KubeWriter:
             attempts: list[tuple[bool, int | None, str]] = []
 
             def attempt() -> tuple[bool, int | None, str]:
+                if stop is not None and stop.is_set() and attempts:
+                    return attempts[-1]  # stopping: no further request
+                if stop is not None and stop.is_set():
+                    result: tuple[bool, int | None, str] = (False, None, "not attempted: stopping")
+                    attempts.append(result)
+                    return result
                 result = self.evict_once(pod, grace)
                 attempts.append(result)
                 return result
@@ -466,6 +599,8 @@ class KubeWriter:
                 ok, status, message = retrying(attempt)
             except RetryError:
                 ok, status, message = attempts[-1]
+            if not ok and status is None and message.startswith("not attempted"):
+                return EvictResult(False, f"evict {pod.key}: {message}")  # stopped before any request
             ref = ObjectRef("Pod", pod.name, pod.namespace, pod.uid)
             if ok:
                 self.event(ref, "Normal", reason, done_message)
@@ -503,6 +638,7 @@ class KubeWriter:
             "count": 1,
         }
         try:
+            self.fence()
             release(
                 self.core.create_namespaced_event(
                     namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
@@ -526,6 +662,7 @@ class KubeWriter:
             "data": dict(data),
         }
         key = (namespace, name)
+        self.fence()
         cached = self._config_map_versions.get(key)
         if cached is not None:
             # Our own last write: replace directly, without a GET (a steady loop stays quiet).

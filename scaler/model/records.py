@@ -403,6 +403,7 @@ class Node:
     provider_id: str = ""
     uid: str = ""
     to_be_deleted_ts: float | None = None  # value of the ToBeDeleted taint, Unix seconds
+    resource_version: str = ""  # set only by the actuator: the version its delete step verified
 
     @property
     def node_group(self) -> str:

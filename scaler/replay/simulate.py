@@ -224,6 +224,7 @@ class ReplayActuator(Actuator):
             eviction_parallelism=1,
             pod_poll_seconds=0.0,
             plugins=plugins,
+            node_poll_seconds=0.0,  # no watcher thread: the world changes only between removals
         )
         self.world = world
 
@@ -235,6 +236,10 @@ class ReplayActuator(Actuator):
         while a removal runs), then let the simulated scheduler place pending pods."""
         self._remove(node, is_drain, reason)
         self.world.schedule_pending()
+
+    def _dispatch_rollback(self, name: str) -> None:
+        """Roll the node back at once (no thread)."""
+        self._roll_back(name)
 
     def _dispatch_relief(self, relief: NodeRelief) -> None:
         """Evict a relieved node's pods at once (the node is already soft-tainted), then let the

@@ -91,6 +91,7 @@ from scaler.kube.writer import (
     ANNOTATION_WAS_UNSCHEDULABLE,
     STATE_TAINTED,
     TAINT_HOT,
+    NotOwned,
     ObjectRef,
     WriteError,
 )
@@ -927,9 +928,39 @@ class SimWriter:
         """See :meth:`World.set_state`."""
         self.world.set_state(name, state)
 
-    def clean_to_be_deleted(self, name: str) -> bool:
-        """See :meth:`World.clean_to_be_deleted`."""
+    def clean_to_be_deleted(self, name: str, replica: str | None = None) -> bool:
+        """See :meth:`World.clean_to_be_deleted` (a replay has one replica)."""
         return self.world.clean_to_be_deleted(name)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """The node's name and annotations as JSON, ``None`` when it is gone."""
+        node = self.world.nodes.get(name)
+        return None if node is None else {"metadata": {"name": name, "annotations": dict(node.annotations)}}
+
+    def verify_marked(self, name: str, state: str) -> str:
+        """The node still exists, tainted by this instance, in ``state``; ``""`` (no versions).
+
+        Raises:
+            NotOwned: it does not.
+        """
+        node = self.world.nodes.get(name)
+        if node is None:
+            raise NotOwned(f"verify node {name}: node not found")
+        if (
+            node.annotations.get(ANNOTATION_OWNER) != self.instance
+            or node.annotations.get(ANNOTATION_STATE) != state
+        ):
+            raise NotOwned(f"verify node {name}: not marked {state} by {self.instance}")
+        return ""
+
+    def adopt(self, name: str, replica: str) -> None:
+        """Nothing to take over: a replay has one replica.
+
+        Raises:
+            NotOwned: the node is gone.
+        """
+        if name not in self.world.nodes:
+            raise NotOwned(f"adopt node {name}: node not found")
 
     def pod_gone(self, pod: Pod) -> bool:
         """See :meth:`World.pod_gone`."""
