@@ -294,7 +294,7 @@ class ControlPlane:
 
     def restart_apiserver(self, down_seconds: float = 0.0, timeout: float = 120.0) -> float:
         """Stop kube-apiserver (SIGTERM, as a rolling restart does; SIGKILL when it has not exited
-        10 s later, as the kubelet does after its grace period), wait ``down_seconds``, start
+        5 s later, as the kubelet does after its grace period), wait ``down_seconds``, start
         it again with the same command line (same port, same audit log, appended) and wait for
         ``/readyz``. The ``pids`` file names the new process, so :meth:`stop` stops it. Returns
         the seconds it did not answer.
@@ -307,7 +307,7 @@ class ControlPlane:
         down = time.monotonic()
         os.kill(pid, signal.SIGTERM)
         try:  # its graceful shutdown waits for in-flight requests (up to their 60 s timeout)
-            wait_for(lambda: not _running(pid), 10, "kube-apiserver to exit", poll=0.2)
+            wait_for(lambda: not _running(pid), 5, "kube-apiserver to exit", poll=0.2)
         except AssertionError:
             os.kill(pid, signal.SIGKILL)
             wait_for(lambda: not _running(pid), 30, "kube-apiserver to exit after SIGKILL", poll=0.2)
@@ -719,11 +719,23 @@ class Kubelet:
 
     def _ready_later(self, pod: Mapping[str, Any], path: str, seconds: float) -> None:
         def ready() -> None:
-            with self.cp.client() as client:
-                r = client.patch(path + "/status", content=json.dumps({"status": pod_status(pod, ready=True)}),
-                                 headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
-                if r.status_code not in (200, 404, 409):
-                    self.errors.append(f"status {path}: {r.status_code} {r.text[:200]}")
+            # Retried for a minute: the API server may be restarting or frozen (a fault test).
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with self.cp.client() as client:
+                        r = client.patch(path + "/status", content=json.dumps({"status": pod_status(pod, ready=True)}),
+                                         headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+                except httpx.HTTPError as e:
+                    status, text = 0, str(e)
+                else:
+                    status, text = r.status_code, r.text
+                if status in (200, 404, 409):
+                    return
+                if time.monotonic() > deadline or self._stop.is_set():
+                    self.errors.append(f"status {path}: {status} {text[:200]}")
+                    return
+                self._stop.wait(1.0)
 
         timer = threading.Timer(seconds, ready)
         timer.daemon = True

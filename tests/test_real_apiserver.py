@@ -506,6 +506,8 @@ class Faults:
             flags = [*FAST, f"--leader-elect={str(leader_elect).lower()}", *args]
             log = self.w.tmp / f"{self.name}-{sa}.log"
             self.procs[sa] = ScalerProcess(self.w.kubeconfigs[sa], flags, log).start()
+        for proc in self.procs.values():  # both past their start-up checks before any fault
+            proc.wait_output("scaler run started", 60)
 
     def events(self) -> list[AuditEvent]:
         return self.w.cp.audit(self.w.since)
