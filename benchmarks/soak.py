@@ -339,6 +339,13 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
                 for e in events
                 if e.user in users and e.resource == "nodes" and e.verb == "delete" and e.code == 200
             )
+            verdicts = {}
+            for node in cp.list("Node"):
+                annotations = node["metadata"].get("annotations") or {}
+                verdict = json.loads(annotations.get(faultcheck.STATUS_ANNOTATION) or "{}")
+                verdicts[node["metadata"]["name"]] = (
+                    f"{verdict.get('reason', '-')}: {verdict.get('detail', '')}"
+                )
             result = {
                 "duration_seconds": round(time.monotonic() - started, 1),
                 "seed": seed,
@@ -349,6 +356,7 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
                 "replica_exits": dict(soak.exits),
                 "counts": dict(report.counts),
                 "violations": problems,
+                "nodes_left": verdicts,
             }
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)

@@ -98,6 +98,8 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
             kwargs: dict[str, Any] = {"dest": key, "default": argparse.SUPPRESS, "help": help_text}
             if annotation is bool:
                 kwargs.update(nargs="?", const="true", metavar="true|false")
+            elif bool in get_args(annotation):  # bool | Literal["auto"]
+                kwargs.update(nargs="?", const="true", metavar="true|false|auto")
             elif key == "nodes":
                 kwargs.update(action="append", metavar="MIN:MAX:NAME")
             elif key == "budgets":

@@ -182,7 +182,8 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "log_format": "text or json.",
         "write_node_status": "Write each node's verdict on the node: annotation scaler.io/scale-down-status (status, "
         "reason, detail, since) and a label of the same name (the reason, or removable-empty/-drain), only when "
-        "it changes (also with --dry-run).",
+        "it changes. auto: true, but false with --dry-run (a dry-run writes nothing to the nodes unless this is "
+        "set to true).",
     },
 }
 # Groups whose keys affect `scaler dry-run` (the rest only affect `scaler run`).
@@ -581,7 +582,12 @@ class ScalerConfig(BaseModel):
     address: str = ":8085"
     max_inactivity: Duration = Field(600.0, gt=0)
     log_format: Literal["text", "json"] = "text"
-    write_node_status: bool = True
+    write_node_status: bool | Literal["auto"] = "auto"
+
+    def writes_node_status(self, dry_run: bool) -> bool:
+        """Whether ``scaler run`` writes the nodes' verdicts: ``write_node_status``, where
+        ``auto`` means yes for an active controller and no with ``--dry-run``."""
+        return (not dry_run) if self.write_node_status == "auto" else bool(self.write_node_status)
 
     @field_validator(*DURATION_KEYS, mode="before")
     @classmethod

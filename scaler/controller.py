@@ -511,7 +511,7 @@ class Controller:
             log.warning("status ConfigMap not written: %s", e)
 
     def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
-        """Leader only, with ``--write-node-status`` (also in dry-run): write each node's verdict
+        """Leader only, with ``--write-node-status`` (``auto``: not in dry-run): write each node's verdict
         as its ``scaler.io/scale-down-status`` annotation and label when its status or reason
         changed. What is on the node is known from the watch cache (its label) and from this
         replica's own writes, so a steady cluster costs no request, and a restart rewrites
@@ -520,7 +520,7 @@ class Controller:
         so that reason still holds, and the label does not flip every
         ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
         loop."""
-        if not self.leader.is_set() or not self.config.write_node_status:
+        if not self.leader.is_set() or not self.config.writes_node_status(self.dry_run):
             return
         present = {n.name: n for n in snapshot.nodes}
         self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}

@@ -237,15 +237,17 @@ class E2ECluster:
 
     @contextmanager
     def controller(
-        self, config: ScalerConfig, *, dry_run: bool = False, leader: bool = True, source_problem: Any = None
+        self, config: ScalerConfig, *, dry_run: bool = False, leader: bool = True, source_problem: Any = None,
+        fence: Any = None,
     ) -> Iterator[Controller]:
-        """A controller wired to both fakes (watch cache, writer with fast retries)."""
+        """A controller wired to both fakes (watch cache, writer with fast retries); ``fence``:
+        the lease fence of the writer and the actuator (none by default)."""
         cache = WatchCache(self.api)
         cache.start()
         assert cache.wait_synced(10)
         self.cache = cache
         writer = KubeWriter(self.api, config.instance_name, clock=self.clock, eviction_retry_seconds=0.05,
-                            conflict_retry_seconds=0.01)  # fmt: skip
+                            conflict_retry_seconds=0.01, replica="test", fence=fence)  # fmt: skip
 
         def actuator(*args: Any, **kw: Any) -> Actuator:
             return Actuator(*args, pod_poll_seconds=0.05, **kw)
@@ -253,6 +255,7 @@ class E2ECluster:
         ctl = Controller(
             config, lambda now: snapshot_from_cache(cache, self.api, now), writer, self.provider(), Metrics(),
             dry_run=dry_run, identity="test", clock=self.clock, actuator_factory=actuator, source_problem=source_problem,
+            fence=fence,
         )  # fmt: skip
         if leader:
             ctl.leader.set()

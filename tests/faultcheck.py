@@ -22,7 +22,7 @@ bound to it at that resourceVersion are the pods it held.
   nor a finished one) was bound to it then.
 
 :func:`leftovers` checks the end state: no surviving node tainted, cordoned or annotated by
-scaler (its verdict annotation apart). The module is a library for the real-apiserver suite and
+a removal (its verdict annotation, and hot-node relief's soft taint and mark, apart). The module is a library for the real-apiserver suite and
 the soak benchmark, not a test.
 """
 
@@ -40,6 +40,7 @@ from realk8s import AuditEvent, ControlPlane
 
 TAINT = "ToBeDeletedByClusterAutoscaler"  # scaler.model.records.TAINT_TO_BE_DELETED (CA's taint)
 STATUS_ANNOTATION = "scaler.io/scale-down-status"  # the verdict: may stay on a node
+SCALE_DOWN_MARKS = ("scaler.io/scale-down-", "scaler.io/was-unschedulable")  # a removal's marks (not relief's)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FENCED_RESOURCES = frozenset({"nodes", "pods"})
 
@@ -52,7 +53,7 @@ class NodeState:
     event: str  # ADDED, MODIFIED, DELETED; VANISHED: gone while the watch was re-listing
     tainted: bool
     cordoned: bool
-    marks: tuple[str, ...]  # scaler.io/ annotations other than the verdict
+    marks: tuple[str, ...]  # a removal's scaler.io/ annotations (the verdict and relief's apart)
 
 
 @dataclass(slots=True)
@@ -75,7 +76,7 @@ def _node_state(obj: Mapping[str, Any], event: str) -> NodeState:
         event=event,
         tainted=any(t.get("key") == TAINT for t in spec.get("taints") or []),
         cordoned=bool(spec.get("unschedulable")),
-        marks=tuple(sorted(k for k in annotations if k.startswith("scaler.io/") and k != STATUS_ANNOTATION)),
+        marks=tuple(sorted(k for k in annotations if k.startswith(SCALE_DOWN_MARKS) and k != STATUS_ANNOTATION)),
     )
 
 
@@ -282,7 +283,7 @@ def violations(
     users: Iterable[str],
     recorder: ClusterRecorder | None = None,
     *,
-    leased: bool = True,
+    leased: bool | None = True,
     lease_duration: float = 15.0,
     lease: tuple[str, str] = ("scaler-system", "scaler"),
 ) -> Report:
@@ -290,7 +291,8 @@ def violations(
     for the replicas' ServiceAccount names ``users`` (``system:serviceaccount:NS:NAME``).
 
     Args:
-        leased: the replicas run with leader election (else the fenced-writes check is skipped).
+        leased: the replicas run with leader election (``False``: the fenced-writes check is
+            skipped; ``None``: made for the replicas that wrote the Lease at least once).
         lease_duration: the Lease's ``leaseDurationSeconds`` (seconds).
         lease: (namespace, name) of the Lease.
     """
@@ -304,9 +306,12 @@ def violations(
     writes = sorted(
         (e for e in ours if e.verb in WRITE_VERBS and e.resource in FENCED_RESOURCES), key=lambda e: e.received
     )
-    if leased:
-        claims = lease_writes(events, lease[1], lease[0])
-        for w in writes:
+    claims = lease_writes(events, lease[1], lease[0])
+    electing = who if leased else set()
+    if leased is None:  # the replicas that took part in the election
+        electing = {c.user for c in claims} & who
+    if electing:
+        for w in (w for w in writes if w.user in electing):
             last = None
             for c in claims:
                 if c.time > w.received:

@@ -160,7 +160,22 @@ def test_pool_at_min_size_is_never_shrunk(tmp_path: Path) -> None:
 
 
 def test_dry_run_writes_nothing_but_events_and_status(tmp_path: Path) -> None:
+    """By default a dry-run writes nothing to the cluster's nodes or pods: its verdicts go to the
+    status ConfigMap and events only."""
     with E2ECluster(tmp_path) as c, c.controller(c.config(), dry_run=True) as ctl:
+        ctl.run_once()
+        c.advance(601)
+        decision = ctl.run_once()
+        assert decision.to_delete
+        writes = [r for r in c.kube.requests if r.method != "GET" and "/events" not in r.path and "/configmaps" not in r.path]
+        assert writes == []
+        status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")
+        assert status is not None and "mode: dry-run" in status["data"]["status"]
+        assert any("[dry-run]" in e["message"] for e in c.events("ScaleDownDryRun"))
+
+
+def test_dry_run_writes_node_verdicts_only_when_asked(tmp_path: Path) -> None:
+    with E2ECluster(tmp_path) as c, c.controller(c.config(write_node_status=True), dry_run=True) as ctl:
         ctl.run_once()
         c.advance(601)
         decision = ctl.run_once()
@@ -267,3 +282,56 @@ def test_metrics_outage_is_reported_once_and_starts_nothing(tmp_path: Path, capl
     warnings = [r.getMessage() for r in caplog.records if "metrics API" in r.getMessage()]
     assert len(warnings) == 2 and "unavailable" in warnings[0] and "available again" in warnings[1], warnings
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_daemonset_pods_are_evicted_only_after_verify_passed(tmp_path: Path) -> None:
+    """A pod bound to the node mid-drain makes the verify step refuse the deletion: the node is
+    rolled back and its DaemonSet pod, which would have been lost for nothing, is not evicted
+    (today's main evicted DaemonSet pods before verifying)."""
+    from e2e_cluster import pod_json
+
+    with E2ECluster(tmp_path) as c, c.controller(c.config()) as ctl:
+        ctl.run_once()
+        c.kube.delay("/api/v1/namespaces/", 0.5, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        assert len(decision.drain) == 1
+        target = decision.drain[0].node.name
+        c.wait_cache(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), 10)
+        c.kube.load_objects([pod_json("intruder", target, owner=("ReplicaSet", "intruder"), created=c.clock())])
+        c.wait_idle(ctl)
+        evicted = [r.path for r in c.kube.requests if r.method == "POST" and r.path.endswith("/eviction")]
+        assert not [p for p in evicted if "/kube-system/" in p], f"DaemonSet pods evicted: {evicted}"
+        daemonset = [p["metadata"]["name"] for p in c.kube.objects("Pod")
+                     if p["spec"]["nodeName"] == target and p["metadata"]["namespace"] == "kube-system"]  # fmt: skip
+        assert daemonset, "the DaemonSet pod is still on the node"
+        failed = [e for e in c.events("ScaleDownFailed") if e["involvedObject"]["name"] == target]
+        assert failed and "verify: 1 non-DaemonSet pod(s) still on the node" in failed[0]["message"], failed
+        assert not tainted(c, target) and c.gce.deleted_instances == []
+
+
+def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: Path) -> None:
+    """The fence closes while a drain is under way: the removal stops where it is, with no
+    further write, not even the rollback (the next leader's recovery owns the node)."""
+    from scaler.kube.leader import LeaseLost
+
+    holds = [True]
+
+    def fence() -> None:
+        if not holds[0]:
+            raise LeaseLost("replica test no longer holds the lease")
+
+    with E2ECluster(tmp_path) as c, c.controller(c.config(), fence=fence) as ctl:
+        ctl.run_once()
+        c.kube.delay("/api/v1/namespaces/", 0.5, match=lambda r: r.path.endswith("/eviction"), method="POST")
+        c.advance(601)
+        decision = ctl.run_once()
+        target = decision.drain[0].node.name
+        c.wait_cache(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), 10)
+        holds[0] = False
+        since = len(c.kube.requests)
+        c.wait_idle(ctl)
+        writes = [f"{r.method} {r.path}" for r in c.kube.requests[since:] if r.method != "GET"]
+        assert writes == [], f"writes after the lease was lost: {writes}"
+        assert tainted(c, target), "not rolled back: the next leader's recovery owns it"
+        assert ctl.actuator.lease_lost.is_set() and c.gce.deleted_instances == []

@@ -29,7 +29,6 @@ import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from unittest.mock import ANY
 
 import jsonschema
 import kubernetes_validate
@@ -45,7 +44,7 @@ from scaler.cloud.gke import GKEProvider
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.kube.permissions import required_calls
-from scaler.kube.writer import ACTUATION_CALLS, ANNOTATION_STATUS, LABEL_STATUS
+from scaler.kube.writer import ACTUATION_CALLS, NODE_STATUS_CALLS
 from scaler.runner import SYNC_TIMEOUT_SECONDS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -437,25 +436,23 @@ def test_scaler_run_makes_only_requests_the_rendered_rbac_and_iam_role_allow(tmp
 
 def test_dry_run_makes_only_requests_the_read_only_rbac_and_iam_role_allow(tmp_path: Path) -> None:
     """The dry-run overlay's `scaler run` announces a removal (a ScaleDownDryRun event) and
-    writes the nodes' status annotation within its narrowed ClusterRole and the read-only IAM
-    role, and changes nothing else."""
+    writes its status ConfigMap within its narrowed ClusterRole and the read-only IAM role, and
+    writes nothing to any node or pod."""
     iam = set(yaml.safe_load((DEPLOY / "gke" / "iam-role-dry-run.yaml").read_text())["includedPermissions"])
 
-    def announced(c: Any) -> bool:  # a ScaleDownDryRun event, and the nodes' status written
+    def announced(c: Any) -> bool:  # a ScaleDownDryRun event, and the status ConfigMap written
         requests = list(c.kube.requests)
         return any(r.method == "POST" and r.path.endswith("/events") and b"ScaleDownDryRun" in r.body
-                   for r in requests) and any(r.method == "PATCH" for r in requests)  # fmt: skip
+                   for r in requests) and any("/configmaps" in r.path and r.method != "GET" for r in requests)  # fmt: skip
 
     kube_requests, _, used, seen = run_scaler(tmp_path, "overlays/dry-run", announced)
     assert ("", "events", "create") in seen and ("", "configmaps", "create") in seen
     assert not seen & {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
     assert not [r for r in kube_requests if r.method == "DELETE"]
-    # Its only patches: the nodes' status annotation and label, nothing else of a node.
-    patches = [r for r in kube_requests if r.method == "PATCH"]
-    assert patches and all(r.path.startswith("/api/v1/nodes/") for r in patches)
-    for r in patches:
-        body = r.json()
-        assert body == {"metadata": {"annotations": {ANNOTATION_STATUS: ANY}, "labels": {LABEL_STATUS: ANY}}}
+    writes = [f"{r.method} {r.path}" for r in kube_requests if r.method != "GET"]
+    assert writes and all("/events" in w or "/configmaps" in w or "/leases" in w or "accessreviews" in w
+                          for w in writes), writes  # fmt: skip
+    assert not seen & {("", "nodes", v) for v in ("patch", "update", "delete", "create")}
     assert used and used <= iam, f"IAM permissions missing from the dry-run role: {sorted(used - iam)}"
 
 
@@ -501,10 +498,13 @@ def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> No
     gke, dry = rendered("overlays/gke"), rendered("overlays/dry-run")
     assert container(dry)["args"] == [*container(gke)["args"], "--dry-run"]
     container(dry)["args"].remove("--dry-run")  # a reference into `dry`: now compare the rest
-    # The ClusterRole loses exactly the actuation calls; everything else is the gke overlay.
+    # The ClusterRole loses exactly the actuation calls and the nodes' status patch (no write
+    # verb on nodes or pods is left); everything else is the gke overlay.
     gke_rules = expand(one(gke, "ClusterRole", "scaler")["rules"])
     dry_rules = expand(one(dry, "ClusterRole", "scaler")["rules"])
-    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in ACTUATION_CALLS}
+    assert gke_rules - dry_rules == {(c.group, c.resource, c.verb) for c in (*ACTUATION_CALLS, *NODE_STATUS_CALLS)}
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    assert not {(g, r, v) for g, r, v in dry_rules if r.split("/")[0] in ("nodes", "pods") and v in writes}
     assert dry_rules < gke_rules
     one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
     assert dry == gke

@@ -92,8 +92,9 @@ class _Abort(Exception):
 @dataclass(frozen=True, slots=True)
 class NodeOutcome:
     """How one node's removal ended. ``step`` names where it failed (``taint``, ``recheck``,
-    ``drain``, ``verify``, ``delete``, ``stopping``), ``""`` on success; ``time`` is when it
-    ended (Unix seconds; 0 when unknown)."""
+    ``drain``, ``verify``, ``delete``, ``stopping``, ``lease``: stopped without further write
+    because the lease was lost; an unexpected exception: its type's name), ``""`` on success;
+    ``time`` is when it ended (Unix seconds; 0 when unknown)."""
 
     node: str
     ok: bool
@@ -481,10 +482,8 @@ class Actuator:
             self.metrics.evicted_pods.labels("failed").inc(
                 len([f for f in result.failed if "not attempted" not in f[1]])
             )
-            lost = next((f for f in result.failed if "LeaseLost" in f[1]), None)
-            if lost is not None:
-                self.fence()  # raises LeaseLost
-                raise LeaseLost(lost[1])
+            if result.failed:
+                self.fence()  # an eviction refused by the fence: LeaseLost, and nothing more is written
             if gone.is_set():
                 raise _Abort("drain: the node was deleted by someone else during the drain")
             if self._stopping.is_set():

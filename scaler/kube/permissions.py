@@ -6,7 +6,9 @@ The calls come from the lists the code itself keeps, the one source of truth tha
 * reads: :data:`scaler.sources.kube.READ_CALLS` (every kind LISTed, the metrics API included) and
   :data:`scaler.sources.watch.WATCH_CALLS` (the watch caches);
 * writes: :data:`scaler.kube.writer.DRY_RUN_WRITE_CALLS` (events, the status ConfigMap, the
-  leader-election Lease) and, unless ``--dry-run``, :data:`scaler.kube.writer.ACTUATION_CALLS`
+  leader-election Lease), :data:`scaler.kube.writer.NODE_STATUS_CALLS` when the nodes' verdicts
+  are written (``--write-node-status``: by default not with ``--dry-run``) and, unless
+  ``--dry-run``, :data:`scaler.kube.writer.ACTUATION_CALLS`
   (taint, cordon, evict) plus the cloud provider's own
   :attr:`~scaler.cloud.base.CloudProvider.kube_calls` (the ``kubernetes`` provider deletes Node
   objects).
@@ -32,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.config import ScalerConfig
 from scaler.kube.raw import read_json
-from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS
+from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, NODE_STATUS_CALLS
 from scaler.sources.kube import READ_CALLS, ApiCall, LiveSourceError, unreachable
 from scaler.sources.watch import WATCH_CALLS
 
@@ -68,11 +70,18 @@ class PermissionCheckError(LiveSourceError):
     SelfSubjectAccessReview); the message names the permission and the status."""
 
 
-def required_calls(provider_calls: Sequence[ApiCall], dry_run: bool) -> tuple[ApiCall, ...]:
+def required_calls(
+    provider_calls: Sequence[ApiCall], dry_run: bool, node_status: bool | None = None
+) -> tuple[ApiCall, ...]:
     """Every Kubernetes call ``scaler run`` makes with a cloud provider that makes
     ``provider_calls`` itself; with ``dry_run`` only the dry-run's calls (no actuation, no
-    provider writes). Duplicates removed, first occurrence kept."""
-    writes = DRY_RUN_WRITE_CALLS if dry_run else (*ACTUATION_CALLS, *DRY_RUN_WRITE_CALLS, *provider_calls)
+    provider writes). ``node_status``: whether the nodes' verdicts are written (``None``: the
+    default, yes unless ``dry_run``). Duplicates removed, first occurrence kept."""
+    status = (*NODE_STATUS_CALLS,) if (not dry_run if node_status is None else node_status) else ()
+    if dry_run:
+        writes: tuple[ApiCall, ...] = (*status, *DRY_RUN_WRITE_CALLS)
+    else:
+        writes = (*ACTUATION_CALLS, *status, *DRY_RUN_WRITE_CALLS, *provider_calls)
     seen: dict[tuple[str, str, str], ApiCall] = {}
     for call in (*READ_CALLS, *WATCH_CALLS, *writes):
         seen.setdefault((call.group, call.resource, call.verb), call)
@@ -91,7 +100,7 @@ def required_permissions(
 ) -> tuple[Permission, ...]:
     """:func:`required_calls` placed where they are made (see the module docstring)."""
     out = []
-    for call in required_calls(provider_calls, dry_run):
+    for call in required_calls(provider_calls, dry_run, config.writes_node_status(dry_run)):
         key = _OWN_OBJECTS.get((call.group, call.resource))
         if key is None:
             out.append(Permission(call))

@@ -62,6 +62,7 @@ __all__ = [
     "ANNOTATION_WAS_UNSCHEDULABLE",
     "DRY_RUN_WRITE_CALLS",
     "LABEL_STATUS",
+    "NODE_STATUS_CALLS",
     "STATE_DRAINED",
     "STATE_TAINTED",
     "TAINT_HOT",
@@ -122,12 +123,17 @@ ACTUATION_CALLS: tuple[ApiCall, ...] = (
 it back (every such patch is a read-modify-write with the node's resourceVersion, so it starts
 with this GET), evict and wait for a pod. A ``--dry-run`` controller never makes them, and the
 dry-run overlay does not grant them: without the node GET it cannot taint or cordon a node even
-with ``--dry-run`` removed by mistake, although it may patch nodes (for the status annotation).
-Deleting a node is the cloud provider's (:attr:`scaler.cloud.base.CloudProvider.kube_calls`:
+with ``--dry-run`` removed by mistake. Deleting a node is the cloud provider's (:attr:`scaler.cloud.base.CloudProvider.kube_calls`:
 ``nodes delete`` for :class:`scaler.cloud.kubernetes.KubernetesProvider`)."""
 
-DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
+NODE_STATUS_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "nodes", "patch", namespaced=False, optional=False),
+)
+"""The nodes' status annotation and label (``--write-node-status``: a blind merge patch of those
+two keys, no read). An active controller makes it by default; a ``--dry-run`` one only with
+``--write-node-status=true``, so that by default a dry-run writes nothing to the nodes."""
+
+DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("", "v1", "events", "create", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
     ApiCall("", "v1", "configmaps", "create", namespaced=True, optional=False),
@@ -136,11 +142,11 @@ DRY_RUN_WRITE_CALLS: tuple[ApiCall, ...] = (
     ApiCall("coordination.k8s.io", "v1", "leases", "create", namespaced=True, optional=False),
     ApiCall("coordination.k8s.io", "v1", "leases", "update", namespaced=True, optional=False),
 )
-"""The writes a ``--dry-run`` controller makes: the nodes' status annotation and label (a blind
-merge patch of those two keys, no read), events (ScaleDownDryRun), the status ConfigMap and its
-leader-election Lease. The active controller makes them too."""
+"""The writes a ``--dry-run`` controller makes, none of them to a node or a pod: events
+(ScaleDownDryRun), the status ConfigMap and its leader-election Lease, in its own namespace
+(events about nodes go to ``default``). The active controller makes them too."""
 
-WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + DRY_RUN_WRITE_CALLS
+WRITE_CALLS: tuple[ApiCall, ...] = ACTUATION_CALLS + NODE_STATUS_CALLS + DRY_RUN_WRITE_CALLS
 """Every write call of the controller (with :data:`scaler.sources.kube.READ_CALLS`: the controller's RBAC)."""
 
 _MERGE_PATCH = "application/merge-patch+json"
