@@ -302,28 +302,32 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
             soak.setup()
             since = cp.audit_offset()
             with faultcheck.ClusterRecorder(cp) as rec:
-                for sa in REPLICAS:
-                    soak.start_replica(sa)
-                until = time.monotonic() + duration
-                next_node = time.monotonic()
-                next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
-                while time.monotonic() < until:
-                    now = time.monotonic()
-                    if now >= next_node:
-                        say(f"node {soak.add_underused()} joins")
-                        next_node = now + node_interval
-                    if now >= next_fault:
-                        soak.inject(rng.choice(FAULTS), until)
-                        next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
-                    soak.wait(min(next_node, next_fault) - time.monotonic(), until)
-                say("settling: waiting until no node is being removed")
-                settle_end = time.monotonic() + 180
-                while time.monotonic() < settle_end and soak.removing():
-                    soak.wait(2, settle_end)
-                for proc in soak.procs.values():
-                    if proc.alive():
-                        code = proc.terminate(120)
-                        soak.exits[f"final exit {code}"] += 1
+                try:
+                    for sa in REPLICAS:
+                        soak.start_replica(sa)
+                    until = time.monotonic() + duration
+                    next_node = time.monotonic()
+                    next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
+                    while time.monotonic() < until:
+                        now = time.monotonic()
+                        if now >= next_node:
+                            say(f"node {soak.add_underused()} joins")
+                            next_node = now + node_interval
+                        if now >= next_fault:
+                            soak.inject(rng.choice(FAULTS), until)
+                            next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
+                        soak.wait(min(next_node, next_fault) - time.monotonic(), until)
+                    say("settling: waiting until no node is being removed")
+                    settle_end = time.monotonic() + 180
+                    while time.monotonic() < settle_end and soak.removing():
+                        soak.wait(2, settle_end)
+                    for proc in soak.procs.values():
+                        if proc.alive():
+                            code = proc.terminate(120)
+                            soak.exits[f"final exit {code}"] += 1
+                finally:  # whatever happened (Ctrl-C included), no replica outlives the soak
+                    for proc in soak.procs.values():
+                        proc.kill()
             events = cp.audit(since)
             users = [sa_user(sa) for sa in REPLICAS]
             report = faultcheck.violations(events, users, rec, lease_duration=LEASE_SECONDS)
