@@ -61,12 +61,13 @@ __all__ = [
 
 
 def disruption_reason(empty: bool, ready: bool) -> DisruptionReasonName:
-    """The budget reason of a removal, as CA's ``scaled_down_nodes_total{reason}`` names it:
-    ``empty`` (only DaemonSet/mirror pods, Ready or not), else ``underutilized`` for a Ready node
-    and ``unready`` for a NotReady one."""
-    if empty:
-        return "empty"
-    return "underutilized" if ready else "unready"
+    """The budget reason of a removal, as CA's ``scaled_down_nodes_total{reason}`` names it
+    (CA 1.30 ``core/scaledown/actuation/actuator.go nodeScaleDownReason``): ``unready`` for a
+    NotReady node, empty or not; for a Ready node ``empty`` (only DaemonSet/mirror pods) or
+    ``underutilized`` (drained)."""
+    if not ready:
+        return "unready"
+    return "empty" if empty else "underutilized"
 
 
 def window_start(budget: ScaleDownBudget, now: float) -> dt.datetime | None:

@@ -248,11 +248,23 @@ def _prices(config: ScalerConfig) -> PriceTable:
         raise UsageError(f"--prices: {e}") from None
 
 
+_LATEST_NOW = 253402300799.0
+"""9999-12-31T23:59:59Z in Unix seconds: the last time an RFC 3339 timestamp can write."""
+
+
 def _parse_now(text: str) -> float:
+    """``--now``: Unix seconds from RFC 3339 or a number, between 1970-01-01 and 9999-12-31.
+
+    Raises:
+        UsageError: not a time, or outside that range (the report writes times in RFC 3339).
+    """
     try:
-        return timestamp_seconds(text)
+        now = timestamp_seconds(text)
     except ValueError:
         raise UsageError(f"--now: not an RFC 3339 time or Unix seconds: {text!r}") from None
+    if not 0 <= now <= _LATEST_NOW:
+        raise UsageError(f"--now: {text!r} is outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59Z")
+    return now
 
 
 def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[ClusterSnapshot, str]:

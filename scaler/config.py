@@ -82,7 +82,8 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "min_replica_count": "Block pods whose ReplicaSet/ReplicationController has fewer replicas than this.",
         "blocking_system_pod_disruption_timeout": "A kube-system pod without a PDB stops blocking once older "
         "than this (CA 1.33+).",
-        "expendable_pods_priority_cutoff": "Pods with priority below this are ignored: they neither block nor move.",
+        "expendable_pods_priority_cutoff": "Pods whose spec.priority is set and below this are ignored: they "
+        "neither block nor move. A pod without spec.priority never is.",
     },
     "Simulation": {
         "target_cpu_usage": "TargetUsage: a destination's cpu (usage + moved requests + pod request) must stay "

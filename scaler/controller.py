@@ -490,10 +490,12 @@ class Controller:
         if not self.leader.is_set():
             return
         nodes = snapshot.nodes if snapshot is not None else ()
-        costs = {n.name: self.prices.node_price(n).monthly_usd for n in nodes if n.name in decision.unneeded}
+        priced = {n.name: self.prices.node_price(n) for n in nodes if n.name in decision.unneeded}
+        costs = {name: p.monthly_usd for name, p in priced.items()}
+        price_source = ", ".join(self.prices.attribution(p.origin for p in priced.values()))
         doc = status_document(
             decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,
-            price_source=f"{self.prices.source}, {self.prices.date}",
+            price_source=price_source,
             metrics_api=metrics_api or {"status": "Available"}, relief=self._relief_status(snapshot),
             rollbacks=dict(self.actuator.rollbacks),
         )  # fmt: skip

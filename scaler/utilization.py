@@ -28,6 +28,15 @@ assigned after ``updateTime - reportInterval``). Two differences: koordinator da
 creation time) and adds the whole ``max(request, usage)``, which may count part of the pod's
 usage twice, on the safe side.
 
+**Usage is never below what the node's pods use.** The newest NodeMetrics reading is compared
+with the sum of the newest PodMetrics of the node's counted pods in its window (a reading that
+lacks some containers counts for what it reports). NodeMetrics include the node's system
+daemons, so they are normally above that sum; a reading below it is raised by the difference
+(added to the usage and the destination usage alike); a reading *far* below it
+(:data:`NODE_METRICS_SHORTFALL_FRACTION` of the sum and :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`
+or :data:`NODE_METRICS_SHORTFALL_MEMORY_BYTES`) is not trusted: the node's usage is unknown
+(``usage_unknown`` says why), so it is ``MetricsUnavailable`` and receives no pods.
+
 **Destination usage.** A node that receives moved pods is judged by its worst recent usage:
 ``max(aggregate, newest reading)`` per resource, plus the pods not yet in the metrics
 (:attr:`NodeUtilization.destination_cpu_millicores`). The aggregate (``--usage-aggregation``)
@@ -51,12 +60,16 @@ from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
+    "NODE_METRICS_SHORTFALL_CPU_MILLICORES",
+    "NODE_METRICS_SHORTFALL_FRACTION",
+    "NODE_METRICS_SHORTFALL_MEMORY_BYTES",
     "POD_EVICTION_HEADROOM_SECONDS",
     "SOURCE_UNREADY",
     "MetricsStatus",
     "NodeUtilization",
     "is_empty",
     "is_long_terminating",
+    "no_usage_words",
     "node_utilization",
     "pod_load",
     "pod_usage",
@@ -91,7 +104,7 @@ class NodeUtilization:
         metrics: freshness of the node's NodeMetrics.
         usage_cpu_millicores, usage_memory_bytes: the usage the node is judged by when fresh:
             its NodeMetrics (aggregated over the unneeded window in ``scaler run``) plus the pods
-            not yet in them; ``None`` when unknown.
+            not yet in them, raised to at least its pods' PodMetrics; ``None`` when unknown.
         metrics_age_seconds: ``now - NodeMetrics.timestamp``, ``None`` when missing.
         destination_cpu_millicores, destination_memory_bytes: the usage TargetUsage counts when
             the node receives moved pods: ``max(aggregate, newest reading)`` plus the pods not
@@ -99,7 +112,8 @@ class NodeUtilization:
         pods_not_in_metrics: pods that started after the newest NodeMetrics window began (their
             load is in the usage figures).
         usage_unknown: why the usage is unknown although the metrics are fresh (a pod not yet
-            in the metrics with neither a request nor PodMetrics), ``""`` otherwise.
+            in the metrics with neither a request nor PodMetrics, or NodeMetrics far below the
+            sum of the node's pods' PodMetrics), ``""`` otherwise.
     """
 
     cpu: float | None
@@ -175,7 +189,8 @@ def _dominant(cpu: float, memory: float) -> tuple[float, str]:
 def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int, int] | None:
     """The real usage of ``pod`` from its PodMetrics, ``(cpu millicores, memory bytes)``: per
     resource the larger of the (aggregated) reading and the newest one. ``None`` when the pod has
-    no PodMetrics, or only ones older than ``--max-metrics-age``."""
+    no PodMetrics, only ones older than ``--max-metrics-age``, or only ones that lack a container
+    it runs (dropped from the snapshot: :attr:`ClusterSnapshot.partial_pod_metrics`)."""
     m = snapshot.pod_metrics.get((pod.namespace, pod.name))
     if m is None or snapshot.now - m.timestamp > config.max_metrics_age:
         return None
@@ -185,43 +200,112 @@ def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tupl
     return max(m.cpu_millicores, newest.cpu_millicores), max(m.memory_bytes, newest.memory_bytes)
 
 
+def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
+    """How a reason names what ``pod`` lacks besides a request: ``PodMetrics``, or, when its
+    reading was dropped for lacking containers (:attr:`ClusterSnapshot.partial_pod_metrics`),
+    ``PodMetrics covering all its containers (its PodMetrics lack container 'b')``."""
+    partial = snapshot.partial_pod_metrics.get((pod.namespace, pod.name))
+    if partial is None:
+        return "PodMetrics"
+    names = ", ".join(repr(c) for c in partial[1])
+    return f"PodMetrics covering all its containers (its PodMetrics lack container {names})"
+
+
 def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int | None, int | None]:
     """What ``pod`` adds to a node it runs on: per resource ``max(request, real usage)`` (CPU
     millicores, memory bytes), real usage from :func:`pod_usage`; the request alone when the pod
-    has no PodMetrics; ``None`` for a resource the pod neither requests nor has PodMetrics for
-    (unknown usage is never taken as zero). Used for pods moved by the simulation (TargetUsage's
-    Σ term) and for pods not yet in their node's metrics."""
+    has no PodMetrics (or, when its reading lacks a container it runs, the larger of the request
+    and what that reading reports); ``None`` for a resource the pod neither requests nor has
+    PodMetrics covering all its containers for (unknown usage is never taken as zero). Used for
+    pods moved by the simulation (TargetUsage's Σ term) and for pods not yet in their node's
+    metrics."""
     r = pod.requests
     u = pod_usage(pod, snapshot, config)
-    if u is None:
-        return (r.cpu_millicores or None), (r.memory_bytes or None)
-    return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
+    if u is not None:
+        return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
+    cpu, mem = (r.cpu_millicores or None), (r.memory_bytes or None)
+    partial = (
+        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
+    )
+    if partial is not None and snapshot.now - partial[0].timestamp <= config.max_metrics_age:
+        # A reading lacking some containers still bounds the pod's usage from below.
+        m = partial[0]
+        cpu = None if cpu is None else max(cpu, m.cpu_millicores)
+        mem = None if mem is None else max(mem, m.memory_bytes)
+    return cpu, mem
 
 
-def _not_in_metrics(
-    node: Node, snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
-) -> tuple[int, int, int, str]:
-    """``(cpu, memory, count, unknown)``: the summed :func:`pod_load` of the pods on ``node``
-    that started after ``window_start``; ``unknown`` names the first pod whose load is unknown."""
-    cpu = mem = count = 0
-    for p in snapshot.pods_by_node.get(node.name, ()):
+NODE_METRICS_SHORTFALL_FRACTION = 0.2
+"""How far a node's NodeMetrics may fall below the sum of its pods' PodMetrics, as a fraction
+of that sum, before they are not trusted (see :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`)."""
+NODE_METRICS_SHORTFALL_CPU_MILLICORES = 100
+"""...and at least this many millicores of CPU below (memory:
+:data:`NODE_METRICS_SHORTFALL_MEMORY_BYTES`). A node's NodeMetrics (its root cgroup, as the
+kubelet reports it) include its system daemons, kubelet and container runtime, so they are
+normally *above* the sum of its pods'; the two come from the same metrics-server scrape but
+each CPU rate is taken over its own interval, which moves a bursty pod's reading by a few
+percent. A reading 20% and 100m (or 100 MiB) below what the node's own pods report is not a
+measurement of the node (a glitch, a restarted kubelet's counters)."""
+NODE_METRICS_SHORTFALL_MEMORY_BYTES = 100 * 2**20
+"""Memory counterpart of :data:`NODE_METRICS_SHORTFALL_CPU_MILLICORES`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PodsOfNode:
+    """What a node's counted pods add to its NodeMetrics (:func:`_pods_of_node`): ``add_*`` and
+    ``pending`` for the pods not yet in the metrics window, ``unknown`` naming one of them whose
+    load is unknown; ``measured_*`` the summed newest PodMetrics of the others (CPU millicores,
+    memory bytes)."""
+
+    add_cpu: int
+    add_mem: int
+    pending: int
+    unknown: str
+    measured_cpu: int
+    measured_mem: int
+
+
+def _pods_of_node(
+    pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
+) -> _PodsOfNode:
+    """Walk the node's counted ``pods`` (expendable ones already dropped) once: the pods that
+    started after ``window_start`` are summed with :func:`pod_load` (the first whose load is
+    unknown is named); the others' newest fresh PodMetrics are summed (a reading lacking some
+    containers counts for what it reports: a lower bound), for the check that the node's
+    NodeMetrics are not far below them."""
+    cpu = mem = count = seen_cpu = seen_mem = 0
+    readings = snapshot.newest_pod_metrics or snapshot.pod_metrics  # never aggregates a pod
+    partial = snapshot.partial_pod_metrics
+    oldest = snapshot.now - config.max_metrics_age
+    for p in pods:
+        if p.is_terminal:
+            continue
         started = p.start_ts if p.start_ts is not None else p.creation_ts
-        if started is None or started <= window_start or p.is_terminal:
+        if started is None or started <= window_start:
+            key = (p.namespace, p.name)
+            r = readings.get(key)
+            if r is None and partial:
+                r = partial.get(key, (None,))[0]
+            if r is not None and r.timestamp >= oldest:
+                seen_cpu += r.cpu_millicores
+                seen_mem += r.memory_bytes
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
             what = "cpu" if c is None else "memory"
-            return (
-                0,
-                0,
-                count,
-                (
-                    f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
-                    f"{what} request nor PodMetrics: its usage is unknown"
-                ),
+            unknown = (
+                f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
+                f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
             )
+            return _PodsOfNode(0, 0, count, unknown, seen_cpu, seen_mem)
         cpu, mem, count = cpu + c, mem + m, count + 1
-    return cpu, mem, count, ""
+    return _PodsOfNode(cpu, mem, count, "", seen_cpu, seen_mem)
+
+
+def _far_below(node_value: int, pods_value: int, slack: int) -> bool:
+    """True when a node's reading is far below its pods' sum (the module's shortfall constants)."""
+    shortfall = pods_value - node_value
+    return shortfall > slack and shortfall > NODE_METRICS_SHORTFALL_FRACTION * pods_value
 
 
 def node_utilization(
@@ -252,10 +336,23 @@ def node_utilization(
     unknown = ""
     if m is not None and status is MetricsStatus.OK:
         newest = snapshot.newest_node_metric(node.name) or m
-        add_cpu, add_mem, pending, unknown = _not_in_metrics(
-            node, snapshot, config, newest.timestamp - newest.window_seconds
-        )
+        of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds)
+        pending, unknown = of.pending, of.unknown
+        if not unknown and (
+            _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
+            or _far_below(newest.memory_bytes, of.measured_mem, NODE_METRICS_SHORTFALL_MEMORY_BYTES)
+        ):
+            unknown = (
+                f"NodeMetrics ({newest.cpu_millicores}m cpu, {newest.memory_bytes // 2**20}Mi memory) are far "
+                f"below the sum of its pods' PodMetrics ({of.measured_cpu}m cpu, "
+                f"{of.measured_mem // 2**20}Mi memory): the node's metrics are not trusted"
+            )
         if not unknown:
+            # Usage is never below what the node's pods use: a reading below its pods' sum (by
+            # less than the shortfall above) is raised by the difference.
+            lift_cpu = max(0, of.measured_cpu - newest.cpu_millicores)
+            lift_mem = max(0, of.measured_mem - newest.memory_bytes)
+            add_cpu, add_mem = of.add_cpu + lift_cpu, of.add_mem + lift_mem
             usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem
             dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
             dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem
@@ -286,7 +383,12 @@ def node_utilization(
         )
 
     if config.utilization_source == "requests":
-        return result(req_cpu, req_mem, "requests")
+        # A fraction of zero allocatable is unknown, not 0 (the node is UnexpectedError anyway).
+        return result(
+            req_cpu if node.allocatable.cpu_millicores > 0 else None,
+            req_mem if node.allocatable.memory_bytes > 0 else None,
+            "requests",
+        )
     if empty:
         return result(0.0, 0.0)
     if usage_cpu is None or usage_mem is None:
@@ -303,6 +405,7 @@ def node_utilization(
                     skip_mem += pm.memory_bytes
     cpu_den = node.allocatable.cpu_millicores - skip_cpu
     mem_den = node.allocatable.memory_bytes - skip_mem
-    cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else 0.0
-    mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else 0.0
+    # No allocatable left to divide by: the fraction is unknown (reported null), never 0.
+    cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else None
+    mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else None
     return result(cpu, mem)

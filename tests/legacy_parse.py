@@ -19,6 +19,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
@@ -602,9 +604,27 @@ def parse_pod(obj: Obj) -> Pod:
         ObjectError: missing metadata.name/namespace, malformed quantities, selectors or times.
     """
     try:
-        return _parse_pod_fast(obj)
+        pod = _parse_pod_fast(obj)
     except Exception:  # _Bail, or anything the general path will report (or raise) itself
-        return _parse_pod_general(obj)
+        pod = _parse_pod_general(obj)
+    return msgspec.structs.replace(pod, containers=_running(obj))
+
+
+def _running(obj: Obj) -> tuple[str, ...]:
+    """``Pod.containers`` (a field added after this parser was frozen): the containers whose
+    status says running, else the spec's containers and sidecars."""
+    status = obj.get("status") or {}
+    if status.get("containerStatuses"):
+        return tuple(
+            c.get("name", "")
+            for key in ("containerStatuses", "initContainerStatuses")
+            for c in status.get(key) or ()
+            if (c.get("state") or {}).get("running") is not None
+        )
+    spec = obj["spec"]
+    return tuple(c.get("name", "") for c in spec.get("containers") or ()) + tuple(
+        c.get("name", "") for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"
+    )
 
 
 _QOS = {q.value: q for q in QoSClass}
@@ -751,6 +771,7 @@ def _parse_pod_fast(obj: Obj) -> Pod:
         controller=owner,
         phase=str(status.get("phase") or "Pending"),
         priority=priority,
+        has_priority=spec.get("priority") is not None,  # added with the record's field
         qos_class=qos,
         restart_policy=str(spec.get("restartPolicy") or "Always"),
         creation_ts=_stamp(created) if created else None,
@@ -840,6 +861,7 @@ def _parse_pod_general(obj: Obj) -> Pod:
         controller=_controller_ref(meta, obj),
         phase=str(status.get("phase") or "Pending"),
         priority=_int(priority, "spec.priority", obj) if priority is not None else 0,
+        has_priority=priority is not None,  # added with the record's field
         qos_class=qos,
         restart_policy=str(spec.get("restartPolicy") or "Always"),
         creation_ts=parse_time(created, "metadata.creationTimestamp", obj) if created else None,
@@ -964,9 +986,11 @@ def parse_pod_metrics(obj: Obj) -> PodMetrics:
         ObjectError: missing name, timestamp or container usage, or malformed quantities.
     """
     try:
-        return _parse_pod_metrics_fast(obj)
+        m = _parse_pod_metrics_fast(obj)
     except Exception:  # _Bail, or anything the general path will report (or raise) itself
-        return _parse_pod_metrics_general(obj)
+        m = _parse_pod_metrics_general(obj)
+    # PodMetrics.containers was added after this parser was frozen.
+    return msgspec.structs.replace(m, containers=tuple(c.get("name", "") for c in obj.get("containers") or ()))
 
 
 def _parse_pod_metrics_fast(obj: Obj) -> PodMetrics:

@@ -237,7 +237,8 @@ def test_notready_and_deleting_nodes_count_as_disrupted_but_not_twice() -> None:
 
 
 def test_disruption_reasons_are_cas_scale_down_reasons() -> None:
-    assert disruption_reason(True, True) == disruption_reason(True, False) == "empty"
+    assert disruption_reason(True, True) == "empty"
+    assert disruption_reason(True, False) == "unready"  # CA 1.30 nodeScaleDownReason: NotReady first
     assert disruption_reason(False, True) == "underutilized"
     assert disruption_reason(False, False) == "unready"
 

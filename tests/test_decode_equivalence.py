@@ -211,6 +211,11 @@ def pods(draw: Any, bad: bool = False) -> dict[str, Any]:
     status: dict[str, Any] = {}
     _opt(status, "phase", st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]), draw)
     _opt(status, "qosClass", st.sampled_from(["Guaranteed", "Burstable", "BestEffort"]), draw)
+    container_status = st.fixed_dictionaries(
+        {"name": names, "state": st.sampled_from([{"running": {}}, {"waiting": {"reason": "x"}}, {}])}
+    )
+    _opt(status, "containerStatuses", st.lists(container_status, max_size=3), draw)
+    _opt(status, "initContainerStatuses", st.lists(container_status, max_size=2), draw)
     if bad:
         c = {"name": "bad", "resources": {draw(st.sampled_from(["requests", "limits"])): {"cpu": draw(st.sampled_from(BAD_QUANTITIES))}}}
         spec["containers"] = [*spec["containers"], c]

@@ -142,7 +142,9 @@ def test_the_report_gives_the_monthly_cost_of_removable_nodes(
     f.write_text("date: 2026-11\nspot: {n1-standard-8: 0.08, n2-highmem-4: 0.06}\nprices: {x9-custom-3: 0.5}\n")
     assert main(["dry-run", "--snapshot", str(snap), "-o", "json", "--prices", str(f)]) == 0
     priced = json.loads(capsys.readouterr().out)["summary"]["savings"]
-    assert priced["unpricedNodes"] == 0 and priced["priceDate"] == "2026-11"
+    assert priced["unpricedNodes"] == 0
+    # Priced from the file and from the bundled table (the known nodes' type): both are named.
+    assert priced["priceSource"].startswith("prices.yaml, 2026-11, and for the machine types it does not price Google")
     extra = (0.08 if by[removable[0]]["cost"]["machineType"] == "n1-standard-8" else 0.06) + 0.5
     assert priced["monthlyUsd"] == pytest.approx(sum(known) + extra * HOURS_PER_MONTH)
 

@@ -11,7 +11,9 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scaler.model.quantity import (
+    MAX_QUANTITY,
     QuantityError,
+    check_total,
     parse_bytes,
     parse_count,
     parse_millicores,
@@ -284,12 +286,12 @@ def test_plus_sign_and_leading_zeros_do_not_change_the_value(n: int, suffix: str
     assert parse_quantity(f"+00{n}{suffix}") == n * MULTIPLIERS[suffix]
 
 
-@given(m=st.integers(min_value=0, max_value=10**30))
+@given(m=st.integers(min_value=0, max_value=2**63 - 1))
 def test_millicores_of_m_suffix_is_identity(m: int) -> None:
     assert parse_millicores(f"{m}m") == m
 
 
-@given(b=st.integers(min_value=0, max_value=10**30))
+@given(b=st.integers(min_value=0, max_value=2**63 - 1))
 def test_bytes_of_plain_integer_is_identity(b: int) -> None:
     assert parse_bytes(str(b)) == b
     assert parse_bytes(b) == b
@@ -334,3 +336,41 @@ def test_arbitrary_text_only_ever_raises_quantity_error(text: str) -> None:
         return
     assert isinstance(q, Fraction)
     assert text == text.strip()
+
+
+# --- the int64 bound ---------------------------------------------------------------------------
+
+
+@given(
+    st.integers(min_value=0, max_value=10**20),
+    st.sampled_from(sorted(MULTIPLIERS)),
+    st.sampled_from([(parse_millicores, 1000), (parse_bytes, 1), (parse_count, 1)]),
+)
+@example(8, "Ei", (parse_bytes, 1))
+@example(4, "Ei", (parse_bytes, 1))
+@example(10, "P", (parse_millicores, 1000))
+@example(9223372036854775807, "", (parse_bytes, 1))
+@example(9223372036854775808, "", (parse_bytes, 1))
+def test_whole_units_beyond_int64_are_refused_naming_the_value(
+    n: int, suffix: str, parser: tuple[WholeParser, int]
+) -> None:
+    """A quantity is its exact value rounded up when that fits int64 (what ``MilliValue()`` and
+    the simulation's tables hold), else a one-line error naming the value, never an overflow."""
+    parse, scale = parser
+    text = f"{n}{suffix}"
+    exact = -(-(n * MULTIPLIERS[suffix] * scale).numerator // (n * MULTIPLIERS[suffix] * scale).denominator)
+    if exact <= MAX_QUANTITY:
+        assert parse(text) == exact
+        assert parse(n) == n * scale if suffix == "" else True
+    else:
+        with pytest.raises(QuantityError, match=re.escape(repr(text)) + ".*too large"):
+            parse(text)
+
+
+@given(st.integers(min_value=0, max_value=2**70))
+def test_check_total_accepts_exactly_what_fits_int64(total: int) -> None:
+    if total <= MAX_QUANTITY:
+        assert check_total(total, "memory requests", "bytes") == total
+    else:
+        with pytest.raises(QuantityError, match="memory requests sum to more than 2\\^63-1 bytes"):
+            check_total(total, "memory requests", "bytes")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from builders import GI, MI, make_node, make_pdb, make_pod
@@ -177,8 +178,18 @@ def test_priority_and_qos_come_before_usage() -> None:
 
 
 def test_a_pod_without_a_destination_stays_and_the_next_one_is_tried() -> None:
-    """a uses 3.3 cores: no destination stays under TargetUsage's 45% with it; b and c go."""
-    r = relieve(hot_cluster(hot=(3200 + 1000, 4 * GI), a=(3300, GI)))["hot"]
+    """a requests 3.3 cores: no destination stays under TargetUsage's 45% with it; b and c go.
+    (Its request, not its usage: a node's usage is never below what its pods use, so a pod
+    using 3.3 cores would make ``hot`` use more than the 4.2 cores its NodeMetrics say.)"""
+    snap = hot_cluster(hot=(3200 + 1000, 4 * GI))
+    pods = [p if p.name != "a" else pod("a", "hot", req=3300) for p in snap.pods]
+    snap = snapshot(
+        list(snap.nodes),
+        pods,
+        {n: (m.cpu_millicores, m.memory_bytes) for n, m in snap.node_metrics.items()},
+        {k[1]: (m.cpu_millicores, m.memory_bytes) for k, m in snap.pod_metrics.items()},
+    )
+    r = relieve(snap)["hot"]
     assert evicted(r) == [("b", "dst"), ("c", "dst")]
     assert [(p.name, why.split(":")[0]) for p, why in r.kept] == [("a", "NoPlaceToMovePods")]
     assert "TargetUsage: cpu usage above target 45%" in r.kept[0][1]
@@ -247,15 +258,16 @@ def test_hot_nodes_are_never_destinations() -> None:
 
 
 def test_destinations_count_the_moves_of_the_evaluation_before_relief() -> None:
-    """``idle``'s pod uses 3 cores; when the evaluation removes ``idle``, its pod takes dst's room
-    under TargetUsage (0.4 + 3 of 3.6 cores), and a (1.5 cores) no longer fits there."""
+    """``idle``'s pod requests 3 cores (and uses 1); when the evaluation removes ``idle``, its pod
+    takes dst's room under TargetUsage (0.4 + 3 of 3.6 cores), and a (1.5 cores) no longer fits
+    there."""
     idle = node("idle")
-    big = pod("big", "idle", req=500)
-    removed = relieve(hot_cluster([idle], [big], idle=(1200, 2 * GI), big=(3000, GI)))
+    big = pod("big", "idle", req=3000)
+    removed = relieve(hot_cluster([idle], [big], idle=(1200, 2 * GI), big=(1000, GI)))
     assert evicted(removed["hot"]) == [("d", "dst")], "only d (0.2 cores) still fits: 0.4 + 3 + 0.2"
     assert [p.name for p, _ in removed["hot"].kept] == ["a", "b", "c"]
     kept = relieve(hot_cluster([node("idle", annotations={ANNOTATION_SCALE_DOWN_DISABLED: "true"})], [big],
-                               idle=(1200, 2 * GI), big=(3000, GI)))  # fmt: skip
+                               idle=(1200, 2 * GI), big=(1000, GI)))  # fmt: skip
     assert evicted(kept["hot"]) == [("a", "dst")], "without the removal, a goes to dst"
 
 
@@ -363,3 +375,20 @@ def test_dry_run_reports_the_relief_section_and_its_json(capsys: pytest.CaptureF
     assert "NODE" in out and "partial" in out and "held" in out
     assert main(["dry-run", "--snapshot", night, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["relief"] is None, "off by default"
+
+
+def test_pod_metrics_lacking_a_running_container_are_unknown_usage_to_relief() -> None:
+    """``a`` runs containers ``c`` and ``sidecar``; its PodMetrics report ``c`` only: relief
+    treats it as a pod without PodMetrics (its usage unknown: it no longer goes first as the
+    pod using the most), as the evaluation does."""
+    base = hot_cluster(hot=(3200 + 1000, 4 * GI))
+    pods = [p if p.name != "a" else msgspec.structs.replace(p, containers=("c", "sidecar")) for p in base.pods]
+    metrics = [
+        m if m.name != "a" else msgspec.structs.replace(m, containers=("c",)) for m in base.pod_metrics.values()
+    ]
+    snap = ClusterSnapshot.create(NOW, base.nodes, pods, node_metrics=base.node_metrics.values(), pod_metrics=metrics)
+    assert ("default", "a") not in snap.pod_metrics
+    assert ("a", "dst") in evicted(relieve(base)["hot"])
+    r = relieve(snap)["hot"]
+    assert all(name != "a" for name, _ in evicted(r)), r
+    assert r.gap_closed

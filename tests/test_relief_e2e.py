@@ -138,7 +138,7 @@ def test_a_hot_node_is_tainted_relieved_of_the_pods_that_close_its_gap_and_untai
         assert c.scheduler_choice(replacement, ignore_soft_taints=True) == c.hot
         assert c.replace_evicted("hog", "hog") != c.hot
         # The node cools: the taint stays for --hot-node-time, then goes.
-        c.usage[c.hot] = COOL_USAGE
+        c.usage[c.hot] = (600, 4 * GI)  # 15%, and above what mid and small still use (350m)
         c.advance(10)
         ctl.run_once()
         assert c.hot_taint(c.hot) is not None

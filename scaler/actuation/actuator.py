@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from scaler.actuation.recheck import recheck
+from scaler.budgets import disruption_reason
 from scaler.cloud.base import CloudError, CloudProvider, ClusterWriter, NodeChanged
 from scaler.config import ScalerConfig
 from scaler.eviction.executor import drain
@@ -105,7 +106,7 @@ class NodeOutcome:
 
 def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) -> list[str]:
     """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror,
-    finished and expendable pods (priority below ``expendable_cutoff``, which CA neither moves
+    finished and expendable pods (:meth:`Pod.is_expendable` at ``expendable_cutoff``, which CA neither moves
     nor waits for: they go down with the node). An unparsable pod counts (when in doubt, don't
     act)."""
     out = []
@@ -115,7 +116,7 @@ def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) ->
         except ObjectError:
             out.append(str(obj.get("metadata")))
             continue
-        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.priority < expendable_cutoff):
+        if not (pod.is_daemonset or pod.is_mirror or pod.is_terminal or pod.is_expendable(expendable_cutoff)):
             out.append(pod.key)
     return out
 
@@ -234,8 +235,7 @@ class Actuator:
                 if is_drain:
                     self.drains.add(r.node.name)
         for r, is_drain in chosen:
-            reason = "empty" if not is_drain else ("underutilized" if r.node.ready else "unready")
-            self._dispatch(r.node, is_drain, reason)
+            self._dispatch(r.node, is_drain, disruption_reason(not is_drain, r.node.ready))
         return []
 
     def _dispatch_rollback(self, name: str) -> None:
@@ -327,7 +327,7 @@ class Actuator:
         with self._lock:
             self.in_flight[node.name] = node.node_group
             self._zones[node.name] = node.zone
-        return self._finish(node, "underutilized", lambda: self._verify_and_delete(node))
+        return self._finish(node, disruption_reason(False, node.ready), lambda: self._verify_and_delete(node))
 
     def stop(self, timeout: float | None = None) -> None:
         """Start no new removal; let running ones finish or roll back; wait up to ``timeout``.

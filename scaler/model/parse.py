@@ -25,7 +25,15 @@ from typing import Any, NoReturn
 import msgspec
 
 from scaler.model import wire
-from scaler.model.quantity import QuantityError, parse_bytes, parse_count, parse_millicores, parse_quantity
+from scaler.model.quantity import (
+    MAX_QUANTITY,
+    QuantityError,
+    check_total,
+    parse_bytes,
+    parse_count,
+    parse_millicores,
+    parse_quantity,
+)
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
     Controller,
@@ -317,11 +325,29 @@ def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, Qo
         1,
         {k: v for k, v in total.extended.items() if v},
     )
+    _check_totals(total, where, "requests")
     if pod_level or pod_lims:
         qos = _qos_class([(pod_level, pod_lims)], where)
     else:
         qos = _qos_class(container_rl, where)
     return total, qos
+
+
+def _check_totals(total: Resources, where: str, field: str) -> None:
+    """Refuse a pod whose summed ``field`` (requests or limits, containers, sidecars and overhead
+    together) exceed :data:`~scaler.model.quantity.MAX_QUANTITY` in some resource.
+
+    Raises:
+        ObjectError: naming the pod, the field and the resource.
+    """
+    try:
+        check_total(total.cpu_millicores, f"cpu {field}", "millicores")
+        check_total(total.memory_bytes, f"memory {field}", "bytes")
+        check_total(total.ephemeral_storage_bytes, f"ephemeral-storage {field}", "bytes")
+        for name, v in total.extended.items():
+            check_total(v, f"{name} {field}")
+    except QuantityError as e:
+        raise ObjectError(f"{where}: the containers' {e}") from None
 
 
 def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int | None]:
@@ -363,14 +389,34 @@ def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int
         extra = parse_resources(spec.overhead, where, "spec.overhead")
         cpu = None if cpu is None else cpu + extra.cpu_millicores
         mem = None if mem is None else mem + extra.memory_bytes
+    _check_totals(Resources(cpu or 0, mem or 0), where, "limits")
     return cpu, mem
 
 
 _KEY_ENCODER = msgspec.msgpack.Encoder()
 
-ContainerFacts = tuple[Resources, QoSClass, tuple[tuple[str, str, int], ...], int | None, int | None]
-"""``(requests, computed QoS class, host ports, CPU limit in millicores, memory limit in bytes)``
-of a pod; a limit is ``None`` when the pod has none (:func:`compute_pod_limits`)."""
+ContainerFacts = tuple[
+    Resources, QoSClass, tuple[tuple[str, str, int], ...], int | None, int | None, tuple[str, ...]
+]
+"""``(requests, computed QoS class, host ports, CPU limit in millicores, memory limit in bytes,
+names of the containers that run)`` of a pod; a limit is ``None`` when the pod has none
+(:func:`compute_pod_limits`); the names are ``spec.containers`` and the restartable init
+containers (sidecars)."""
+
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """One shared tuple per list of container names (a pod's and its PodMetrics' are then
+    usually the same object, and compare by identity)."""
+    hit = _NAMES.get(names)
+    if hit is None:
+        if len(_NAMES) >= 8192:
+            _NAMES.clear()
+        hit = _NAMES[names] = names
+    return hit
+
+
 _CONTAINERS: dict[bytes, ContainerFacts] = {}
 
 
@@ -394,7 +440,10 @@ def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
             for p in c.ports or ()
             if p.host_port
         )
-        hit = (requests, qos, ports, *compute_pod_limits(spec, where))
+        running = tuple(c.name for c in spec.containers or ()) + tuple(
+            c.name for c in spec.init_containers or () if c.restart_policy == "Always"
+        )
+        hit = (requests, qos, ports, *compute_pod_limits(spec, where), _names(running))
         if len(_CONTAINERS) >= 4096:
             _CONTAINERS.clear()
         _CONTAINERS[key] = hit
@@ -518,7 +567,9 @@ def _pod(w: wire.PodW) -> Pod:
     if spec is None:
         _missing(w, "spec")
     namespace = meta.namespace or "default"
-    requests, qos, ports, cpu_limit, memory_limit = _container_facts(w, spec)
+    requests, qos, ports, cpu_limit, memory_limit, running = _container_facts(w, spec)
+    if status.container_statuses:  # the kubelet's word: the containers running now
+        running = _running(status)
     if status.qos_class:
         qos = _QOS[status.qos_class]
     constraints = _NO_CONSTRAINTS
@@ -567,7 +618,22 @@ def _pod(w: wire.PodW) -> Pod:
         volumes=tuple([_volume(v) for v in volumes]) if volumes else (),
         cpu_limit_millicores=cpu_limit,
         memory_limit_bytes=memory_limit,
+        has_priority=spec.priority is not None,
+        containers=running,
     )
+
+
+def _running(status: wire.PodStatusW) -> tuple[str, ...]:
+    """Names of the containers (sidecars included) whose status says ``running``."""
+    names = [
+        c.name for c in status.container_statuses or () if c.state is not None and c.state.running is not None
+    ]
+    names += [
+        c.name
+        for c in status.init_container_statuses or ()
+        if c.state is not None and c.state.running is not None
+    ]
+    return _names(tuple(names))
 
 
 def _node(w: wire.NodeW) -> Node:
@@ -657,9 +723,25 @@ def _stamp(w: wire.NodeMetricsW | wire.PodMetricsW) -> tuple[float, float]:
     return _time(w.timestamp, "timestamp", w) or 0.0, window
 
 
+def _bounded_usage(cpu: int, mem: int, w: wire.ObjectW) -> None:
+    """Refuse a metrics item whose usage (summed over its containers) exceeds
+    :data:`~scaler.model.quantity.MAX_QUANTITY`.
+
+    Raises:
+        ObjectError: naming the item and the resource.
+    """
+    try:
+        check_total(cpu, "usage cpu of the containers", "millicores")
+        check_total(mem, "usage memory of the containers", "bytes")
+    except QuantityError as e:
+        raise ObjectError(f"{describe(w)}: {e}") from None
+
+
 def _node_metrics(w: wire.NodeMetricsW) -> NodeMetrics:
     name = w.metadata.name or _missing(w, "metadata.name")
     cpu, mem = _usage(w.usage, w)
+    if cpu > MAX_QUANTITY or mem > MAX_QUANTITY:
+        _bounded_usage(cpu, mem, w)
     ts, window = _stamp(w)
     return NodeMetrics(name, ts, window, cpu, mem)
 
@@ -688,7 +770,8 @@ def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
         meta = w.metadata
         name = meta.name or _missing(w, "metadata.name")
         cpu = mem = 0
-        for c in w.containers or ():
+        containers = w.containers or ()
+        for c in containers:
             u = c.usage
             if u is not None:
                 n, k = u.cpu, u.memory
@@ -701,9 +784,12 @@ def pod_metrics_records(items: list[wire.PodMetricsW]) -> list[PodMetrics]:
             c_cpu, c_mem = _usage(u, w)  # anything else, or a named error
             cpu += c_cpu
             mem += c_mem
+        if cpu > MAX_QUANTITY or mem > MAX_QUANTITY:
+            _bounded_usage(cpu, mem, w)
         if stamp_of != (w.timestamp, w.window):
             stamp, stamp_of = _stamp(w), (w.timestamp, w.window)
-        append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem))
+        names = _names(tuple([c.name for c in containers]))
+        append(PodMetrics(meta.namespace or "default", name, stamp[0], stamp[1], cpu, mem, names))
     return out
 
 

@@ -18,7 +18,9 @@ from fractions import Fraction
 from functools import lru_cache
 
 __all__ = [
+    "MAX_QUANTITY",
     "QuantityError",
+    "check_total",
     "parse_bytes",
     "parse_count",
     "parse_millicores",
@@ -28,6 +30,13 @@ __all__ = [
 
 class QuantityError(ValueError):
     """Raised when a string is not a valid Kubernetes quantity; the message names the value."""
+
+
+MAX_QUANTITY = 2**63 - 1
+"""The largest whole number of units (millicores, bytes, a count) a quantity, or a sum of them
+within one object (a pod's containers, a PodMetrics' containers), may hold: int64's maximum,
+as ``Quantity.MilliValue()`` and ``Value()`` return int64 and the simulation's tables hold
+int64. ``8Ei`` of memory (2^63 bytes) and ``10P`` of CPU (10^19 millicores) are beyond it."""
 
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -124,16 +133,40 @@ _INT_SCALE = {
 }
 
 
+_UNIT = {"cpu": "millicores", "byte": "bytes", "count": ""}
+
+
 def _ceil(value: str | int | float, scale: int, what: str) -> int:
     if type(value) is str:
         m = _INTEGER.fullmatch(value)
         if m is not None:  # plain digits and a suffix: exact in integers, no Fraction needed
             mul, div = _INT_SCALE[m[2]]
-            return -(-int(m[1]) * mul * scale // div)
+            n = -(-int(m[1]) * mul * scale // div)
+            return n if n <= MAX_QUANTITY else _too_large(value, what)
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"negative {what} quantity {value!r}")
-    return math.ceil(q * scale)
+    n = math.ceil(q * scale)
+    return n if n <= MAX_QUANTITY else _too_large(value, what)
+
+
+def _too_large(value: str | int | float, what: str) -> int:
+    unit = _UNIT.get(what, "")
+    raise QuantityError(
+        f"{what} quantity {value!r} is too large: more than 2^63-1{' ' + unit if unit else ''}"
+    )
+
+
+def check_total(total: int, what: str, unit: str = "") -> int:
+    """``total`` (a sum of parsed quantities, in millicores, bytes or a count) when it is at most
+    :data:`MAX_QUANTITY`.
+
+    Raises:
+        QuantityError: the sum is larger (message: ``<what> sum to more than 2^63-1 <unit>``).
+    """
+    if total > MAX_QUANTITY:
+        raise QuantityError(f"{what} sum to more than 2^63-1{' ' + unit if unit else ''}")
+    return total
 
 
 def parse_millicores(value: str | int | float) -> int:

@@ -8,9 +8,11 @@ these records. Units are fixed: CPU in millicores, memory and storage in bytes, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 import msgspec
 
@@ -47,6 +49,8 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "Volume",
+    "covers",
+    "missing_containers",
 ]
 
 # Well-known keys (cluster-autoscaler's names; see reference §1c).
@@ -205,10 +209,61 @@ class NodeSelectorRequirement:
         return LabelSelectorRequirement(self.key, self.operator, self.values).matches(labels)
 
 
+_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_VALUE = re.compile(rf"(?:{_NAME})?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(_NAME)
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _valid_label_key(key: str) -> bool:
+    """``validation.IsQualifiedName``: ``[prefix/]name``, the prefix a DNS subdomain of at most
+    253 characters, the name at most 63 characters of ``[A-Za-z0-9_.-]`` starting and ending
+    alphanumeric."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return 0 < len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
+def _valid_label_value(value: str) -> bool:
+    """``validation.IsValidLabelValue``: empty, or at most 63 characters of ``[A-Za-z0-9_.-]``
+    starting and ending alphanumeric."""
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+@lru_cache(maxsize=4096)
+def _parses(req: NodeSelectorRequirement, field: bool) -> bool:
+    """Whether the scheduler can turn ``req`` into a selector (``nodeaffinity``'s
+    ``nodeSelectorRequirementsAsSelector`` / ``…AsFieldSelector``, with ``labels.NewRequirement``'s
+    checks): a qualified-name key; In/NotIn with at least one valid label value; Exists and
+    DoesNotExist with none; Gt/Lt with one integer. A field requirement must be
+    ``metadata.name`` In/NotIn with exactly one value. A term with a requirement that does not
+    parse matches no node (``NewLazyErrorNodeSelector``)."""
+    op, values = req.operator, req.values
+    if field:
+        return req.key == "metadata.name" and op in ("In", "NotIn") and len(values) == 1
+    if not _valid_label_key(req.key):
+        return False
+    if op in ("In", "NotIn"):
+        return len(values) > 0 and all(_valid_label_value(v) for v in values)
+    if op in ("Exists", "DoesNotExist"):
+        return not values
+    if op in ("Gt", "Lt"):
+        return (
+            len(values) == 1
+            and _INT64.fullmatch(values[0]) is not None
+            and -(2**63) <= int(values[0]) < 2**63
+        )
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     """A node selector term: all expressions (on labels) and field requirements (on the node
-    name, ``metadata.name``) must hold. An empty term matches no node, as in the scheduler."""
+    name, ``metadata.name``) must hold. An empty term matches no node, as in the scheduler, and
+    so does a term with a requirement the scheduler cannot parse (an invalid key or label value,
+    a wrong number of values: :func:`_parses`)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
@@ -216,6 +271,10 @@ class NodeSelectorTerm:
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         """True when the node named ``node_name`` with ``labels`` satisfies the term."""
         if not self.match_expressions and not self.match_fields:
+            return False
+        if not all(_parses(r, False) for r in self.match_expressions) or not all(
+            _parses(r, True) for r in self.match_fields
+        ):
             return False
         if not all(r.matches(labels) for r in self.match_expressions):
             return False
@@ -327,6 +386,11 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     ``memory_limit_bytes`` are its limits computed the same way (``resourcehelper.PodLimits``),
     ``None`` when the pod has no limit for the resource (a container without one: the kubelet
     then sets no pod cgroup limit). Times are Unix seconds.
+
+    ``containers`` names the containers the pod runs, whose usage its PodMetrics must report:
+    those whose ``status.containerStatuses`` (and ``initContainerStatuses``, for sidecars) say
+    ``running``; without container statuses, ``spec.containers`` plus the restartable init
+    containers (sidecars). Empty for records not read from the API (nothing to check).
     """
 
     namespace: str
@@ -355,6 +419,8 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     start_ts: float | None = None  # status.startTime: when the kubelet took the pod on
     cpu_limit_millicores: int | None = None  # None: no CPU limit (no CFS quota)
     memory_limit_bytes: int | None = None  # None: no memory limit
+    has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
+    containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
 
     @property
     def started(self) -> float | None:
@@ -379,6 +445,12 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
         if self.controller is not None and self.controller.kind == "DaemonSet":
             return True
         return self.annotations.get(ANNOTATION_DAEMONSET_POD) == "true"
+
+    def is_expendable(self, cutoff: int) -> bool:
+        """CA's ``IsExpendablePod``: ``spec.priority`` is set and below ``cutoff``
+        (``--expendable-pods-priority-cutoff``). A pod without ``spec.priority`` is never
+        expendable (the Priority admission plugin sets it on every pod of a real cluster)."""
+        return self.has_priority and self.priority < cutoff
 
     @property
     def is_terminal(self) -> bool:
@@ -437,7 +509,11 @@ class NodeMetrics(msgspec.Struct, frozen=True, gc=False):
 
 class PodMetrics(msgspec.Struct, frozen=True, gc=False):
     """metrics.k8s.io PodMetrics summed over containers. A frozen Struct, as :class:`Pod`: a
-    live loop decodes one per pod every ``--scan-interval``."""
+    live loop decodes one per pod every ``--scan-interval``.
+
+    ``containers`` names the containers the reading covers (``None``: not known, for readings
+    not read from the API); a reading that lacks a container its pod runs is not the pod's
+    usage (:func:`covers`)."""
 
     namespace: str
     name: str
@@ -445,6 +521,25 @@ class PodMetrics(msgspec.Struct, frozen=True, gc=False):
     window_seconds: float
     cpu_millicores: int
     memory_bytes: int
+    containers: tuple[str, ...] | None = None
+
+
+def missing_containers(pod: Pod, metrics: PodMetrics) -> tuple[str, ...]:
+    """The containers ``pod`` runs (:attr:`Pod.containers`) that ``metrics`` does not report,
+    in the pod's order; ``()`` when the reading covers them all (or either side does not know
+    its containers)."""
+    have = metrics.containers
+    want = pod.containers
+    if have is None or want is have or not want:
+        return ()
+    if want == have:
+        return ()
+    return tuple(c for c in want if c not in have)
+
+
+def covers(metrics: PodMetrics, pod: Pod) -> bool:
+    """True when ``metrics`` reports every container ``pod`` runs (:func:`missing_containers`)."""
+    return not missing_containers(pod, metrics)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from scaler.model.records import (
     Pod,
     PodDisruptionBudget,
     PodMetrics,
+    missing_containers,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "RecordSet",
     "SnapshotError",
     "build_snapshot",
+    "drop_partial_pod_metrics",
     "record_key",
 ]
 
@@ -69,6 +71,13 @@ class ClusterSnapshot:
     (:func:`scaler.planner.with_aggregated_usage`), and ``newest_node_metrics`` /
     ``newest_pod_metrics`` then keep the newest readings as listed (empty otherwise: the
     metrics are themselves the newest readings). See :meth:`newest_node_metric`.
+
+    **Unknown usage is never zero.** A PodMetrics reading that lacks a container its pod runs
+    (``containers: []`` included) is not the pod's usage: it is left out of ``pod_metrics``, so
+    everything downstream (utilization, TargetUsage's loads, relief, the report) treats the pod
+    as one without PodMetrics (its request, or unknown). ``partial_pod_metrics`` keeps, by pod,
+    such a reading and the containers it lacked: the reasons name them, and a pod with a request
+    is loaded with the larger of its request and the part that was reported.
     """
 
     now: float
@@ -88,6 +97,9 @@ class ClusterSnapshot:
     newest_pod_metrics: Mapping[tuple[str, str], PodMetrics] = field(default_factory=dict)
     pods_by_node: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
     node_by_name: Mapping[str, Node] = field(default_factory=dict)
+    partial_pod_metrics: Mapping[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = field(
+        default_factory=dict
+    )
 
     @staticmethod
     def create(
@@ -115,6 +127,8 @@ class ClusterSnapshot:
         grouped = layout.by_node
         ctrl = tuple(controllers)
         pv_list = None if pvs is None else tuple(pvs)
+        metrics = {(m.namespace, m.name): m for m in pod_metrics}
+        partial = drop_partial_pod_metrics(layout.pods, metrics)
         return ClusterSnapshot(
             now=now,
             nodes=node_t,
@@ -122,7 +136,7 @@ class ClusterSnapshot:
             pdbs=tuple(sorted(pdbs, key=lambda b: (b.namespace, b.name))),
             controllers={(c.kind, c.namespace, c.name): c for c in ctrl},
             node_metrics={m.name: m for m in node_metrics},
-            pod_metrics={(m.namespace, m.name): m for m in pod_metrics},
+            pod_metrics=metrics,
             pvs={v.name: v for v in pv_list or ()},
             pvcs={(c.namespace, c.name): c for c in pvcs},
             has_pvs=pv_list is not None and len(pv_list) > 0,
@@ -132,6 +146,7 @@ class ClusterSnapshot:
             namespaces={ns.name: ns for ns in namespaces},
             pods_by_node={n.name: grouped.get(n.name, ()) for n in node_t},
             node_by_name={n.name: n for n in node_t},
+            partial_pod_metrics=partial,
         )
 
     @property
@@ -164,6 +179,35 @@ class ClusterSnapshot:
         if self.pod_metrics:
             return max(m.timestamp for m in self.pod_metrics.values())
         return None
+
+
+def drop_partial_pod_metrics(
+    pods: Iterable[Pod], metrics: dict[tuple[str, str], PodMetrics]
+) -> dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]]:
+    """Remove from ``metrics`` every reading that lacks a container its pod runs
+    (:func:`~scaler.model.records.missing_containers`): such a reading would count the missing
+    containers as using nothing.
+
+    Returns:
+        ``(namespace, name)`` → the removed reading and the containers it lacked.
+    """
+    partial: dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = {}
+    if not metrics:
+        return partial
+    get = metrics.get
+    for p in pods:
+        want = p.containers
+        if not want:
+            continue
+        m = get((p.namespace, p.name))
+        if m is None or m.containers is want:  # the usual case: the same shared tuple
+            continue
+        missing = missing_containers(p, m)
+        if missing:
+            key = (p.namespace, p.name)
+            del metrics[key]
+            partial[key] = (m, missing)
+    return partial
 
 
 _KIND_OF: dict[type, str] = {
@@ -269,7 +313,8 @@ class RecordSet:
         )
         # Kept by the same (namespace, name) key as the snapshot's: a copy, not a rebuild.
         pod_metrics: dict[tuple[str, str], PodMetrics] = dict(self.by_kind.get("PodMetrics", {}))  # type: ignore[arg-type]
-        snap = replace(snap, pod_metrics=pod_metrics)
+        partial = drop_partial_pod_metrics(snap.pods, pod_metrics)
+        snap = replace(snap, pod_metrics=pod_metrics, partial_pod_metrics=partial)
         if now is None:
             now = snap.metrics_time()
             if now is None:

@@ -287,12 +287,32 @@ class PodSpecW(_W, frozen=True):
     volumes: list[VolumeW] | None = None
 
 
+class ContainerStateRunningW(_W, frozen=True):
+    """``state.running`` of a container status (only its presence is read)."""
+
+
+class ContainerStateW(_W, frozen=True):
+    """``state`` of a container status: which of running, waiting, terminated it is."""
+
+    running: ContainerStateRunningW | None = None
+
+
+class ContainerStatusW(_W, frozen=True):
+    """``status.containerStatuses[]`` / ``initContainerStatuses[]``: the name and whether the
+    container runs."""
+
+    name: str = ""
+    state: ContainerStateW | None = None
+
+
 class PodStatusW(_W, frozen=True):
     """``status`` of a Pod."""
 
     phase: str = ""
     qos_class: Literal["", "BestEffort", "Burstable", "Guaranteed"] = ""
     start_time: str | None = None
+    container_statuses: list[ContainerStatusW] | None = None
+    init_container_statuses: list[ContainerStatusW] | None = None
 
 
 _NO_POD_STATUS = PodStatusW()

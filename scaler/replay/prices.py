@@ -23,7 +23,7 @@ with no Spot price its price is unknown (``None``), never 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -74,6 +74,7 @@ class NodePrice:
     region: str
     kind: Kind
     hourly_usd: float | None
+    origin: str = ""  # "file" (--prices) or "bundled": which table the price came from; "" unknown
 
     @property
     def monthly_usd(self) -> float | None:
@@ -89,16 +90,50 @@ class PriceTable:
         source: where the prices come from (the bundled table's source and date, plus any file).
         date: the date (or period) of the prices, as the table says it.
         entries: ``(region, kind, machine type) → USD per hour``.
+        origins: ``(region, kind, machine type) → "file"`` for the entries a ``--prices`` file
+            set (the others are the bundled table's).
+        bundled_source, bundled_date: the bundled table's own ``source`` and ``date``.
+        file_source, file_date: the ``--prices`` file's ``source`` (else its file name) and
+            ``date`` (else the bundled date); empty without a file.
     """
 
     source: str = ""
     date: str = ""
     entries: dict[tuple[str, Kind, str], float] = field(default_factory=dict)
+    origins: dict[tuple[str, Kind, str], str] = field(default_factory=dict)
+    bundled_source: str = ""
+    bundled_date: str = ""
+    file_source: str = ""
+    file_date: str = ""
+
+    def attribution(self, origins: Iterable[str]) -> tuple[str, str]:
+        """``(source, date)`` naming where prices of the given :attr:`NodePrice.origin` values
+        come from: the file's source and date, the bundled table's, or both when nodes were
+        priced from each (a file that prices some machine types leaves the others to the
+        bundled table); the table's :attr:`source` and :attr:`date` when none is known."""
+        used = {o for o in origins if o}
+        if used == {"file", "bundled"}:
+            return (
+                f"{self.file_source}, {self.file_date}, and for the machine types it does not price "
+                f"{self.bundled_source}",
+                self.bundled_date,
+            )
+        if used == {"bundled"} and self.bundled_source:
+            return self.bundled_source, self.bundled_date
+        return self.source, self.date
 
     def hourly(self, machine_type: str, region: str, kind: Kind) -> float | None:
         """USD per hour of a machine type in a region, or ``None`` when the table has none."""
-        price = self.entries.get((region, kind, machine_type))
-        return price if price is not None else self.entries.get(("", kind, machine_type))
+        return self._lookup(machine_type, region, kind)[0]
+
+    def _lookup(self, machine_type: str, region: str, kind: Kind) -> tuple[float | None, str]:
+        """(USD per hour, origin) of a machine type in a region; ``(None, "")`` without one."""
+        key = (region, kind, machine_type)
+        price = self.entries.get(key)
+        if price is None:
+            key = ("", kind, machine_type)
+            price = self.entries.get(key)
+        return (None, "") if price is None else (price, self.origins.get(key, "bundled"))
 
     def node_price(self, node: Node) -> NodePrice:
         """The price of ``node`` from its labels (see the module docstring)."""
@@ -109,7 +144,8 @@ class PriceTable:
             region = node.zone.rsplit("-", 1)[0]
         spot = labels.get(LABEL_SPOT) == "true" or labels.get(LABEL_PREEMPTIBLE) == "true"
         kind: Kind = "spot" if spot else "on-demand"
-        return NodePrice(machine, region, kind, self.hourly(machine, region, kind) if machine else None)
+        hourly, origin = self._lookup(machine, region, kind) if machine else (None, "")
+        return NodePrice(machine, region, kind, hourly, origin)
 
     def on_demand(self, region: str = BUNDLED_REGION) -> dict[str, float]:
         """Machine type → on-demand USD per hour in ``region`` (the replay's flat table)."""
@@ -117,8 +153,9 @@ class PriceTable:
         out = {t: self.hourly(t, region, "on-demand") for t in types}
         return {t: p for t, p in sorted(out.items()) if p is not None}
 
-    def merge(self, doc: Any, where: str) -> None:
-        """Add the entries of a parsed price file ``doc`` (see the module docstring).
+    def merge(self, doc: Any, where: str, origin: str = "file") -> None:
+        """Add the entries of a parsed price file ``doc`` (see the module docstring), recording
+        ``origin`` (``"file"`` or ``"bundled"``) for each in :attr:`origins`.
 
         Raises:
             PriceError: a malformed layout or price (names ``where`` and the entry).
@@ -128,7 +165,7 @@ class PriceTable:
         if not isinstance(doc, Mapping):
             raise PriceError(f"{where}: expected a mapping of machine type to USD per hour")
         if not any(k in doc for k in (*_META, "prices", "spot")):
-            self._add("", "on-demand", doc, where)  # plain machine-type: price
+            self._add("", "on-demand", doc, where, origin)  # plain machine-type: price
             return
         unknown = set(doc) - {*_META, "prices", "spot"}
         if unknown:
@@ -139,7 +176,7 @@ class PriceTable:
         if not isinstance(region, str):
             raise PriceError(f"{where}: region must be a region name, got {region!r}")
         for section, kind in _SECTIONS:
-            self._add(region, kind, doc.get(section), f"{where}: {section}")
+            self._add(region, kind, doc.get(section), f"{where}: {section}", origin)
         regions = doc.get("regions") or {}
         if not isinstance(regions, Mapping):
             raise PriceError(f"{where}: 'regions' must map region names to {{prices, spot}}")
@@ -147,12 +184,12 @@ class PriceTable:
             if not isinstance(body, Mapping) or set(body) - {"prices", "spot"}:
                 raise PriceError(f"{where}: regions.{name} must hold only 'prices' and 'spot' mappings")
             for section, kind in _SECTIONS:
-                self._add(str(name), kind, body.get(section), f"{where}: regions.{name}.{section}")
+                self._add(str(name), kind, body.get(section), f"{where}: regions.{name}.{section}", origin)
         currency = doc.get("currency", "USD")
         if currency != "USD":
             raise PriceError(f"{where}: prices must be in USD, got currency {currency!r}")
 
-    def _add(self, region: str, kind: Kind, body: Any, where: str) -> None:
+    def _add(self, region: str, kind: Kind, body: Any, where: str, origin: str) -> None:
         if body is None:
             return
         if not isinstance(body, Mapping):
@@ -164,7 +201,9 @@ class PriceTable:
             if not region:  # an every-region price replaces this type's price in each region
                 for key in [key for key in self.entries if key[1] == kind and key[2] == machine]:
                     self.entries[key] = float(v)
+                    self.origins[key] = origin
             self.entries[(region, kind, machine)] = float(v)
+            self.origins[(region, kind, machine)] = origin
 
 
 def _read(path: Path) -> Any:
@@ -187,7 +226,8 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     """
     doc = yaml.safe_load((resources.files("scaler.replay") / "prices.yaml").read_text(encoding="utf-8"))
     table = PriceTable(source=str(doc.get("source", "")), date=str(doc.get("date", "")))
-    table.merge(doc, "bundled prices.yaml")
+    table.bundled_source, table.bundled_date = table.source, table.date
+    table.merge(doc, "bundled prices.yaml", origin="bundled")
     if path is None:
         return table
     p = Path(path)
@@ -196,6 +236,7 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     own = extra if isinstance(extra, Mapping) else {}
     table.source = str(own.get("source") or f"{p.name} over {table.source}")
     table.date = str(own.get("date") or table.date)
+    table.file_source, table.file_date = str(own.get("source") or p.name), table.date
     return table
 
 

@@ -12,7 +12,7 @@ import yaml
 from scaler.config import ScalerConfig
 from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
-from scaler.model.records import Resources
+from scaler.model.records import Node, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.relief import ReliefPlan
 from scaler.replay.prices import PriceTable, load_price_table
@@ -36,6 +36,7 @@ from scaler.report.models import (
     TolerationModel,
     UtilizationModel,
 )
+from scaler.utilization import NodeUtilization
 
 __all__ = [
     "build_report",
@@ -47,6 +48,14 @@ __all__ = [
     "savings_line",
     "usd_month",
 ]
+
+
+def _request_utilization(node: Node, u: NodeUtilization) -> RequestUtilizationModel:
+    """CA's requests-based fractions of ``node``; ``None`` for a resource without allocatable."""
+    cpu = u.request_cpu if node.allocatable.cpu_millicores > 0 else None
+    memory = u.request_memory if node.allocatable.memory_bytes > 0 else None
+    value = None if cpu is None or memory is None else u.request_value
+    return RequestUtilizationModel(cpu=cpu, memory=memory, value=value)
 
 
 def _figures(r: Resources) -> ResourceFigures:
@@ -78,9 +87,7 @@ def _node_report(
         utilization=UtilizationModel(
             cpu=u.cpu, memory=u.memory, value=u.value, resource=u.resource, source=u.source
         ),
-        request_utilization=RequestUtilizationModel(
-            cpu=u.request_cpu, memory=u.request_memory, value=u.request_value
-        ),
+        request_utilization=_request_utilization(node, u),
         metrics=u.metrics.value,
         allocatable=_figures(node.allocatable),
         requested=requested,
@@ -179,17 +186,24 @@ def relief_model(plan: ReliefPlan, config: ScalerConfig, snapshot: ClusterSnapsh
     )
 
 
-def savings(nodes: list[NodeReport], prices: PriceTable) -> SavingsModel:
+def savings(
+    nodes: list[NodeReport], prices: PriceTable, snapshot: ClusterSnapshot | None = None
+) -> SavingsModel:
     """The monthly cost of the removable ``nodes``: the sum of the known prices, ``None`` when
-    some are removable and none has a price (unknown, never 0)."""
+    some are removable and none has a price (unknown, never 0); the source names every table a
+    removable node was priced from (:meth:`PriceTable.attribution`)."""
     removable = [n for n in nodes if n.removable]
     known = [n.cost.monthly_usd for n in removable if n.cost.monthly_usd is not None]
+    by_name = snapshot.node_by_name if snapshot is not None else {}
+    source, date = prices.attribution(
+        prices.node_price(by_name[n.name]).origin for n in removable if n.name in by_name
+    )
     return SavingsModel(
         monthly_usd=sum(known) if known or not removable else None,
         priced_nodes=len(known),
         unpriced_nodes=len(removable) - len(known),
-        price_source=prices.source,
-        price_date=prices.date,
+        price_source=source,
+        price_date=date,
     )
 
 
@@ -247,7 +261,7 @@ def build_report(
         freed_cpu_millicores=outcome.freed_cpu_millicores,
         freed_memory_bytes=outcome.freed_memory_bytes,
         unremovable_by_reason=dict(sorted(evaluation.reason_counts().items())),
-        savings=savings(nodes, prices),
+        savings=savings(nodes, prices, snapshot),
     )
     flags = effective_flags(evaluation.config, snapshot)
     return DryRunReport(

@@ -44,7 +44,8 @@ class _Model(BaseModel):
 
 
 class UtilizationModel(_Model):
-    """Utilization fractions 0–1 (``null`` when unknown: no fresh metrics on a non-empty node)."""
+    """Utilization fractions 0–1 (``null`` when unknown: no fresh metrics on a non-empty node, or
+    no allocatable of the resource to divide by)."""
 
     cpu: float | None
     memory: float | None
@@ -57,11 +58,12 @@ class UtilizationModel(_Model):
 
 
 class RequestUtilizationModel(_Model):
-    """cluster-autoscaler's requests-based utilization, fractions 0–1."""
+    """cluster-autoscaler's requests-based utilization, fractions 0–1 (``null`` for a resource
+    the node has no allocatable of: a fraction of zero is unknown, never 0)."""
 
-    cpu: float
-    memory: float
-    value: float
+    cpu: float | None
+    memory: float | None
+    value: float | None
 
 
 class ResourceFigures(_Model):

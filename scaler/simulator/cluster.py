@@ -25,7 +25,7 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
 from scaler.simulator.removal import RemovalSimulator
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
-from scaler.utilization import NodeUtilization, node_utilization, pod_load
+from scaler.utilization import NodeUtilization, no_usage_words, node_utilization, pod_load
 
 __all__ = [
     "NodeRemoval",
@@ -38,11 +38,12 @@ __all__ = [
 
 
 def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, list[Pod]]:
-    """Pods that occupy each node: terminal pods and expendable pods (priority below
-    ``--expendable-pods-priority-cutoff``) are dropped, as CA drops them from its snapshot."""
+    """Pods that occupy each node: terminal pods and expendable pods (``spec.priority`` set and
+    below ``--expendable-pods-priority-cutoff``, :meth:`Pod.is_expendable`) are dropped, as CA
+    drops them from its snapshot (``IsExpendablePod``)."""
     cutoff = config.expendable_pods_priority_cutoff
     return {
-        name: [p for p in pods if not p.is_terminal and p.priority >= cutoff]
+        name: [p for p in pods if not p.is_terminal and not p.is_expendable(cutoff)]
         for name, pods in snapshot.pods_by_node.items()
     }
 
@@ -127,7 +128,8 @@ def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
         cpu, mem = pod_load(p, ctx.snapshot, ctx.config)
         if cpu is None or mem is None:
             what = "cpu" if cpu is None else "memory"
-            return f"pod {p.key} has neither a {what} request nor PodMetrics: its usage is unknown"
+            lacks = no_usage_words(p, ctx.snapshot)
+            return f"pod {p.key} has neither a {what} request nor {lacks}: its usage is unknown"
     return ""
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Resources
-from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 
 __all__ = [
     "BatchScorePlugin",
@@ -167,8 +167,12 @@ class NodeTable:
     """
 
     def __init__(self, states: list[NodeState]) -> None:
-        def col(values: Iterable[int]) -> npt.NDArray[np.int64]:
-            return np.fromiter(values, dtype=np.int64, count=len(states))
+        def col(values: Iterable[int], what: str = "") -> npt.NDArray[np.int64]:
+            items = list(values)
+            try:
+                return np.fromiter(items, dtype=np.int64, count=len(states))
+            except OverflowError:
+                raise _overflow(states, items, what) from None
 
         def flag(values: Iterable[bool]) -> npt.NDArray[np.bool_]:
             return np.fromiter(values, dtype=np.bool_, count=len(states))
@@ -178,17 +182,22 @@ class NodeTable:
         self.alloc_mem = col(a.memory_bytes for a in alloc)
         self.alloc_eph = col(a.ephemeral_storage_bytes for a in alloc)
         self.alloc_pods = col(a.pods for a in alloc)
-        self.req_cpu = col(s.requested.cpu_millicores for s in states)
-        self.req_mem = col(s.requested.memory_bytes for s in states)
-        self.req_eph = col(s.requested.ephemeral_storage_bytes for s in states)
+        self.req_cpu = col(
+            (s.requested.cpu_millicores for s in states), "cpu requests of its pods (millicores)"
+        )
+        self.req_mem = col((s.requested.memory_bytes for s in states), "memory requests of its pods (bytes)")
+        self.req_eph = col(
+            (s.requested.ephemeral_storage_bytes for s in states),
+            "ephemeral-storage requests of its pods (bytes)",
+        )
         self.pod_count = col(len(s.pods) for s in states)
         self.moved_cpu = col(s.moved_cpu_millicores for s in states)
         self.moved_mem = col(s.moved_memory_bytes for s in states)
         self.has_usage = flag(
             s.usage_cpu_millicores is not None and s.usage_memory_bytes is not None for s in states
         )
-        self.usage_cpu = col(s.usage_cpu_millicores or 0 for s in states)
-        self.usage_mem = col(s.usage_memory_bytes or 0 for s in states)
+        self.usage_cpu = col((s.usage_cpu_millicores or 0 for s in states), "cpu usage (millicores)")
+        self.usage_mem = col((s.usage_memory_bytes or 0 for s in states), "memory usage (bytes)")
         self.ghost = flag(s.ghost for s in states)
         self.removed = flag(s.removed for s in states)
         self.to_be_deleted = flag(any(t.key == TAINT_TO_BE_DELETED for t in s.node.taints) for s in states)
@@ -219,6 +228,16 @@ class NodeTable:
         self.magnitude = max(self.magnitude, abs(ns.moved_cpu_millicores), abs(ns.moved_memory_bytes))
         self.ghost[i] = ns.ghost
         self.removed[i] = ns.removed
+
+
+def _overflow(states: list[NodeState], values: list[int], what: str) -> SnapshotError:
+    """The one-line error for a node whose ``what`` does not fit int64: only a sum can (its
+    pods' requests, or its usage plus the pods not yet in its metrics), every single quantity
+    being bounded when it is parsed (:data:`scaler.model.quantity.MAX_QUANTITY`)."""
+    for s, v in zip(states, values, strict=True):
+        if not -(2**63) <= v < 2**63:
+            return SnapshotError(f"Node {s.name}: the {what or 'value'} sum to {v}, more than 2^63-1")
+    return SnapshotError(f"a node's {what or 'value'} sum to more than 2^63-1")
 
 
 def _sum_requests(pods: list[Pod]) -> Resources:
