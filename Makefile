@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit test-deps bench clean
+.PHONY: demo test lint typecheck unit test-deps bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ test-deps:
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m benchmarks $(BENCH_ARGS)
+
+## Soak (30 minutes; needs ../shared/k8s and etcd): two `scaler run` replicas on a real control
+## plane under the fault matrix at seeded random times; the safety invariants checked over the
+## audit log at the end. SOAK_ARGS="--duration 2m" for a smoke run.
+soak: $(STAMP)
+	$(PY) -m benchmarks.soak $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -81,6 +81,15 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
         time.sleep(poll)
 
 
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (closed again: race-prone, fine for tests)."""
     with socket.socket() as s:
@@ -138,6 +147,8 @@ class AuditEvent:
     uri: str
     user_agent: str
     time: float
+    received: float = 0.0
+    """When the API server received the request (Unix seconds); :attr:`time` is when it answered."""
 
     @property
     def display(self) -> str:
@@ -155,6 +166,10 @@ def _audit_event(doc: Mapping[str, Any]) -> AuditEvent:
         ts = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         ts = 0.0
+    try:
+        received = _rfc3339(str(doc.get("requestReceivedTimestamp") or ""))
+    except ValueError:
+        received = ts
     return AuditEvent(
         user=str((doc.get("user") or {}).get("username") or ""),
         verb=str(doc.get("verb") or ""),
@@ -167,6 +182,7 @@ def _audit_event(doc: Mapping[str, Any]) -> AuditEvent:
         uri=str(doc.get("requestURI") or ""),
         user_agent=str(doc.get("userAgent") or ""),
         time=ts,
+        received=received,
     )
 
 
@@ -198,6 +214,7 @@ class ControlPlane:
         self.env: dict[str, str] = {}
         self._client: httpx.Client | None = None
         self._started = False
+        self._restarted: list[subprocess.Popen[bytes]] = []
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = 180.0) -> ControlPlane:
@@ -236,13 +253,85 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
-        """Stop exactly what :meth:`start` started (the PIDs recorded by the script)."""
+        """Stop exactly what :meth:`start` started (the PIDs recorded by the script, a paused
+        one continued first, a restarted kube-apiserver included)."""
         if self._client is not None:
             self._client.close()
             self._client = None
         if self._started:
+            for name in self._pids():
+                self.resume(name)
             subprocess.run(["bash", str(SCRIPT), "stop", str(self.state_dir)], timeout=60, check=False)
             self._started = False
+        for proc in self._restarted:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+        self._restarted.clear()
+
+    # -- faults: pause, continue, restart a component ---------------------------------------------
+    def _pids(self) -> dict[str, int]:
+        """Component name (``etcd``, ``kube-apiserver``, …) → PID, from the script's ``pids`` file."""
+        out: dict[str, int] = {}
+        path = self.state_dir / "pids"
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                name, _, pid = line.partition(" ")
+                if pid.strip().isdigit():
+                    out[name] = int(pid)
+        return out
+
+    def pause(self, component: str) -> None:
+        """SIGSTOP one component (``etcd``, ``kube-apiserver``): a freeze, as a stalled disk or a
+        VM live migration. Always :meth:`resume` it (``stop`` does)."""
+        os.kill(self._pids()[component], signal.SIGSTOP)
+
+    def resume(self, component: str) -> None:
+        """SIGCONT a component paused by :meth:`pause` (a running one ignores it)."""
+        pid = self._pids().get(component)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+    def restart_apiserver(self, down_seconds: float = 0.0, timeout: float = 120.0) -> float:
+        """Stop kube-apiserver (SIGTERM, as a rolling restart does; SIGKILL when it has not exited
+        5 s later, as the kubelet does after its grace period), wait ``down_seconds``, start
+        it again with the same command line (same port, same audit log, appended) and wait for
+        ``/readyz``. The ``pids`` file names the new process, so :meth:`stop` stops it. Returns
+        the seconds it did not answer.
+
+        Raises:
+            AssertionError: it did not stop, or did not become ready within ``timeout``.
+        """
+        pid = self._pids()["kube-apiserver"]
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        down = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        try:  # its graceful shutdown waits for in-flight requests (up to their 60 s timeout)
+            wait_for(lambda: not _running(pid), 5, "kube-apiserver to exit", poll=0.2)
+        except AssertionError:
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: not _running(pid), 30, "kube-apiserver to exit after SIGKILL", poll=0.2)
+        time.sleep(down_seconds)
+        with (self.state_dir / "logs" / "kube-apiserver.log").open("ab") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._restarted.append(proc)
+        pids = self.state_dir / "pids"
+        lines = [f"kube-apiserver {proc.pid}" if line.startswith("kube-apiserver ") else line
+                 for line in pids.read_text().splitlines()]  # fmt: skip
+        pids.write_text("\n".join(lines) + "\n")
+        if self._client is not None:
+            self._client.close()
+        self._client = self.client()
+        wait_for(self.ready, timeout, "kube-apiserver /readyz after the restart", poll=0.2)
+        return time.monotonic() - down
+
+    def ready(self) -> bool:
+        """``/readyz`` answers 200."""
+        try:
+            with self.client() as c:
+                return c.get("/readyz", timeout=3).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def __enter__(self) -> ControlPlane:
         """Start (stopped again if the start fails)."""
@@ -630,11 +719,23 @@ class Kubelet:
 
     def _ready_later(self, pod: Mapping[str, Any], path: str, seconds: float) -> None:
         def ready() -> None:
-            with self.cp.client() as client:
-                r = client.patch(path + "/status", content=json.dumps({"status": pod_status(pod, ready=True)}),
-                                 headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
-                if r.status_code not in (200, 404, 409):
-                    self.errors.append(f"status {path}: {r.status_code} {r.text[:200]}")
+            # Retried for a minute: the API server may be restarting or frozen (a fault test).
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with self.cp.client() as client:
+                        r = client.patch(path + "/status", content=json.dumps({"status": pod_status(pod, ready=True)}),
+                                         headers={"Content-Type": "application/merge-patch+json"})  # fmt: skip
+                except httpx.HTTPError as e:
+                    status, text = 0, str(e)
+                else:
+                    status, text = r.status_code, r.text
+                if status in (200, 404, 409):
+                    return
+                if time.monotonic() > deadline or self._stop.is_set():
+                    self.errors.append(f"status {path}: {status} {text[:200]}")
+                    return
+                self._stop.wait(1.0)
 
         timer = threading.Timer(seconds, ready)
         timer.daemon = True
@@ -718,6 +819,8 @@ class MetricsServer:
             :attr:`app_usage`.
         app_usage: ``app`` label value → (CPU millicores, memory bytes) per container of its pods.
         fail_status: when set, every metrics request answers this HTTP status (an outage).
+        window_seconds: the ``window`` of every NodeMetrics and PodMetrics (seconds; a pod that
+            started within it is not in its node's reading yet).
         requests: paths served, in order.
     """
 
@@ -728,6 +831,7 @@ class MetricsServer:
         self.pod_usage = (10, 64 * MI)
         self.app_usage: dict[str, tuple[int, int]] = {}
         self.fail_status: int | None = None
+        self.window_seconds = 30
         self.requests: list[str] = []
         self._local = threading.local()
         self._fixed: dict[str, list[tuple[str, float, bytes, bytes]]] | None = None
@@ -864,7 +968,7 @@ class MetricsServer:
             for node in client.get("/api/v1/nodes").json().get("items") or []:
                 name = node["metadata"]["name"]
                 cpu, mem = self.node_usage.get(name, self.default_node_usage)
-                items.append({"metadata": {"name": name, "creationTimestamp": now}, "timestamp": now, "window": "30s",
+                items.append({"metadata": {"name": name, "creationTimestamp": now}, "timestamp": now, "window": f"{self.window_seconds}s",
                               "usage": {"cpu": f"{cpu}m", "memory": str(mem)}})  # fmt: skip
             return 200, {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         if path == base + "/pods" or (path.startswith(base + "/namespaces/") and path.endswith("/pods")):
@@ -879,7 +983,7 @@ class MetricsServer:
                 containers = [{"name": c["name"], "usage": {"cpu": f"{cpu}m", "memory": str(mem)}}
                               for c in pod["spec"].get("containers") or []]  # fmt: skip
                 items.append({"metadata": {"name": meta["name"], "namespace": meta["namespace"], "creationTimestamp": now},
-                              "timestamp": now, "window": "30s", "containers": containers})  # fmt: skip
+                              "timestamp": now, "window": f"{self.window_seconds}s", "containers": containers})  # fmt: skip
             return 200, {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
 

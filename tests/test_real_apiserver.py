@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from typing import Any
 
 import httpx
 import pytest
+from faultcheck import ClusterRecorder, holders, leftovers, violations
 from realk8s import (
     GI,
     MI,
@@ -100,7 +102,8 @@ class World:
         self.metrics.node_usage.clear()
         self.metrics.app_usage.clear()
         self.metrics.fail_status = None
-        for kind, version in (("Deployment", "apps/v1"), ("ReplicaSet", "apps/v1"),
+        self.metrics.window_seconds = 30
+        for kind, version in (("Deployment", "apps/v1"), ("ReplicaSet", "apps/v1"), ("DaemonSet", "apps/v1"),
                               ("PodDisruptionBudget", "policy/v1")):  # fmt: skip
             self.cp.delete_all(kind, APPS, version)
         self.cp.delete_all("Pod", APPS, grace=0)
@@ -142,9 +145,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         cp.apply(rbac("base", SA))  # --cloud-provider=kubernetes deletes Node objects: the base's RBAC
         cp.apply(rbac("overlays/gke", "scaler-gke"))
         cp.apply(rbac("overlays/dry-run", "scaler-dry-run"))
+        for replica in ("scaler-a", "scaler-b"):  # the fault matrix's two replicas
+            cp.apply(rbac("base", replica))
         kubeconfigs = {
             name: cp.service_account_kubeconfig(name, NAMESPACE, tmp / f"{name}.kubeconfig")
-            for name in (SA, "scaler-gke", "scaler-dry-run")
+            for name in (SA, "scaler-gke", "scaler-dry-run", "scaler-a", "scaler-b")
         }
         yield World(cp, kubelet, metrics, tmp, kubeconfigs)
 
@@ -152,9 +157,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 @pytest.fixture
 def w(world: World) -> Iterator[World]:
     world.reset()
-    yield world
+    with ClusterRecorder(world.cp) as rec:
+        yield world
     assert not world.kubelet.errors, world.kubelet.errors
     assert_audit_clean(world.audit())
+    # The fault matrix's invariants hold in every test (faultcheck): fenced writes where the
+    # ServiceAccount ran with leader election, safe node deletes, nothing left behind.
+    users = [f"system:serviceaccount:{NAMESPACE}:{sa}" for sa in (SA, "scaler-gke", "scaler-dry-run")]
+    report = violations(world.cp.audit(world.since), users, rec, leased=None)
+    assert not report.violations and not leftovers(world.cp), (report.violations, leftovers(world.cp))
 
 
 def assert_audit_clean(events: list[AuditEvent]) -> None:
@@ -647,3 +658,221 @@ def test_a_drain_stops_when_its_node_is_deleted_by_someone_else(w: World) -> Non
         e.display for e in w.cp.audit(offset, SA_USER) if e.resource == "nodes" and e.verb in WRITE_VERBS
     ]
     assert nodes == [], nodes
+
+
+# -- the fault matrix: two replicas, each its own ServiceAccount, checked from the audit log ---------
+#
+# Each case runs replicas as the ServiceAccounts ``scaler-a`` and ``scaler-b`` (the base's RBAC,
+# bound to each), records every Node and Pod state (faultcheck.ClusterRecorder), injects one
+# fault, and checks faultcheck's invariants: pods only evicted, every node/pod write made while
+# its replica held the Lease, nodes deleted only tainted, cordoned and without workload pods,
+# and no node left tainted, cordoned or marked once the replicas recovered.
+
+REPLICAS = ("scaler-a", "scaler-b")
+LEASE = ("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
+
+
+def sa_user(sa: str) -> str:
+    return f"system:serviceaccount:{NAMESPACE}:{sa}"
+
+
+@dataclass
+class Faults:
+    """One matrix case: the world, its recorder, its replicas."""
+
+    w: World
+    rec: ClusterRecorder
+    name: str
+    procs: dict[str, ScalerProcess]
+
+    def start(self, *args: str, replicas: int = 2, leader_elect: bool = True) -> None:
+        for sa in REPLICAS[:replicas]:
+            flags = [*FAST, f"--leader-elect={str(leader_elect).lower()}", *args]
+            log = self.w.tmp / f"{self.name}-{sa}.log"
+            self.procs[sa] = ScalerProcess(self.w.kubeconfigs[sa], flags, log).start()
+        for proc in self.procs.values():  # both past their start-up checks before any fault
+            proc.wait_output("scaler run started", 60)
+
+    def events(self) -> list[AuditEvent]:
+        return self.w.cp.audit(self.w.since)
+
+    def leader(self, timeout: float = 60.0) -> str:
+        """The ServiceAccount of the replica that last wrote the Lease (waits for one)."""
+        users = {sa_user(sa): sa for sa in self.procs}
+        found = wait_for(lambda: [u for _, u in holders(self.events()) if u in users], timeout, "a leader")
+        return users[found[-1]]
+
+    def evicted(self, sa: str | None = None, code: int = 201) -> list[AuditEvent]:
+        return [e for e in evictions(self.events()) if e.code == code and (sa is None or e.user == sa_user(sa))]
+
+    def settle(self, node: str, timeout: float = 120.0) -> None:
+        """Wait until ``node`` is deleted or back to untouched, then SIGTERM the replicas still
+        running (a replica that lost the lease may have exited on its own)."""
+        wait_for(lambda: self.w.cp.get("Node", node) is None or untouched(self.w.cp, node), timeout,
+                 f"node {node} deleted or rolled back")  # fmt: skip
+        self.stop()
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.alive():
+                proc.terminate(90)
+
+    def check(self, leased: bool = True) -> None:
+        """The invariants over the whole case (after the replicas stopped)."""
+        report = violations(self.events(), [sa_user(sa) for sa in self.procs], self.rec, leased=leased)
+        left = leftovers(self.w.cp)
+        logs = "\n".join(f"--- {sa} (exit {p.proc.returncode if p.proc else None}):\n{p.output[-2500:]}"
+                         for sa, p in self.procs.items())  # fmt: skip
+        assert not report.violations and not left, f"{report.violations + left}\ncounts {dict(report.counts)}\n{logs}"
+
+
+@pytest.fixture
+def fx(world: World, request: pytest.FixtureRequest) -> Iterator[Faults]:
+    world.cp.resume("etcd")
+    world.cp.apply(rbac("base", "scaler-a") + rbac("base", "scaler-b"))  # a case may have deleted a binding
+    world.reset()
+    with ClusterRecorder(world.cp) as rec:
+        case = Faults(world, rec, request.node.name.removeprefix("test_")[:40], {})
+        try:
+            yield case
+        finally:
+            for proc in case.procs.values():
+                proc.kill()
+
+
+def slow_drain(w: World, prefix: str, ready_after: float = 3.0) -> tuple[list[str], str]:
+    """Two busy nodes and an underused one running two ``web`` pods under a PDB allowing one
+    disruption; a replacement is Ready ``ready_after`` s after it starts, so the second eviction
+    answers 429 until then and is retried 10 s later: a drain of about 10 s."""
+    busy = w.busy_nodes(prefix)
+    under = w.node(f"{prefix}-under", IDLE_USAGE)
+    w.cp.place(lambda: w.cp.deployment("web", APPS, 2), APPS, "web", 2, on=[under])
+    w.cp.pdb("web", APPS, "web", max_unavailable=1)
+    wait_for(lambda: w.cp.pdb_allows("web", APPS) == 1, 30, "PDB web to allow 1")
+    w.kubelet.hold(APPS, "web", seconds=ready_after)
+    return busy, under
+
+
+def test_fault_leader_paused_past_its_lease_then_continued(fx: Faults) -> None:
+    """The leader is SIGSTOPped after its first eviction, for longer than the 15 s lease; the
+    other replica takes the Lease over, rolls the node back and drains it again; then the old
+    leader is continued. It must not write again (no eviction, no rollback patch): its lease is
+    gone, the node is the new leader's."""
+    _, under = slow_drain(fx.w, "pause")
+    fx.start("--max-pod-eviction-time=120s")
+    a = fx.leader()
+    b = next(sa for sa in fx.procs if sa != a)
+    wait_for(lambda: fx.evicted(a), 60, "the leader's first eviction")
+    fx.procs[a].proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        wait_for(lambda: fx.leader() == b, 60, "the other replica to take the Lease over")
+        wait_for(lambda: tainted(fx.w.cp, under) or fx.w.cp.get("Node", under) is None, 30, "the new leader's taint")
+    finally:
+        fx.procs[a].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+    wait_for(lambda: not fx.procs[a].alive(), 60, "the old leader to exit (it lost the lease)")
+    fx.settle(under)
+    fx.check()
+
+
+def test_fault_etcd_frozen_20s_mid_drain(fx: Faults) -> None:
+    """etcd is SIGSTOPped for 20 s after the first eviction (every API request hangs; the lease
+    cannot be renewed), then continued. Whichever replica leads afterwards finishes or rolls the
+    node back; no write is made by a replica whose lease ran out meanwhile."""
+    _, under = slow_drain(fx.w, "etcd")
+    fx.start("--max-pod-eviction-time=120s")
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    fx.w.cp.pause("etcd")
+    try:
+        time.sleep(20)
+    finally:
+        fx.w.cp.resume("etcd")
+    fx.settle(under)
+    fx.check()
+
+
+def test_fault_apiserver_restarted_mid_drain(fx: Faults) -> None:
+    """kube-apiserver is stopped after the first eviction and started again (same port, same
+    etcd): the drain carries on through retries, or the node is rolled back; nothing else."""
+    _, under = slow_drain(fx.w, "restart")
+    fx.start("--max-pod-eviction-time=120s")
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    down = fx.w.cp.restart_apiserver()
+    print(f"kube-apiserver did not answer for {down:.1f}s")
+    fx.settle(under)
+    fx.check()
+
+
+def test_fault_pod_tolerating_every_taint_bound_mid_drain(fx: Faults) -> None:
+    """Mid-drain a Deployment's pod that tolerates every taint is bound to the draining node
+    (``nodeName``: past the cordon and the taint). The verify step finds it: no delete, the node
+    is rolled back, and the node's DaemonSet pod, evicted only once verify passes, stays."""
+    w = fx.w
+    _, under = slow_drain(w, "tol")
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": APPS},
+          "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+              "metadata": {"labels": {"app": "agent"}},
+              "spec": {"nodeSelector": {"kubernetes.io/hostname": under}, "tolerations": [{"operator": "Exists"}],
+                       "containers": [{"name": "agent", "image": "registry.k8s.io/pause:3.9"}]}}}}  # fmt: skip
+    w.cp.create(ds)
+    wait_for(lambda: w.cp.ready_pods(APPS, "agent"), 60, "the DaemonSet pod on the node")
+    fx.start("--max-pod-eviction-time=120s", replicas=1)
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    sticky = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sticky", "namespace": APPS},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "sticky"}}, "template": {
+                  "metadata": {"labels": {"app": "sticky"}},
+                  "spec": {"nodeName": under, "tolerations": [{"operator": "Exists"}],
+                           "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}}  # fmt: skip
+    w.cp.create(sticky)
+    wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 90, "the verify step to refuse")
+    fx.settle(under)
+    w.cp.delete("DaemonSet", "agent", APPS, "apps/v1")
+    assert w.cp.get("Node", under) is not None
+    agent = [e.display for e in evictions(fx.events()) if e.name.startswith("agent-")]
+    assert agent == [], f"the DaemonSet pod was evicted although verify failed: {agent}"
+    fx.check()
+
+
+def test_fault_pdb_tightened_mid_drain(fx: Faults) -> None:
+    """After the first eviction the PDB is tightened to maxUnavailable 0: the second eviction,
+    which the first one's Ready replacement would have allowed at its 10 s retry, is refused
+    (429) until --max-pod-eviction-time, and the node is rolled back."""
+    _, under = slow_drain(fx.w, "tight")
+    fx.start("--max-pod-eviction-time=25s", replicas=1)
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    fx.w.cp.request("PATCH", f"/apis/policy/v1/namespaces/{APPS}/poddisruptionbudgets/web",
+                    {"spec": {"maxUnavailable": 0}}, content_type="application/merge-patch+json")  # fmt: skip
+    wait_for(lambda: fx.w.events_for(under, "ScaleDownFailed"), 60, "the failed drain")
+    fx.settle(under)
+    assert fx.w.cp.get("Node", under) is not None
+    assert len(fx.evicted()) == 1 and len(fx.evicted(code=429)) >= 2, [e.display for e in evictions(fx.events())]
+    fx.check()
+
+
+def test_fault_node_metrics_glitch_is_not_an_idle_node(fx: Faults) -> None:
+    """n1's NodeMetrics say 1m CPU while its two pods' PodMetrics say 1.5 cores each (3 of its
+    4): the node is busy, whatever its NodeMetrics say. It is never tainted, cordoned or drained,
+    though its pods would fit elsewhere."""
+    w = fx.w
+    big = [f"glitch-big-{i}" for i in range(2)]
+    for name in big:
+        w.cp.add_node(name, cpu_millicores=16000)
+        w.metrics.node_usage[name] = BUSY_USAGE
+    w.cp.place(lambda: w.cp.deployment("backend", APPS, 2, cpu_millicores=500, memory_bytes=GI),
+               APPS, "backend", 2, on=big)  # fmt: skip
+    n1 = w.node("glitch-n1", (1, 512 * MI))
+    w.cp.place(lambda: w.cp.deployment("hot", APPS, 2), APPS, "hot", 2, on=[n1])
+    w.metrics.app_usage["hot"] = (1500, 256 * MI)
+    # A 1 s metrics window: the pods, started before it, are in n1's NodeMetrics reading (not
+    # added to it as pods not yet in the metrics).
+    w.metrics.window_seconds = 1
+    time.sleep(2)
+    fx.start(replicas=1)
+    wait_for(lambda: ANNOTATION_STATUS in ((w.cp.get("Node", n1) or {}).get("metadata", {}).get("annotations") or {}),
+             60, "n1's verdict")  # fmt: skip
+    time.sleep(3)  # a few more 1 s loops
+    verdict = json.loads(((w.cp.get("Node", n1) or {})["metadata"]["annotations"])[ANNOTATION_STATUS])
+    fx.stop()
+    assert not fx.rec.ever(n1, tainted=True, cordoned=True), f"n1 was tainted or cordoned; verdict {verdict}"
+    assert not evictions(fx.events()), [e.display for e in evictions(fx.events())]
+    assert verdict["reason"] == "MetricsUnavailable", verdict
+    fx.check()

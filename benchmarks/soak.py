@@ -1,0 +1,394 @@
+"""Soak: two ``scaler run`` replicas on a real kube-apiserver for a long while, under faults.
+
+``python -m benchmarks.soak --duration 30m --seed 1`` (``make soak``; ``--duration 2m`` for a
+smoke run). Needs ``../shared/k8s`` and etcd, as the real-apiserver tests do.
+
+A real control plane (``tests/realk8s.py``: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler; the test plays the kubelet and metrics-server) runs three busy nodes. Every
+``--node-interval`` a new underused node joins with a two-pod Deployment under a PDB allowing
+one disruption (the real scheduler puts the pods on the emptiest node, the new one); the two
+replicas, each its own ServiceAccount bound to the base's RBAC, take such nodes away (drain
+through the Eviction API, delete the Node). At seeded random times one fault of the matrix hits:
+
+* ``pause-leader``: the replica holding the Lease is SIGSTOPped past its lease, then continued;
+* ``etcd-freeze``: etcd is SIGSTOPped for 20 s;
+* ``apiserver-restart``: kube-apiserver is stopped and started again;
+* ``pdb-tighten``: a Deployment's PDB goes to maxUnavailable 0 for 30 s;
+* ``node-deleted``: a node scaler is removing is deleted by someone else;
+* ``binding-revoked``: the leader's ClusterRoleBinding is deleted for 10 s;
+* ``tolerating-pod``: a pod tolerating every taint is bound to a node scaler is removing;
+* ``metrics-glitch``: a node joins whose NodeMetrics say 1m CPU while its pods use 3 cores.
+
+A replica that exits is started again a second later (as its Deployment would). At the end the
+replicas are stopped and the invariants of ``tests/faultcheck.py`` are checked over the whole
+audit log: pods only evicted, every node and pod write made by the Lease holder, nodes deleted
+only tainted, cordoned and empty of workload pods, no node left tainted or cordoned, and no
+glitched node ever tainted. Counts and violations are printed and written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "tests") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests"))
+
+import faultcheck  # type: ignore[import-not-found]  # noqa: E402  (tests/faultcheck.py)
+import realk8s  # type: ignore[import-not-found]  # noqa: E402  (tests/realk8s.py)
+
+NAMESPACE = "scaler-system"
+APPS = "apps"
+REPLICAS = ("scaler-a", "scaler-b")
+GI, MI = 2**30, 2**20
+BUSY_USAGE = (1000, int(9.6 * GI))  # utilization 0.6 of 4 cpu / 16 GiB
+IDLE_USAGE = (120, GI)
+LEASE_SECONDS = 15.0
+FAULTS = (
+    "pause-leader", "etcd-freeze", "apiserver-restart", "pdb-tighten",
+    "node-deleted", "binding-revoked", "tolerating-pod", "metrics-glitch",
+)  # fmt: skip
+FLAGS = [
+    "--cloud-provider=kubernetes", "--scale-down-unneeded-time=0s", "--scan-interval=1s",
+    "--node-delete-delay-after-taint=0s", "--scale-down-delay-after-add=0s",
+    "--scale-down-delay-after-failure=5s", "--max-pod-eviction-time=30s",
+    f"--namespace={NAMESPACE}", "--address=127.0.0.1:0", "--leader-elect=true",
+]  # fmt: skip
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``2m``, ``1h`` or plain seconds → seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    if text and text[-1] in units:
+        return float(text[:-1]) * units[text[-1]]
+    return float(text)
+
+
+def rbac(name: str) -> list[dict[str, Any]]:
+    """The base overlay's Namespace, ServiceAccount and RBAC, renamed to ``name``."""
+    from test_deploy import rendered  # type: ignore[import-not-found]  # tests/test_deploy.py
+
+    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    docs: list[dict[str, Any]] = [d for d in rendered("base") if d["kind"] in kinds]
+    for d in docs:
+        d["metadata"].pop("annotations", None)
+        if d["kind"] != "Namespace":
+            d["metadata"]["name"] = name
+        if "roleRef" in d:
+            d["roleRef"]["name"] = name
+            for s in d["subjects"]:
+                s["name"] = name
+    return docs
+
+
+def sa_user(sa: str) -> str:
+    return f"system:serviceaccount:{NAMESPACE}:{sa}"
+
+
+class Soak:
+    """The cluster, the two replicas (restarted when they exit) and the fault injector."""
+
+    def __init__(
+        self, cp: Any, kubelet: Any, metrics: Any, tmp: Path, rng: random.Random, log: Callable[[str], None]
+    ) -> None:
+        self.cp, self.kubelet, self.metrics, self.tmp, self.rng, self.say = (
+            cp,
+            kubelet,
+            metrics,
+            tmp,
+            rng,
+            log,
+        )
+        self.kubeconfigs: dict[str, Path] = {}
+        self.procs: dict[str, Any] = {}
+        self.exits: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.added = 0
+        self.glitched: list[str] = []
+        self.t0 = time.monotonic()
+
+    # -- set-up and replicas ------------------------------------------------------------------------
+    def setup(self) -> None:
+        self.cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS}}])
+        for sa in REPLICAS:
+            self.cp.apply(rbac(sa))
+            self.kubeconfigs[sa] = self.cp.service_account_kubeconfig(
+                sa, NAMESPACE, self.tmp / f"{sa}.kubeconfig", 7 * 86400
+            )
+        busy = []
+        for i in range(3):
+            name = f"busy-{i}"
+            self.cp.add_node(name)
+            self.metrics.node_usage[name] = BUSY_USAGE
+            busy.append(name)
+        self.cp.place(
+            lambda: self.cp.deployment("backend", APPS, 3, cpu_millicores=500, memory_bytes=GI),
+            APPS,
+            "backend",
+            3,
+            on=busy,
+        )
+
+    def start_replica(self, sa: str) -> None:
+        proc = realk8s.ScalerProcess(self.kubeconfigs[sa], FLAGS, self.tmp / f"{sa}.log").start()
+        self.procs[sa] = proc
+
+    def supervise(self) -> None:
+        """Start again a replica that exited, as its Deployment would."""
+        for sa, proc in list(self.procs.items()):
+            if not proc.alive():
+                self.exits[f"{sa} exit {proc.proc.returncode}"] += 1
+                self.say(f"{sa} exited {proc.proc.returncode}; starting it again")
+                self.start_replica(sa)
+
+    def leader(self) -> str:
+        """The ServiceAccount name that last wrote the Lease, ``""`` when none."""
+        found = [u for _, u in faultcheck.holders(self.cp.audit(0)) if u]
+        return found[-1].rsplit(":", 1)[-1] if found else ""
+
+    # -- the workload --------------------------------------------------------------------------------
+    def add_underused(self, hot: bool = False) -> str:
+        self.added += 1
+        name = f"{'glitch' if hot else 'idle'}-{self.added}"
+        app = f"web-{self.added}"
+        self.cp.add_node(name)
+        self.metrics.node_usage[name] = (1, 512 * MI) if hot else IDLE_USAGE
+        if hot:
+            self.metrics.app_usage[app] = (1500, 256 * MI)
+            self.glitched.append(name)
+        # The scheduler prefers the new node (a preferred affinity; the simulation ignores it).
+        affinity = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [name]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+        self.cp.create({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": app, "namespace": APPS},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}}, "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"affinity": affinity, "terminationGracePeriodSeconds": 5, "containers": [
+                    {"name": "app", "image": "registry.k8s.io/pause:3.9",
+                     "resources": {"requests": {"cpu": "100m", "memory": str(256 * MI)}}}]}}},
+        })  # fmt: skip
+        self.cp.pdb(app, APPS, app, max_unavailable=1)
+        self.kubelet.hold(APPS, app, seconds=3.0)
+        # Workloads older than the last five go (bounding the pods on the busy nodes).
+        old = self.added - 6
+        if old > 0:
+            for kind, version in (("Deployment", "apps/v1"), ("PodDisruptionBudget", "policy/v1")):
+                self.cp.delete(kind, f"web-{old}", APPS, version)
+        return name
+
+    def removing(self) -> list[str]:
+        """Nodes carrying scaler's taint now."""
+        out = []
+        for node in self.cp.list("Node"):
+            if any(t["key"] == faultcheck.TAINT for t in node["spec"].get("taints") or []):
+                out.append(node["metadata"]["name"])
+        return out
+
+    def wait(self, seconds: float, until: float) -> None:
+        end = min(time.monotonic() + seconds, until)
+        while time.monotonic() < end:
+            self.supervise()
+            time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+
+    # -- faults --------------------------------------------------------------------------------------
+    def inject(self, fault: str, until: float) -> None:
+        self.say(f"fault {fault}")
+        if fault == "pause-leader":
+            sa = self.leader()
+            proc = self.procs.get(sa)
+            if proc is None or not proc.alive():
+                self.skipped[fault] += 1
+                return
+            proc.proc.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(LEASE_SECONDS + 8)
+            finally:
+                proc.proc.send_signal(signal.SIGCONT)
+        elif fault == "etcd-freeze":
+            self.cp.pause("etcd")
+            try:
+                time.sleep(20)
+            finally:
+                self.cp.resume("etcd")
+        elif fault == "apiserver-restart":
+            down = self.cp.restart_apiserver()
+            self.say(f"kube-apiserver down {down:.1f}s")
+        elif fault == "pdb-tighten":
+            pdbs = self.cp.list("PodDisruptionBudget", APPS, "policy/v1")
+            if not pdbs:
+                self.skipped[fault] += 1
+                return
+            name = self.rng.choice(sorted(p["metadata"]["name"] for p in pdbs))
+            path = f"/apis/policy/v1/namespaces/{APPS}/poddisruptionbudgets/{name}"
+            self.cp.request(
+                "PATCH", path, {"spec": {"maxUnavailable": 0}}, content_type="application/merge-patch+json"
+            )
+            self.wait(30, until + 60)
+            self.cp.request(
+                "PATCH", path, {"spec": {"maxUnavailable": 1}}, content_type="application/merge-patch+json"
+            )
+        elif fault == "node-deleted":
+            targets = self.removing()
+            if not targets:
+                self.skipped[fault] += 1
+                return
+            self.cp.delete("Node", self.rng.choice(targets))
+        elif fault == "binding-revoked":
+            sa = self.leader() or REPLICAS[0]
+            self.cp.delete("ClusterRoleBinding", sa, api_version="rbac.authorization.k8s.io/v1")
+            try:
+                self.wait(10, until + 60)
+            finally:
+                self.cp.apply(rbac(sa))
+        elif fault == "tolerating-pod":
+            targets = self.removing()
+            if not targets:
+                self.skipped[fault] += 1
+                return
+            node = self.rng.choice(targets)
+            name = f"sticky-{self.added}-{self.faults[fault]}"
+            self.cp.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": APPS},
+                            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {
+                                "metadata": {"labels": {"app": name}},
+                                "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+                                         "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}}}})  # fmt: skip
+            self.wait(30, until + 60)
+            self.cp.delete("Deployment", name, APPS, "apps/v1")
+        elif fault == "metrics-glitch":
+            self.add_underused(hot=True)
+        self.faults[fault] += 1
+
+
+def run(duration: float, seed: int, node_interval: float, fault_interval: float, out: Path | None) -> int:
+    """The soak; returns 0 when no invariant broke, 1 otherwise."""
+    problem = realk8s.unavailable()
+    if problem:
+        print(f"soak: {problem}", file=sys.stderr)
+        return 2
+    rng = random.Random(seed)
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f}s] {text}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="scaler-soak-") as tmpdir:
+        tmp = Path(tmpdir)
+        with realk8s.running_cluster(tmp / "control-plane") as (cp, kubelet, metrics):
+            metrics.window_seconds = 5  # pods older than 5 s are in their node's reading
+            soak = Soak(cp, kubelet, metrics, tmp, rng, say)
+            soak.setup()
+            since = cp.audit_offset()
+            with faultcheck.ClusterRecorder(cp) as rec:
+                try:
+                    for sa in REPLICAS:
+                        soak.start_replica(sa)
+                    until = time.monotonic() + duration
+                    next_node = time.monotonic()
+                    next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
+                    while time.monotonic() < until:
+                        now = time.monotonic()
+                        if now >= next_node:
+                            say(f"node {soak.add_underused()} joins")
+                            next_node = now + node_interval
+                        if now >= next_fault:
+                            soak.inject(rng.choice(FAULTS), until)
+                            next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
+                        soak.wait(min(next_node, next_fault) - time.monotonic(), until)
+                    say("settling: waiting until no node is being removed")
+                    settle_end = time.monotonic() + 180
+                    while time.monotonic() < settle_end and soak.removing():
+                        soak.wait(2, settle_end)
+                    for proc in soak.procs.values():
+                        if proc.alive():
+                            code = proc.terminate(120)
+                            soak.exits[f"final exit {code}"] += 1
+                finally:  # whatever happened (Ctrl-C included), no replica outlives the soak
+                    for proc in soak.procs.values():
+                        proc.kill()
+            events = cp.audit(since)
+            users = [sa_user(sa) for sa in REPLICAS]
+            report = faultcheck.violations(events, users, rec, lease_duration=LEASE_SECONDS)
+            problems = list(report.violations) + faultcheck.leftovers(cp)
+            for node in soak.glitched:  # busy by its pods' metrics, if they ran there
+                hot = [p for p in rec.pods.values() if p.node == node and p.workload]
+                if hot and rec.ever(node, tainted=True, cordoned=True):
+                    problems.append(
+                        f"node {node} (NodeMetrics 1m CPU, its pods 3 cores) was tainted or cordoned"
+                    )
+            deleted = sum(
+                1
+                for e in events
+                if e.user in users and e.resource == "nodes" and e.verb == "delete" and e.code == 200
+            )
+            verdicts = {}
+            for node in cp.list("Node"):
+                annotations = node["metadata"].get("annotations") or {}
+                verdict = json.loads(annotations.get(faultcheck.STATUS_ANNOTATION) or "{}")
+                verdicts[node["metadata"]["name"]] = (
+                    f"{verdict.get('reason', '-')}: {verdict.get('detail', '')}"
+                )
+            result = {
+                "duration_seconds": round(time.monotonic() - started, 1),
+                "seed": seed,
+                "nodes_added": soak.added,
+                "nodes_deleted_by_scaler": deleted,
+                "faults": dict(soak.faults),
+                "faults_skipped": dict(soak.skipped),
+                "replica_exits": dict(soak.exits),
+                "counts": dict(report.counts),
+                "violations": problems,
+                "nodes_left": verdicts,
+            }
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n")
+    return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: see the module docstring."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--duration", default="30m", help="how long faults are injected (90s, 2m, 1h; default 30m)"
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of the fault times and choices (default 1)")
+    parser.add_argument("--node-interval", default="20s", help="a new underused node every (default 20s)")
+    parser.add_argument("--fault-interval", default="60s", help="mean time between faults (default 60s)")
+    parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here too")
+    args = parser.parse_args(argv)
+    try:
+        duration = parse_duration(args.duration)
+        node_interval = parse_duration(args.node_interval)
+        fault_interval = parse_duration(args.fault_interval)
+    except ValueError as e:
+        print(f"soak: error: bad duration: {e}", file=sys.stderr)
+        return 2
+    return run(duration, args.seed, node_interval, fault_interval, args.out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
