@@ -687,3 +687,39 @@ def test_incremental_profiles_equal_a_full_rebuild() -> None:
         compared += bool(a)
     assert compared > 20
     assert "default/Deployment/web" in a and "default/DaemonSet/ds" in a
+
+
+def test_the_replay_worlds_pods_carry_every_field_the_live_decision_reads() -> None:
+    """The actuator's verify lists the node's pods (``pods_on_node``) and parses them as it parses
+    the API server's answer: every field it reads (expendable priority, DaemonSet owner, mirror
+    annotation, terminal phase) and the pod's other metadata survive the round trip."""
+    from scaler.actuation.actuator import _workload_pods
+    from scaler.model.decode import parse_pod
+    from scaler.model.records import QoSClass
+
+    extra = [
+        make_pod("low-prio", node="n4", priority=-20, owner_name="low", labels={"tier": "bg"},
+                 qos_class=QoSClass.BEST_EFFORT, restart_policy="OnFailure", termination_grace_seconds=5,
+                 start_ts=T0 - 600.5, deletion_ts=T0 - 1.25),
+        make_pod("high-prio", node="n4", priority=1_000_000, owner_name="high"),
+        make_pod("mirror", node="n4", owner_kind=None, annotations={"kubernetes.io/config.mirror": "x"}),
+        make_pod("done", node="n4", owner_kind="Job", owner_name="j", phase="Succeeded"),
+        make_pod("ds-annotated", node="n4", owner_kind=None, annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}),
+    ]  # fmt: skip
+    snap = small_cluster(extra)
+    inp = replay_input(snap, idle_trace(2), 2)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config)
+    objs = w.pods_on_node("n4")
+    records = {p.key: p for p in w.pods.values() if p.node_name == "n4"}
+    assert len(objs) == len(records) == 6
+    for obj in objs:
+        got = parse_pod(obj)
+        want = records[got.key]
+        for field in ("namespace", "name", "uid", "node_name", "labels", "annotations", "controller",
+                      "phase", "priority", "qos_class", "restart_policy", "termination_grace_seconds",
+                      "creation_ts", "deletion_ts", "start_ts"):  # fmt: skip
+            assert getattr(got, field) == getattr(want, field), (got.key, field)
+        assert (got.is_daemonset, got.is_mirror, got.is_terminal) == (want.is_daemonset, want.is_mirror, want.is_terminal)
+    # The verify step: with the default cutoff (-10), only the high-priority pod blocks deletion.
+    assert _workload_pods(objs, -10) == ["default/high-prio"]
+    assert sorted(_workload_pods(objs, -30)) == ["default/high-prio", "default/low-prio"]
