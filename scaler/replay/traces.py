@@ -42,7 +42,7 @@ import tarfile
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -301,12 +301,47 @@ def _header_index(header: list[str], where: str) -> list[int]:
 
 
 def load_long_csv(path: str | Path) -> Trace:
-    """Read the generic long format from a CSV file.
+    """Read the generic long format from a CSV file: columnar with pyarrow when it is installed
+    (:func:`_columnar_trace`, no Python object per row), else row by row. A file the columnar
+    path refuses is read again row by row, which names the first bad line.
 
     Raises:
         TraceError: unreadable file, missing columns, or a malformed row (names file and line).
     """
     p = Path(path)
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import pyarrow.csv as pacsv  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return _load_long_csv_rows(p)
+    try:
+        with p.open(encoding="utf-8", newline="") as fh:
+            header = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    except csv.Error as e:
+        raise TraceError(f"{p}: malformed CSV: {e}") from None
+    if header is None:
+        raise TraceError(f"{p}: empty file")
+    idx = _header_index(header, f"{p}:1")
+    names = [header[i] for i in idx]
+    try:
+        table = pacsv.read_csv(
+            p,
+            convert_options=pacsv.ConvertOptions(
+                include_columns=names,
+                column_types={names[1]: pa.string(), names[2]: pa.string()},
+                strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowException, OSError, ValueError):
+        return _load_long_csv_rows(p)
+    trace = _columnar_trace(table, names, str(p))
+    return trace if trace is not None else _load_long_csv_rows(p)
+
+
+def _load_long_csv_rows(p: Path) -> Trace:
+    """The row-by-row CSV reader (errors name the line)."""
     b = _LongBuilder(str(p))
     try:
         with p.open(encoding="utf-8", newline="") as fh:
@@ -330,11 +365,99 @@ def load_long_csv(path: str | Path) -> Trace:
     return b.trace()
 
 
-def load_long_parquet(path: str | Path) -> Trace:
-    """Read the generic long format from a Parquet file (needs pyarrow).
+def _seconds_column(column: Any) -> FloatArray | None:
+    """A timestamp column as float64 Unix seconds: numbers as they are, Arrow timestamps
+    (naive ones as UTC), strings parsed once per distinct value (RFC 3339 or Unix seconds).
+    ``None`` when a value is null or does not parse."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-    Errors name the file and the row (1-based, as a line of the equivalent CSV with header
-    would be numbered: row ``n`` is reported as line ``n + 1``).
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if col.null_count:
+        return None
+    typ = col.type
+    if pa.types.is_timestamp(typ):
+        per_second = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[typ.unit]
+        ints = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return np.asarray(ints, dtype=np.float64) / per_second
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_dictionary(typ):
+        enc = col if pa.types.is_dictionary(typ) else pc.dictionary_encode(col)
+        try:
+            values = np.asarray(
+                [timestamp_seconds(str(v)) for v in enc.dictionary.to_pylist()], dtype=np.float64
+            )
+        except (ValueError, TypeError):
+            return None
+        return values[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)]
+    return None
+
+
+def _columnar_trace(table: Any, names: list[str], source: str) -> Trace | None:
+    """The trace of an Arrow table of the long format (``names``: its columns in
+    :data:`LONG_COLUMNS` order), grouped per series and summed per timestamp with numpy; no
+    Python object per row. ``None`` when a value is invalid (a null, an empty name, a value that
+    is not a finite number >= 0): the caller reads the rows one by one to name it.
+
+    Raises:
+        TraceError: the table has no row.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert isinstance(table, pa.Table)
+    if table.num_rows == 0:
+        raise TraceError(f"{source}: no data row")
+    times = _seconds_column(table.column(names[0]))
+    if times is None or not np.all(np.isfinite(times)):
+        return None
+    keys = []
+    for n in names[1:3]:
+        col = table.column(n)
+        if col.null_count or not pa.types.is_string(col.type):
+            col = col.cast(pa.string()) if not col.null_count else None
+        if col is None:
+            return None
+        col = pc.utf8_trim_whitespace(col)
+        if pc.any(pc.equal(pc.utf8_length(col), 0)).as_py():
+            return None
+        keys.append(col)
+    values = []
+    for n in names[3:5]:
+        col = table.column(n)
+        try:
+            arr = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        except (pa.ArrowException, ValueError):
+            return None
+        if col.null_count or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            return None
+        values.append(arr)
+    series_names = pc.binary_join_element_wise(keys[0], keys[1], "/")
+    enc = pc.dictionary_encode(series_names).combine_chunks()
+    index = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    labels = enc.dictionary.to_pylist()
+    order = np.lexsort((times, index))
+    index, t = index[order], times[order]
+    cpu, mem = values[0][order] * 1000.0, values[1][order]
+    # Rows of the same series and time are added up (a per-container export).
+    new = np.ones(len(t), dtype=np.bool_)
+    new[1:] = (index[1:] != index[:-1]) | (t[1:] != t[:-1])
+    starts = np.flatnonzero(new)
+    index, t = index[starts], t[starts]
+    cpu, mem = np.add.reduceat(cpu, starts), np.add.reduceat(mem, starts)
+    bounds = np.flatnonzero(np.diff(index)) + 1
+    series: dict[str, Series] = {}
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(t)])), strict=True):
+        series[str(labels[int(index[lo])])] = Series(t[lo:hi].copy(), cpu[lo:hi].copy(), mem[lo:hi].copy())
+    return Trace("long", source, dict(sorted(series.items())))
+
+
+def load_long_parquet(path: str | Path) -> Trace:
+    """Read the generic long format from a Parquet file (needs pyarrow), columnar
+    (:func:`_columnar_trace`). ``timestamp`` may be numbers (Unix seconds), an Arrow timestamp
+    (naive ones are UTC) or strings. A file with an invalid value is read again row by row to
+    name it: row ``n`` is reported as line ``n + 1``, as in the equivalent CSV with header.
 
     Raises:
         TraceError: pyarrow missing, unreadable file, missing columns, or a malformed row.
@@ -347,9 +470,12 @@ def load_long_parquet(path: str | Path) -> Trace:
     try:
         table = pq.read_table(p)
     except Exception as e:
-        raise TraceError(f"{p}: cannot read Parquet: {e}") from None
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
     names = {n.strip().lower(): n for n in table.column_names}
     _header_index(list(names), f"{p}")
+    trace = _columnar_trace(table, [names[c] for c in LONG_COLUMNS], str(p))
+    if trace is not None:
+        return trace
     cols = [table.column(names[c]).to_pylist() for c in LONG_COLUMNS]
     b = _LongBuilder(str(p))
     for i, row in enumerate(zip(*cols, strict=True)):
