@@ -195,6 +195,27 @@ class PrometheusClient:
             raise HistoryError(f"{where}: unexpected answer (malformed series)") from None
         return out
 
+    def series_exist(self, selector: str) -> bool:
+        """Whether any series matches ``selector`` at any time the server holds
+        (``/api/v1/series``).
+
+        Raises:
+            HistoryError: as :meth:`query_range`.
+        """
+        where = f"prometheus at {self.url}"
+        try:
+            resp = self._client.get(f"{self.url}/api/v1/series", params={"match[]": selector})
+        except httpx.HTTPError as e:
+            raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
+        try:
+            body: Any = msgspec.json.decode(resp.content)
+        except msgspec.DecodeError:
+            raise HistoryError(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            raise HistoryError(f"{where}: series lookup failed: {_one_line(body, 200)}")
+        data = body.get("data")
+        return isinstance(data, list) and len(data) > 0
+
 
 def _ts(x: float) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".")

@@ -40,7 +40,7 @@ import math
 import os
 import tarfile
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -87,12 +87,15 @@ class Trace:
         source: the path it was read from.
         series: series name → :class:`Series` (Bitbrains: VM id; long: ``namespace/name``).
         skipped_rows: Bitbrains rows skipped for 0 cores or 0 provisioned MHz.
+        meta: a Parquet file's ``scaler.*`` metadata, prefix removed (``scaler history export``
+            writes ``source: prometheus``, the URL, queries and range); empty otherwise.
     """
 
     kind: str
     source: str
     series: Mapping[str, Series] = field(default_factory=dict)
     skipped_rows: int = 0
+    meta: Mapping[str, str] = field(default_factory=dict)
 
     def span(self) -> tuple[float, float]:
         """(first, last) sample time over every series.
@@ -473,9 +476,14 @@ def load_long_parquet(path: str | Path) -> Trace:
         raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
     names = {n.strip().lower(): n for n in table.column_names}
     _header_index(list(names), f"{p}")
+    meta = {
+        k.decode("utf-8", "replace")[7:]: v.decode("utf-8", "replace")
+        for k, v in (table.schema.metadata or {}).items()
+        if k.startswith(b"scaler.")
+    }
     trace = _columnar_trace(table, [names[c] for c in LONG_COLUMNS], str(p))
     if trace is not None:
-        return trace
+        return replace(trace, meta=meta)
     cols = [table.column(names[c]).to_pylist() for c in LONG_COLUMNS]
     b = _LongBuilder(str(p))
     for i, row in enumerate(zip(*cols, strict=True)):
