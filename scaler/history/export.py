@@ -192,7 +192,10 @@ def _fetch(
     ts: list[npt.NDArray[np.float64]] = []
     vs: list[npt.NDArray[np.float64]] = []
     for lo, hi in windows:
-        result = retrying(client.query_range, query, lo, hi, step)
+        try:
+            result = retrying(client.query_range, query, lo, hi, step)
+        except HistoryError as e:
+            raise type(e)(f"{e} (query {query})") from None
         for labels, values in result:
             pod = labels.get("pod", "")
             if not pod or not values:
