@@ -187,3 +187,31 @@ def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("scaler: warning: --from 2026-11-01T23:00:00Z is before its first sample")
     assert json.loads(proc.stdout)["from"] == "2026-11-01T23:00:00Z"
+
+
+def test_json_report_is_byte_identical_whatever_the_processes(tmp_path: Path) -> None:
+    """The same inputs give the same bytes with one worker process or several, and the report
+    names its inputs: the snapshot, the trace and the scaler version."""
+    trace = write_trace(tmp_path)
+    outs = []
+    for processes in ("1", "2", "1"):
+        out = tmp_path / f"report-{processes}-{len(outs)}.json"
+        argv = ["replay", "--trace", str(trace), "--policies", "seed,scaler", "--processes", processes,
+                "-o", "json", "--out", str(out), "-q"]  # fmt: skip
+        assert main(argv) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    report = json.loads(outs[0])
+    assert report["scalerVersion"] and report["trace"]["path"] == str(trace)
+    assert report["snapshot"].endswith("bitbrains-gke-day1") and "elapsedSeconds" not in outs[0].decode()
+
+
+def test_the_command_says_where_it_wrote_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path, steps=2)
+    out = tmp_path / "r.yaml"
+    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "yaml", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert f"scaler replay: wrote the yaml report to {out}\n" in captured.err
+    assert captured.out.startswith("scaler replay: ") and "-o wide" in captured.out
+    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "wide"]) == 0
+    assert "-o wide" not in capsys.readouterr().out, "the wide table does not send the user to -o wide"

@@ -1,6 +1,6 @@
 """``scaler replay --prometheus-url`` and ``scaler history export`` against a real Prometheus.
 
-The night-lowreq example's 412 trace pods over 12 hours of the Bitbrains trace (July 8, 2013),
+The night-lowreq example's 412 trace pods over 6 hours of the Bitbrains trace (July 8, 2013),
 written twice: as a long-format CSV (what ``--trace`` reads) and as cAdvisor's series in
 OpenMetrics (a CPU counter that grows at each pod's rate, a working-set gauge), which ``promtool
 tsdb create-blocks-from openmetrics`` turns into TSDB blocks for Debian's ``prometheus``. The
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOWREQ = ROOT / "scaler" / "examples" / "bitbrains-gke-night-lowreq"
 BITBRAINS_TAR = ROOT.parent / "shared/data/raw/bitbrains-rnd-2013/rnd-2013-7.tar.gz"
 START = 1373241600  # 2013-07-08T00:00:00Z
-STEPS = 144  # 12 hours of 5 minutes
+STEPS = 72  # 6 hours of 5 minutes
 STEP = 300
 END = START + STEPS * STEP
 
@@ -139,15 +139,16 @@ def test_replay_from_prometheus_equals_the_replay_of_the_same_trace(
     assert trace["podsFollowingTrace"] == trace["podsMatchedByPod"] == 412 and trace["podsMatchedByWorkload"] == 0
     assert trace["podsWithoutSeries"] == by_trace["trace"]["podsWithoutSeries"] == 822 - 412
     prom = trace["prometheus"]
-    assert prom["url"] == data.url and prom["from"] == "2013-07-08T00:00:00Z" and prom["to"] == "2013-07-08T12:00:00Z"
+    assert prom["url"] == data.url and prom["from"] == "2013-07-08T00:00:00Z" and prom["to"] == "2013-07-08T06:00:00Z"
     assert prom["cpu_query"].startswith('sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{container!=""')
     assert by_prom["scalerVersion"] and by_prom["scalerVersion"] == by_trace["scalerVersion"]
 
-    # The second run reads the cached export (not written again; the same report, byte for byte).
+    # The second run reads the cached export (not written again; the same figures).
     (cached,) = cache.iterdir()
     written = cached.stat().st_mtime_ns
-    assert main([*common, "--prometheus-url", data.url, "--cache-dir", str(cache)]) == 0
-    assert json.loads(capsys.readouterr().out) == by_prom
+    seed_only = [a if a != "seed,scaler" else "seed" for a in common]
+    again = replay_json([*seed_only, "--prometheus-url", data.url, "--cache-dir", str(cache)], capsys)
+    assert again["policies"] == by_prom["policies"][:1] and again["trace"] == by_prom["trace"]
     assert cached.stat().st_mtime_ns == written
 
 
@@ -156,10 +157,10 @@ def test_history_export_writes_the_long_format_in_chunks(data: Data, tmp_path: P
 
     out = tmp_path / "usage.parquet"
     argv = ["history", "export", "--prometheus-url", data.url, "--from", "2013-07-08T00:00:00Z",
-            "--to", "2013-07-08T11:55:00Z", "--step", "5m", "--out", str(out)]  # fmt: skip
+            "--to", "2013-07-08T05:55:00Z", "--step", "5m", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     _, err = capsys.readouterr()
-    assert err == f"wrote 59,328 samples of 412 pods, 2013-07-08T00:00:00Z to 2013-07-08T11:55:00Z every 5m0s, to {out}\n"
+    assert err == f"wrote 29,664 samples of 412 pods, 2013-07-08T00:00:00Z to 2013-07-08T05:55:00Z every 5m0s, to {out}\n"
     meta = read_metadata(out)
     assert meta["url"] == data.url and meta["from"] == "2013-07-08T00:00:00Z" and meta["step_seconds"] == "300.0"
     assert 'container_memory_working_set_bytes{container!="",pod!=""}' in meta["memory_query"]
@@ -172,8 +173,8 @@ def test_history_export_writes_the_long_format_in_chunks(data: Data, tmp_path: P
         assert s.times.tolist() == [START + k * STEP for k in range(STEPS)]
         np.testing.assert_allclose(s.cpu_millicores, cpu * 1000.0, rtol=1e-9, atol=1e-9)
         assert s.memory_bytes.tolist() == mem.tolist()
-    # Chunks of at most 50 points give the same rows as one query per day.
-    small = export_usage(data.url, START, END - STEP, STEP, max_points=50)
+    # Chunks of at most 25 points give the same rows as one query per day.
+    small = export_usage(data.url, START, END - STEP, STEP, max_points=25)
     whole = export_usage(data.url, START, END - STEP, STEP)
     assert small.table.equals(whole.table) and whole.table.num_rows == 412 * STEPS
 
@@ -189,7 +190,7 @@ def one_error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 def test_errors_are_one_line_naming_the_url_or_the_query(
     data: Data, tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def run(url: str, *extra: str, start: str = "2013-07-08T00:00:00Z", end: str = "2013-07-08T06:00:00Z") -> str:
+    def run(url: str, *extra: str, start: str = "2013-07-08T00:00:00Z", end: str = "2013-07-08T03:00:00Z") -> str:
         if command == "export":
             argv = ["history", "export", "--out", str(tmp_path / "x.parquet")]
         else:
