@@ -723,3 +723,43 @@ def test_the_replay_worlds_pods_carry_every_field_the_live_decision_reads() -> N
     # The verify step: with the default cutoff (-10), only the high-priority pod blocks deletion.
     assert _workload_pods(objs, -10) == ["default/high-prio"]
     assert sorted(_workload_pods(objs, -30)) == ["default/high-prio", "default/low-prio"]
+
+
+def test_prometheus_series_map_by_pod_then_by_the_workloads_mean() -> None:
+    """Series of an export from Prometheus name pods. A pod with its own series from the start
+    follows it; a pod replaced during the window (its series starts late) or without one follows
+    its workload's mean over the pods that had a sample then, gone pods included (resolved by
+    name); a pod of no workload with a series keeps its PodMetrics, and each is counted."""
+    from scaler.replay.inputs import map_pods_by_pod_or_workload, with_workload_means
+
+    steps = 10
+    times = T0 + STEP * np.arange(steps, dtype=np.float64)
+
+    def series(cpu: float, lo: int, hi: int) -> Series:
+        return Series(times[lo:hi].copy(), np.full(hi - lo, cpu), np.full(hi - lo, float(GI)))
+
+    trace = Trace(
+        "long",
+        "export.parquet",
+        {
+            "default/web-abc-0": series(100.0, 0, steps),
+            "default/web-abc-1": series(300.0, 5, steps),  # replaced at step 5
+            "default/web-abc-q8x7z": series(500.0, 0, 5),  # the pod it replaced, gone now
+            "default/orphan-x1y2z": series(7.0, 0, steps),  # no workload the snapshot knows
+        },
+        meta={"source": "prometheus"},
+    )
+    snap = small_cluster()
+    full, workloads = with_workload_means(trace, snap)
+    assert workloads == {"default/web"}
+    web = full.series["default/web"]
+    assert web.times.tolist() == times.tolist()
+    assert web.cpu_millicores.tolist() == [300.0] * 5 + [200.0] * 5  # (100 + 500) / 2, then (100 + 300) / 2
+    match = map_pods_by_pod_or_workload(snap, full, workloads, T0, STEP)
+    assert match.pod_series == {
+        "default/web-abc-0": "default/web-abc-0",
+        "default/web-abc-1": "default/web",
+        "default/web-abc-2": "default/web",
+        "default/web-abc-3": "default/web",
+    }
+    assert (match.by_pod, match.by_workload, match.without_series) == (1, 3, 5)  # batch and 4 DaemonSet pods

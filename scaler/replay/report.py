@@ -181,7 +181,12 @@ def print_table(
     width = output_width(stream)
     lines = wrap_text(
         f"scaler replay: {report['from']} → {report['to']}, {steps} steps of {step / 60:g} min, "
-        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace.",
+        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace"
+        + (
+            f" ({report['trace']['podsMatchedByPod']} by pod, {report['trace']['podsMatchedByWorkload']} by workload)."
+            if report["trace"].get("podsMatchedByWorkload")
+            else "."
+        ),
         width,
         "  ",
     )
