@@ -17,6 +17,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -763,3 +765,43 @@ def test_prometheus_series_map_by_pod_then_by_the_workloads_mean() -> None:
         "default/web-abc-3": "default/web",
     }
     assert (match.by_pod, match.by_workload, match.without_series) == (1, 3, 5)  # batch and 4 DaemonSet pods
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1_700_000_000, 1_700_003_000),
+            st.sampled_from(["shop", "db", "a-b"]),
+            st.sampled_from(["web", "web-7d9c6b5f4-x2x9z", "db-0", " padded "]),
+            st.floats(0, 64, allow_nan=False),
+            st.floats(0, 2**40, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_columnar_long_format_reads_as_the_row_reader(tmp_path: Path, rows: list[tuple[int, str, str, float, float]]) -> None:
+    """The columnar reader (pyarrow, CSV and Parquet) gives exactly the row reader's trace:
+    the same series, times, and sums of duplicate rows (added in the same order)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scaler.replay.traces import _load_long_csv_rows
+
+    f = tmp_path / "p.csv"
+    f.write_text("timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes\n"
+                 + "".join(f"{t},{ns},{pod},{c!r},{m!r}\n" for t, ns, pod, c, m in rows))  # fmt: skip
+    want = _load_long_csv_rows(f)
+    cols = list(zip(*rows, strict=True))
+    pq.write_table(
+        pa.table(dict(zip(("timestamp", "namespace", "pod_or_workload", "cpu_cores", "memory_bytes"), map(list, cols), strict=True))),
+        tmp_path / "p.parquet",
+    )  # fmt: skip
+    for got in (load_trace(f), load_trace(tmp_path / "p.parquet")):
+        assert sorted(got.series) == sorted(want.series)
+        for name, s in want.series.items():
+            g = got.series[name]
+            assert g.times.tolist() == s.times.tolist()
+            assert g.cpu_millicores.tolist() == s.cpu_millicores.tolist()
+            assert g.memory_bytes.tolist() == s.memory_bytes.tolist()
