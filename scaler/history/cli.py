@@ -46,12 +46,13 @@ def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 def add_parser(subparsers: Any) -> None:
     """Add ``history`` (with ``export``) to ``subparsers`` (from ``add_subparsers``)."""
-    from scaler.cli import _Parser
-
     history = subparsers.add_parser(
         "history", help="usage history: export it from Prometheus for scaler replay"
     )
-    sub = history.add_subparsers(dest="history_command", required=True, parser_class=_Parser)
+    # The same parser class as ``history`` (scaler's: one-line errors, exit 2).
+    sub = history.add_subparsers(
+        dest="history_command", metavar="export", required=True, parser_class=type(history)
+    )
     p = sub.add_parser(
         "export",
         help="pod CPU and working-set memory from Prometheus into a Parquet file for scaler replay",

@@ -61,6 +61,7 @@ __all__ = [
     "parse_time",
     "queries",
     "read_metadata",
+    "scaler_version",
     "write_parquet",
 ]
 
@@ -157,8 +158,6 @@ class UsageExport:
 
     def metadata(self) -> dict[str, str]:
         """The file's key-value metadata (keys start with :data:`META_PREFIX`)."""
-        from scaler.cli import _version
-
         return {
             f"{META_PREFIX}source": "prometheus",
             f"{META_PREFIX}url": self.url,
@@ -173,7 +172,7 @@ class UsageExport:
             f"{META_PREFIX}pods": str(self.pods),
             f"{META_PREFIX}rows": str(self.table.num_rows),
             f"{META_PREFIX}dropped_rows": str(self.dropped),
-            f"{META_PREFIX}version": _version(),
+            f"{META_PREFIX}version": scaler_version(),
         }
 
 
@@ -392,6 +391,16 @@ def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/scaler`` (default ``~/.cache/scaler``)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "scaler"
+
+
+def scaler_version() -> str:
+    """The installed scaler's version, ``unknown`` in a source tree never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scaler")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def now() -> float:

@@ -409,7 +409,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:  # a portrait policy without scaler.history
         raise UsageError(f"a policy needs a module that is not installed: {e}") from None
     baseline = results.pop()
-    from scaler.cli import _version
+    from scaler.history.export import scaler_version
 
     prometheus = None
     if trace.meta.get("source") == "prometheus":
@@ -430,7 +430,7 @@ def run(args: argparse.Namespace) -> int:
         processes=processes,
         elapsed_seconds=time.perf_counter() - started,
         skipped_rows=trace.skipped_rows,
-        version=_version(),
+        version=scaler_version(),
         pods_by_pod=by_pod,
         pods_by_workload=by_workload,
         pods_without_series=without,
