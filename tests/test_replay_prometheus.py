@@ -222,3 +222,38 @@ def test_relative_times_and_spans() -> None:
     for bad in ("-14x", "yesterday", "now-"):
         with pytest.raises(ValueError, match="not an RFC 3339 time"):
             parse_time(bad, now)
+
+
+def test_without_snapshot_the_replay_starts_from_the_live_cluster(
+    data: Data, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --snapshot: the cluster of the kubeconfig (here the loopback fake API server serving
+    night-lowreq's objects, over real HTTP), its pods matched to the series by namespace and
+    name."""
+    from fakes.kube_api import FakeKubeAPI
+
+    from scaler.sources.files import load_objects
+
+    with FakeKubeAPI() as api:
+        api.load_objects(load_objects([LOWREQ]))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        report = replay_json(
+            ["replay", "--prometheus-url", data.url, "--cache-dir", str(tmp_path / "cache"),
+             "--kubeconfig", str(kubeconfig), "--context", "fake", "--from", str(START), "--to", str(START + 3600),
+             "--policies", "seed", "--processes", "1", "-o", "json"],
+            capsys,
+        )  # fmt: skip
+    assert report["snapshot"] == "live cluster (context fake)"
+    assert report["trace"]["podsMatchedByPod"] == 412 and report["trace"]["pods"] == 822
+    assert report["steps"] == 12
+
+
+def test_without_snapshot_or_cluster_it_says_what_to_pass(
+    data: Data, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    err = one_error_line(["replay", "--prometheus-url", data.url, "--from", "-1d"], capsys)
+    assert "--prometheus-url without --snapshot replays the live cluster, but none is configured" in err
+    assert "pass --snapshot DIR" in err
