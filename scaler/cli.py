@@ -380,19 +380,18 @@ _TIME_FLAGS = ("--from", "--to")
 
 
 def _join_relative_times(argv: Sequence[str]) -> list[str]:
-    """``--from -14d`` as ``--from=-14d``: argparse would take ``-14d`` for a flag."""
+    """``--from -14d`` as ``--from=-14d``: argparse would take a value that starts with ``-``
+    and is not a plain number for a flag."""
     out: list[str] = []
-    it = iter(range(len(argv)))
-    for i in it:
-        a = argv[i]
-        if (
-            a in _TIME_FLAGS
-            and i + 1 < len(argv)
-            and argv[i + 1][:2].startswith("-")
-            and argv[i + 1][1:2].isdigit()
-        ):
-            out.append(f"{a}={argv[i + 1]}")
-            next(it, None)
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if a in _TIME_FLAGS and nxt.startswith("-") and nxt[1:2].isdigit():
+            out.append(f"{a}={nxt}")
+            skip = True
         else:
             out.append(a)
     return out

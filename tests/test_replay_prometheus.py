@@ -257,3 +257,12 @@ def test_without_snapshot_or_cluster_it_says_what_to_pass(
     err = one_error_line(["replay", "--prometheus-url", data.url, "--from", "-1d"], capsys)
     assert "--prometheus-url without --snapshot replays the live cluster, but none is configured" in err
     assert "pass --snapshot DIR" in err
+
+
+def test_relative_times_on_the_command_line(data: Data, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--from -14d`` (a value argparse would take for a flag) is 14 days before now: this
+    server holds 2013 only, so the window has no samples, and the error names the window."""
+    err = one_error_line(["history", "export", "--prometheus-url", data.url, "--from", "-14d", "--to", "-13d",
+                          "--out", str(tmp_path / "x.parquet")], capsys)  # fmt: skip
+    assert "no samples from 20" in err and "its series exist outside that window" in err
+    assert "2013" not in err.split(" for ")[0]

@@ -196,15 +196,16 @@ class PrometheusClient:
         return out
 
     def series_exist(self, selector: str) -> bool:
-        """Whether any series matches ``selector`` at any time the server holds
-        (``/api/v1/series``).
+        """Whether any series matches ``selector`` at any time the server holds: the metric
+        names of the matching series (``/api/v1/label/__name__/values``, a short answer however
+        many series match).
 
         Raises:
             HistoryError: as :meth:`query_range`.
         """
         where = f"prometheus at {self.url}"
         try:
-            resp = self._client.get(f"{self.url}/api/v1/series", params={"match[]": selector})
+            resp = self._client.get(f"{self.url}/api/v1/label/__name__/values", params={"match[]": selector})
         except httpx.HTTPError as e:
             raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
         try:
