@@ -37,6 +37,9 @@ resource-portrait plugins fed by the replay's own past), none (no scale-down), o
 NAME=--flag=value;--flag2=value with any flags of `scaler run` plus --usage-window, --history-days
 and --scheduler-plugins (the simulated scheduler also runs the policy's filter and score plugins).
 
+usage history: --prometheus-url URL (pod CPU and working set from Prometheus or Google Managed
+Prometheus over --from..--to, default the last 7 days; cached in --cache-dir), or --trace PATH.
+
 trace formats: Bitbrains GWA-T-12 (a .tar.gz or directory of <vm>.csv files; "Timestamp [ms]" holds
 Unix seconds), or a long CSV/Parquet with columns timestamp,namespace,pod_or_workload,cpu_cores,
 memory_bytes (timestamp in Unix seconds or RFC 3339; a workload row gives each of its pods' usage).
