@@ -39,7 +39,7 @@ import datetime as dt
 import math
 import os
 import tarfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -329,17 +329,18 @@ def load_long_csv(path: str | Path) -> Trace:
     idx = _header_index(header, f"{p}:1")
     names = [header[i] for i in idx]
     try:
-        table = pacsv.read_csv(
+        reader = pacsv.open_csv(
             p,
+            read_options=pacsv.ReadOptions(block_size=4 << 20),
             convert_options=pacsv.ConvertOptions(
                 include_columns=names,
                 column_types={names[1]: pa.string(), names[2]: pa.string()},
                 strings_can_be_null=False,
             ),
         )
+        trace = _columnar_trace(reader, names, str(p))
     except (pa.ArrowException, OSError, ValueError):
         return _load_long_csv_rows(p)
-    trace = _columnar_trace(table, names, str(p))
     return trace if trace is not None else _load_long_csv_rows(p)
 
 
@@ -397,62 +398,77 @@ def _seconds_column(column: Any) -> FloatArray | None:
     return None
 
 
-def _columnar_trace(table: Any, names: list[str], source: str) -> Trace | None:
-    """The trace of an Arrow table of the long format (``names``: its columns in
-    :data:`LONG_COLUMNS` order), grouped per series and summed per timestamp with numpy; no
-    Python object per row. ``None`` when a value is invalid (a null, an empty name, a value that
-    is not a finite number >= 0): the caller reads the rows one by one to name it.
+def _columnar_trace(batches: Iterable[Any], names: list[str], source: str) -> Trace | None:
+    """The trace of Arrow record batches of the long format (``names``: its columns in
+    :data:`LONG_COLUMNS` order), read batch by batch and kept as numpy arrays (28 bytes a row:
+    time, CPU, memory, series id), then grouped per series and summed per timestamp with
+    numpy; no Python object per row, only per distinct series name of a batch. ``None`` when a
+    value is invalid (a null, an empty name, a value that is not a finite number >= 0): the
+    caller reads the rows one by one to name it.
 
     Raises:
-        TraceError: the table has no row.
+        TraceError: no row.
+        pyarrow.ArrowException: a batch cannot be read or converted (the caller falls back).
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-    assert isinstance(table, pa.Table)
-    if table.num_rows == 0:
+    ids: dict[str, int] = {}
+    parts: list[tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int32]]] = []
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        col = [batch.column(batch.schema.get_field_index(n)) for n in names]
+        times = _seconds_column(col[0])
+        if times is None or not np.all(np.isfinite(times)):
+            return None
+        keys = []
+        for c in col[1:3]:
+            if c.null_count:
+                return None
+            c = pc.utf8_trim_whitespace(c if pa.types.is_string(c.type) else c.cast(pa.string()))
+            if pc.any(pc.equal(pc.utf8_length(c), 0)).as_py():
+                return None
+            keys.append(c)
+        values = []
+        for c in col[3:5]:
+            try:
+                arr = np.asarray(c.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+            except (pa.ArrowException, ValueError):
+                return None
+            if c.null_count or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                return None
+            values.append(arr)
+        enc = pc.dictionary_encode(pc.binary_join_element_wise(keys[0], keys[1], "/"))
+        remap = np.asarray(
+            [ids.setdefault(str(k), len(ids)) for k in enc.dictionary.to_pylist()], dtype=np.int32
+        )
+        local = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        parts.append((times, values[0] * 1000.0, values[1], remap[local]))
+    if not parts:
         raise TraceError(f"{source}: no data row")
-    times = _seconds_column(table.column(names[0]))
-    if times is None or not np.all(np.isfinite(times)):
-        return None
-    keys = []
-    for n in names[1:3]:
-        col = table.column(n)
-        if col.null_count or not pa.types.is_string(col.type):
-            col = col.cast(pa.string()) if not col.null_count else None
-        if col is None:
-            return None
-        col = pc.utf8_trim_whitespace(col)
-        if pc.any(pc.equal(pc.utf8_length(col), 0)).as_py():
-            return None
-        keys.append(col)
-    values = []
-    for n in names[3:5]:
-        col = table.column(n)
-        try:
-            arr = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-        except (pa.ArrowException, ValueError):
-            return None
-        if col.null_count or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            return None
-        values.append(arr)
-    series_names = pc.binary_join_element_wise(keys[0], keys[1], "/")
-    enc = pc.dictionary_encode(series_names).combine_chunks()
-    index = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    labels = enc.dictionary.to_pylist()
-    order = np.lexsort((times, index))
-    index, t = index[order], times[order]
-    cpu, mem = values[0][order] * 1000.0, values[1][order]
+    t = np.concatenate([x[0] for x in parts])
+    cpu = np.concatenate([x[1] for x in parts])
+    mem = np.concatenate([x[2] for x in parts])
+    index = np.concatenate([x[3] for x in parts])
+    del parts
+    order = np.lexsort((t, index))
+    index = index[order]  # one column at a time: each old copy is freed before the next
+    t = t[order]
+    cpu = cpu[order]
+    mem = mem[order]
+    del order
     # Rows of the same series and time are added up (a per-container export).
     new = np.ones(len(t), dtype=np.bool_)
     new[1:] = (index[1:] != index[:-1]) | (t[1:] != t[:-1])
     starts = np.flatnonzero(new)
     index, t = index[starts], t[starts]
     cpu, mem = np.add.reduceat(cpu, starts), np.add.reduceat(mem, starts)
+    labels = list(ids)
     bounds = np.flatnonzero(np.diff(index)) + 1
     series: dict[str, Series] = {}
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(t)])), strict=True):
-        series[str(labels[int(index[lo])])] = Series(t[lo:hi].copy(), cpu[lo:hi].copy(), mem[lo:hi].copy())
+        series[labels[int(index[lo])]] = Series(t[lo:hi].copy(), cpu[lo:hi].copy(), mem[lo:hi].copy())
     return Trace("long", source, dict(sorted(series.items())))
 
 
@@ -471,20 +487,31 @@ def load_long_parquet(path: str | Path) -> Trace:
     except ImportError:
         raise TraceError(f"{p}: reading Parquet needs pyarrow (pip install 'scaler[replay]')") from None
     try:
-        table = pq.read_table(p)
+        pf = pq.ParquetFile(p)
+        schema = pf.schema_arrow
     except Exception as e:
         raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
-    names = {n.strip().lower(): n for n in table.column_names}
+    names = {n.strip().lower(): n for n in schema.names}
     _header_index(list(names), f"{p}")
     meta = {
         k.decode("utf-8", "replace")[7:]: v.decode("utf-8", "replace")
-        for k, v in (table.schema.metadata or {}).items()
+        for k, v in (schema.metadata or {}).items()
         if k.startswith(b"scaler.")
     }
-    trace = _columnar_trace(table, [names[c] for c in LONG_COLUMNS], str(p))
+    columns = [names[c] for c in LONG_COLUMNS]
+    try:
+        trace = _columnar_trace(pf.iter_batches(batch_size=1 << 20, columns=columns), columns, str(p))
+    except TraceError:
+        raise
+    except Exception as e:
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
     if trace is not None:
         return replace(trace, meta=meta)
-    cols = [table.column(names[c]).to_pylist() for c in LONG_COLUMNS]
+    try:
+        table = pq.read_table(p, columns=columns)
+    except Exception as e:
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
+    cols = [table.column(c).to_pylist() for c in columns]
     b = _LongBuilder(str(p))
     for i, row in enumerate(zip(*cols, strict=True)):
         ts = row[0]
