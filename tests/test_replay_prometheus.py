@@ -12,6 +12,7 @@ each give one line naming the URL or the query, and exit 2.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,16 @@ def test_relative_times_on_the_command_line(data: Data, tmp_path: Path, capsys: 
                           "--out", str(tmp_path / "x.parquet")], capsys)  # fmt: skip
     assert "no samples from 20" in err and "its series exist outside that window" in err
     assert "2013" not in err.split(" for ")[0]
+
+
+def test_export_shows_progress_on_a_terminal(data: Data, tmp_path: Path) -> None:
+    from ptyrun import run_in_pty
+
+    out = tmp_path / "u.parquet"
+    code, text = run_in_pty(["history", "export", "--prometheus-url", data.url, "--from", str(START),
+                             "--to", str(START + 3 * 86400), "--out", str(out)], 120)  # fmt: skip
+    assert code == 0, text
+    # A bar while it runs (queries done of all), the summary line at the end.
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert re.search(rf"exporting from {re.escape(data.url)} \S+ (\d+|\?)/(\d+|\?) queries", plain)
+    assert re.search(rf"wrote 29,664 samples of 412 pods, 2013-07-08T00:00:00Z to 2013-07-11T00:00:00Z every 5m0s, to\s+{re.escape(str(out))}", plain)

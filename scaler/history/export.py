@@ -286,6 +286,8 @@ def export_usage(
         retry=retry_if_exception_type(TransientHistoryError),
         reraise=True,
     )
+    if progress is not None:
+        progress(0, total)
     names: dict[tuple[str, str], int] = {}
     with PrometheusClient(url, auth_file=auth_file, timeout=timeout, transport=transport) as client:
         ci, ct, cv = _fetch(client, cpu_query, windows, step, names, retrying, tick)
