@@ -1,4 +1,5 @@
-"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler snapshot``, ``scaler schema``.
+"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler history export``,
+``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
 :class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
@@ -172,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scaler.replay.cli import add_parser as add_replay_parser
 
     add_replay_parser(sub)
+    from scaler.history.cli import add_parser as add_history_parser
+
+    add_history_parser(sub)
     sub.add_parser("schema", help="print the JSON Schema of the dry-run report")
     return parser
 
@@ -444,6 +448,27 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
+_TIME_FLAGS = ("--from", "--to")
+
+
+def _join_relative_times(argv: Sequence[str]) -> list[str]:
+    """``--from -14d`` as ``--from=-14d``: argparse would take a value that starts with ``-``
+    and is not a plain number for a flag."""
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if a in _TIME_FLAGS and nxt.startswith("-") and nxt[1:2].isdigit():
+            out.append(f"{a}={nxt}")
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scaler`` console script; returns the exit status."""
     from scaler.simulator.registry import PluginError
@@ -453,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         parser = build_parser()
-        args, extras = parser.parse_known_args(argv)
+        args, extras = parser.parse_known_args(_join_relative_times(sys.argv[1:] if argv is None else argv))
         if extras:
             raise UsageError(unknown_argument(parser, getattr(args, "command", None), extras))
         if args.command == "dry-run":
@@ -466,6 +491,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scaler.replay.cli import run as run_replay
 
             return run_replay(args)
+        if args.command == "history":
+            from scaler.history.cli import run as run_history
+
+            return run_history(args)
         from scaler.report.models import DryRunReport
 
         sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")

@@ -17,6 +17,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -687,3 +689,119 @@ def test_incremental_profiles_equal_a_full_rebuild() -> None:
         compared += bool(a)
     assert compared > 20
     assert "default/Deployment/web" in a and "default/DaemonSet/ds" in a
+
+
+def test_the_replay_worlds_pods_carry_every_field_the_live_decision_reads() -> None:
+    """The actuator's verify lists the node's pods (``pods_on_node``) and parses them as it parses
+    the API server's answer: every field it reads (expendable priority, DaemonSet owner, mirror
+    annotation, terminal phase) and the pod's other metadata survive the round trip."""
+    from scaler.actuation.actuator import _workload_pods
+    from scaler.model.decode import parse_pod
+    from scaler.model.records import QoSClass
+
+    extra = [
+        make_pod("low-prio", node="n4", priority=-20, owner_name="low", labels={"tier": "bg"},
+                 qos_class=QoSClass.BEST_EFFORT, restart_policy="OnFailure", termination_grace_seconds=5,
+                 start_ts=T0 - 600.5, deletion_ts=T0 - 1.25),
+        make_pod("high-prio", node="n4", priority=1_000_000, owner_name="high"),
+        make_pod("mirror", node="n4", owner_kind=None, annotations={"kubernetes.io/config.mirror": "x"}),
+        make_pod("done", node="n4", owner_kind="Job", owner_name="j", phase="Succeeded"),
+        make_pod("ds-annotated", node="n4", owner_kind=None, annotations={"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"}),
+    ]  # fmt: skip
+    snap = small_cluster(extra)
+    inp = replay_input(snap, idle_trace(2), 2)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config)
+    objs = w.pods_on_node("n4")
+    records = {p.key: p for p in w.pods.values() if p.node_name == "n4"}
+    assert len(objs) == len(records) == 6
+    for obj in objs:
+        got = parse_pod(obj)
+        want = records[got.key]
+        for field in ("namespace", "name", "uid", "node_name", "labels", "annotations", "controller",
+                      "phase", "priority", "qos_class", "restart_policy", "termination_grace_seconds",
+                      "creation_ts", "deletion_ts", "start_ts"):  # fmt: skip
+            assert getattr(got, field) == getattr(want, field), (got.key, field)
+        assert (got.is_daemonset, got.is_mirror, got.is_terminal) == (want.is_daemonset, want.is_mirror, want.is_terminal)
+    # The verify step: with the default cutoff (-10), only the high-priority pod blocks deletion.
+    assert _workload_pods(objs, -10) == ["default/high-prio"]
+    assert sorted(_workload_pods(objs, -30)) == ["default/high-prio", "default/low-prio"]
+
+
+def test_prometheus_series_map_by_pod_then_by_the_workloads_mean() -> None:
+    """Series of an export from Prometheus name pods. A pod with its own series from the start
+    follows it; a pod replaced during the window (its series starts late) or without one follows
+    its workload's mean over the pods that had a sample then, gone pods included (resolved by
+    name); a pod of no workload with a series keeps its PodMetrics, and each is counted."""
+    from scaler.replay.inputs import map_pods_by_pod_or_workload, with_workload_means
+
+    steps = 10
+    times = T0 + STEP * np.arange(steps, dtype=np.float64)
+
+    def series(cpu: float, lo: int, hi: int) -> Series:
+        return Series(times[lo:hi].copy(), np.full(hi - lo, cpu), np.full(hi - lo, float(GI)))
+
+    trace = Trace(
+        "long",
+        "export.parquet",
+        {
+            "default/web-abc-0": series(100.0, 0, steps),
+            "default/web-abc-1": series(300.0, 5, steps),  # replaced at step 5
+            "default/web-abc-q8x7z": series(500.0, 0, 5),  # the pod it replaced, gone now
+            "default/orphan-x1y2z": series(7.0, 0, steps),  # no workload the snapshot knows
+        },
+        meta={"source": "prometheus"},
+    )
+    snap = small_cluster()
+    full, workloads = with_workload_means(trace, snap)
+    assert workloads == {"default/web"}
+    web = full.series["default/web"]
+    assert web.times.tolist() == times.tolist()
+    assert web.cpu_millicores.tolist() == [300.0] * 5 + [200.0] * 5  # (100 + 500) / 2, then (100 + 300) / 2
+    match = map_pods_by_pod_or_workload(snap, full, workloads, T0, STEP)
+    assert match.pod_series == {
+        "default/web-abc-0": "default/web-abc-0",
+        "default/web-abc-1": "default/web",
+        "default/web-abc-2": "default/web",
+        "default/web-abc-3": "default/web",
+    }
+    assert (match.by_pod, match.by_workload, match.without_series) == (1, 3, 5)  # batch and 4 DaemonSet pods
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(1_700_000_000, 1_700_003_000),
+            st.sampled_from(["shop", "db", "a-b"]),
+            st.sampled_from(["web", "web-7d9c6b5f4-x2x9z", "db-0", " padded "]),
+            st.floats(0, 64, allow_nan=False),
+            st.floats(0, 2**40, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_columnar_long_format_reads_as_the_row_reader(tmp_path: Path, rows: list[tuple[int, str, str, float, float]]) -> None:
+    """The columnar reader (pyarrow, CSV and Parquet) gives exactly the row reader's trace:
+    the same series, times, and sums of duplicate rows (added in the same order)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scaler.replay.traces import _load_long_csv_rows
+
+    f = tmp_path / "p.csv"
+    f.write_text("timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes\n"
+                 + "".join(f"{t},{ns},{pod},{c!r},{m!r}\n" for t, ns, pod, c, m in rows))  # fmt: skip
+    want = _load_long_csv_rows(f)
+    cols = list(zip(*rows, strict=True))
+    pq.write_table(
+        pa.table(dict(zip(("timestamp", "namespace", "pod_or_workload", "cpu_cores", "memory_bytes"), map(list, cols), strict=True))),
+        tmp_path / "p.parquet",
+    )  # fmt: skip
+    for got in (load_trace(f), load_trace(tmp_path / "p.parquet")):
+        assert sorted(got.series) == sorted(want.series)
+        for name, s in want.series.items():
+            g = got.series[name]
+            assert g.times.tolist() == s.times.tolist()
+            assert g.cpu_millicores.tolist() == s.cpu_millicores.tolist()
+            assert g.memory_bytes.tolist() == s.memory_bytes.tolist()

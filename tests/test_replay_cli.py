@@ -106,7 +106,11 @@ def test_progress_on_a_terminal_nothing_extra_when_piped(tmp_path: Path) -> None
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == "", "piped: no progress, no chatter"
+    # Piped: no progress, no chatter; only the warning that few pods follow this small trace.
+    assert proc.stderr == (
+        "scaler: warning: 6 of 1172 pods follow the trace; the other 1166 keep the usage of their "
+        "PodMetrics all along\n"
+    )
     assert proc.stdout.startswith("scaler replay: ") and "\x1b[" not in proc.stdout
 
 
@@ -145,6 +149,7 @@ def test_controller_log_lines_name_the_policy_and_the_simulated_time(tmp_path: P
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
+    assert lines.pop(0).startswith("scaler: warning: 6 of 822 pods follow the trace")
     assert lines, "the plugin was consulted"
     times = set()
     for line in lines:
@@ -182,3 +187,31 @@ def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.startswith("scaler: warning: --from 2026-11-01T23:00:00Z is before its first sample")
     assert json.loads(proc.stdout)["from"] == "2026-11-01T23:00:00Z"
+
+
+def test_json_report_is_byte_identical_whatever_the_processes(tmp_path: Path) -> None:
+    """The same inputs give the same bytes with one worker process or several, and the report
+    names its inputs: the snapshot, the trace and the scaler version."""
+    trace = write_trace(tmp_path)
+    outs = []
+    for processes in ("1", "2", "1"):
+        out = tmp_path / f"report-{processes}-{len(outs)}.json"
+        argv = ["replay", "--trace", str(trace), "--policies", "seed,scaler", "--processes", processes,
+                "-o", "json", "--out", str(out), "-q"]  # fmt: skip
+        assert main(argv) == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    report = json.loads(outs[0])
+    assert report["scalerVersion"] and report["trace"]["path"] == str(trace)
+    assert report["snapshot"].endswith("bitbrains-gke-day1") and "elapsedSeconds" not in outs[0].decode()
+
+
+def test_the_command_says_where_it_wrote_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = write_trace(tmp_path, steps=2)
+    out = tmp_path / "r.yaml"
+    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "yaml", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert f"scaler replay: wrote the yaml report to {out}\n" in captured.err
+    assert captured.out.startswith("scaler replay: ") and "-o wide" in captured.out
+    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "wide"]) == 0
+    assert "-o wide" not in capsys.readouterr().out, "the wide table does not send the user to -o wide"

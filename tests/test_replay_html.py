@@ -61,6 +61,9 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert len(charts) == 5
     assert html.count('class="main-svg"') >= 5
     assert "Nodes over time" in html and "Cumulative cost" in html and "Overload" in html
+    # Each title is a heading above its chart, clear of plotly's mode bar (which sits in the
+    # chart's top margin): no title inside the plots.
+    assert '<h2 class="chart-title">Nodes over time</h2>' in html and 'class="gtitle"' not in html
     table = html[html.index('<table id="summary"') : html.index("</table>")]
     for name in ("seed", "scaler", "none (baseline)"):
         assert f">{name}</td>" in table

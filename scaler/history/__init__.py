@@ -6,6 +6,9 @@
   Managed Prometheus), raising :class:`~scaler.history.prometheus.HistoryError`.
 * :mod:`scaler.history.source`: :func:`~scaler.history.source.load_profiles`, what the CLI and
   controller call with the configuration (``--history``).
+* :mod:`scaler.history.export`: pod usage from Prometheus into the replay's long format
+  (Parquet), for ``scaler history export`` and ``scaler replay --prometheus-url``;
+  :mod:`scaler.history.cli` is the command.
 
 The portrait plugins that read the profiles live in ``plugins/portrait.py``.
 """

@@ -54,6 +54,7 @@ __all__ = [
     "MEMORY_QUERY",
     "HistoryError",
     "PrometheusClient",
+    "TransientHistoryError",
     "fetch_gpu_usage",
     "fetch_pod_usage",
     "fetch_samples",
@@ -85,6 +86,11 @@ _HEADER = re.compile(r"^([A-Za-z0-9!#$%&'*+.^_`|~-]+):\s*(.+)$")
 
 class HistoryError(RuntimeError):
     """Usage history could not be loaded; the message is one line naming the server or file."""
+
+
+class TransientHistoryError(HistoryError):
+    """A failure worth retrying: the server is unreachable, timed out, or answered HTTP 429 or
+    5xx (overloaded, restarting, a proxy's gateway error)."""
 
 
 def _one_line(text: object, limit: int = 300) -> str:
@@ -170,14 +176,15 @@ class PrometheusClient:
         try:
             resp = self._client.get(endpoint, params=params)
         except httpx.TimeoutException as e:
-            raise HistoryError(f"{where}: timed out: {_one_line(e) or type(e).__name__}") from None
+            raise TransientHistoryError(f"{where}: timed out: {_one_line(e) or type(e).__name__}") from None
         except httpx.HTTPError as e:
-            raise HistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
+            raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
+        error = TransientHistoryError if resp.status_code == 429 or resp.status_code >= 500 else HistoryError
         try:
             body: Any = msgspec.json.decode(resp.content)
         except msgspec.DecodeError:
             if resp.status_code >= 400:
-                raise HistoryError(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
+                raise error(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
             raise HistoryError(f"{where}: invalid JSON in the answer to query_range") from None
         if not isinstance(body, dict):
             raise HistoryError(f"{where}: unexpected answer (not a JSON object)")
@@ -185,9 +192,7 @@ class PrometheusClient:
             detail = body.get("error") or body.get("status") or "no status"
             kind = body.get("errorType")
             prefix = f"HTTP {resp.status_code}" if resp.status_code >= 400 else "query failed"
-            raise HistoryError(
-                f"{where}: {prefix}: {_one_line(f'{kind}: {detail}' if kind else detail, 250)}"
-            )
+            raise error(f"{where}: {prefix}: {_one_line(f'{kind}: {detail}' if kind else detail, 250)}")
         data = body.get("data")
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise HistoryError(f"{where}: unexpected answer (expected a matrix)")
@@ -204,15 +209,40 @@ class PrometheusClient:
             raise HistoryError(f"{where}: unexpected answer (malformed series)") from None
         return out
 
+    def series_exist(self, selector: str) -> bool:
+        """Whether any series matches ``selector`` at any time the server holds: the metric
+        names of the matching series (``/api/v1/label/__name__/values``, a short answer however
+        many series match).
+
+        Raises:
+            HistoryError: as :meth:`query_range`.
+        """
+        where = f"prometheus at {self.url}"
+        try:
+            resp = self._client.get(f"{self.url}/api/v1/label/__name__/values", params={"match[]": selector})
+        except httpx.HTTPError as e:
+            raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
+        try:
+            body: Any = msgspec.json.decode(resp.content)
+        except msgspec.DecodeError:
+            raise HistoryError(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            raise HistoryError(f"{where}: series lookup failed: {_one_line(body, 200)}")
+        data = body.get("data")
+        return isinstance(data, list) and len(data) > 0
+
 
 def _ts(x: float) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
-def _chunks(start: float, end: float, step: float) -> Iterator[tuple[float, float]]:
+def _chunks(
+    start: float, end: float, step: float, max_points: int = _MAX_POINTS
+) -> Iterator[tuple[float, float]]:
     """Consecutive ``[lo, hi]`` ranges of evaluation instants ``start + k·step <= end``, each
-    at most a day and at most :data:`_MAX_POINTS` points, no instant twice."""
-    span = max(step, min(_CHUNK_SECONDS, step * (_MAX_POINTS - 1)))
+    at most a day and at most ``max_points`` points (Prometheus's limit per series, 11,000),
+    no instant twice."""
+    span = max(step, min(_CHUNK_SECONDS, step * (max_points - 1)))
     per = max(1, int(span // step))
     lo = start
     while lo <= end:

@@ -37,6 +37,9 @@ resource-portrait plugins fed by the replay's own past), none (no scale-down), o
 NAME=--flag=value;--flag2=value with any flags of `scaler run` plus --usage-window, --history-days
 and --scheduler-plugins (the simulated scheduler also runs the policy's filter and score plugins).
 
+usage history: --prometheus-url URL (pod CPU and working set from Prometheus or Google Managed
+Prometheus over --from..--to, default the last 7 days; cached in --cache-dir), or --trace PATH.
+
 trace formats: Bitbrains GWA-T-12 (a .tar.gz or directory of <vm>.csv files; "Timestamp [ms]" holds
 Unix seconds), or a long CSV/Parquet with columns timestamp,namespace,pod_or_workload,cpu_cores,
 memory_bytes (timestamp in Unix seconds or RFC 3339; a workload row gives each of its pods' usage).
@@ -62,10 +65,20 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--trace",
-        required=True,
         metavar="PATH",
-        help="usage trace: Bitbrains .tar.gz or directory, or a long-format .csv/.parquet",
+        help="usage trace: Bitbrains .tar.gz or directory, or a long-format .csv/.parquet "
+        "(or --prometheus-url)",
     )
+    from scaler.history.cli import add_prometheus_flags
+
+    add_prometheus_flags(p, required=False)
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="with --prometheus-url: where the export is kept and reused (default $XDG_CACHE_HOME/scaler)",
+    )
+    p.add_argument("--kubeconfig", help="with --prometheus-url and no --snapshot: kubeconfig of the cluster")
+    p.add_argument("--context", metavar="NAME", help="kubeconfig context")
     p.add_argument(
         "--trace-map", metavar="FILE", help="CSV namespace,pod,series: which pod follows which trace series"
     )
@@ -73,13 +86,14 @@ def add_parser(subparsers: Any) -> None:
         "--from",
         dest="start",
         metavar="TIME",
-        help="first step, trace time (RFC 3339 or Unix seconds; default: the trace's start)",
+        help="first step, trace time (RFC 3339, Unix seconds, or relative to now: -14d, now-6h; "
+        "default: the trace's start, or -7d with --prometheus-url)",
     )
     p.add_argument(
         "--to",
         dest="end",
         metavar="TIME",
-        help="end of the replay, exclusive (default: the trace's last sample)",
+        help="end of the replay, exclusive (default: the trace's last sample, or now with --prometheus-url)",
     )
     p.add_argument("--step", default="5m", help="time between controller loops (default 5m0s)")
     p.add_argument(
@@ -142,7 +156,15 @@ def _time(value: str | None, flag: str) -> float | None:
     try:
         return timestamp_seconds(value)
     except ValueError:
-        raise UsageError(f"{flag}: not an RFC 3339 time or Unix seconds: {value!r}") from None
+        pass
+    from scaler.history.export import now, parse_time
+
+    try:
+        return parse_time(value, now())
+    except ValueError:
+        raise UsageError(
+            f"{flag}: not an RFC 3339 time, Unix seconds or a time relative to now (-14d): {value!r}"
+        ) from None
 
 
 def check_range(first: float, last: float, start: float | None, end: float | None, step: float) -> str | None:
@@ -173,6 +195,94 @@ def check_range(first: float, last: float, start: float | None, end: float | Non
     return f"{' and '.join(gaps)}: {covers}; outside it the nearest sample is held"
 
 
+def _live_cluster(args: argparse.Namespace) -> tuple[Any, str]:
+    """The live cluster of the kubeconfig (or in-cluster config), read as ``scaler snapshot``
+    reads it, and its label for the report.
+
+    Raises:
+        scaler.usage.UsageError: no cluster configured, or it cannot be read.
+    """
+    from scaler.sources.kube import (
+        ClusterUnreachable,
+        LiveSourceError,
+        NoClusterConfig,
+        load_live_snapshot,
+        make_api_client,
+    )
+
+    try:
+        api = make_api_client(args.kubeconfig, args.context)
+        snapshot = load_live_snapshot(api, time.time())
+    except NoClusterConfig as e:
+        raise UsageError(
+            f"--prometheus-url without --snapshot replays the live cluster, but none is configured ({e}): "
+            "pass --snapshot DIR (from `scaler snapshot`) or --kubeconfig"
+        ) from None
+    except ClusterUnreachable as e:
+        raise UsageError(f"cluster unreachable: {e}") from None
+    except LiveSourceError as e:
+        raise UsageError(str(e)) from None
+    context = f" (context {args.context})" if args.context else ""
+    return snapshot, f"live cluster{context}"
+
+
+def _prometheus_trace(
+    args: argparse.Namespace, start: float | None, end: float | None, step: float, say: Any
+) -> tuple[float, float, str]:
+    """Export ``--prometheus-url``'s usage over ``--from``/``--to`` (default the last 7 days,
+    aligned to ``step``) into the cache (reused when the same URL, selector, range and step
+    were exported before); returns the range (Unix seconds) and the file.
+
+    Raises:
+        scaler.usage.UsageError: a bad range, a failure of the server, an unwritable cache.
+    """
+    import math
+
+    from scaler.history.cli import progress_bar
+    from scaler.history.export import (
+        cache_path,
+        default_cache_dir,
+        export_usage,
+        now,
+        read_metadata,
+        write_parquet,
+    )
+    from scaler.history.prometheus import HistoryError
+
+    t = now()
+    lo = math.ceil((start if start is not None else t - 7 * 86400.0) / step) * step
+    hi = math.floor((end if end is not None else t) / step) * step
+    if not hi > lo:
+        raise UsageError(f"empty replay range: --from {format_time(lo)} is not before --to {format_time(hi)}")
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    path = cache_path(args.prometheus_url, args.prometheus_selector, lo, hi, step, cache_dir)
+    if read_metadata(path).get("source") == "prometheus":
+        say(f"using the export of {args.prometheus_url} cached in {path}")
+        return lo, hi, str(path)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
+    try:
+        with progress_bar(args.quiet, f"exporting from {args.prometheus_url}") as progress:
+            export = export_usage(
+                args.prometheus_url,
+                lo,
+                hi,
+                step,
+                auth_file=args.prometheus_auth_file,
+                selector=args.prometheus_selector,
+                progress=progress,
+            )
+    except HistoryError as e:
+        raise UsageError(str(e)) from None
+    try:
+        write_parquet(export, path)
+    except OSError as e:
+        raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
+    return lo, hi, str(path)
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
@@ -192,8 +302,10 @@ def run(args: argparse.Namespace) -> int:
         build_grid,
         load_trace_map,
         map_pods,
+        map_pods_by_pod_or_workload,
         usage_table,
         with_history,
+        with_workload_means,
     )
     from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, build_policy, parse_policies
     from scaler.replay.prices import PriceError, load_prices
@@ -215,6 +327,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--output html needs --out FILE")
     if args.processes is not None and args.processes < 1:
         raise UsageError(f"--processes must be at least 1, got {args.processes}")
+    if not args.trace and not args.prometheus_url:
+        raise UsageError("no usage history: give --trace PATH or --prometheus-url URL")
+    if args.trace and args.prometheus_url:
+        raise UsageError("--trace and --prometheus-url exclude each other: give one")
     step = _seconds(args.step, "--step")
     if step <= 0:
         raise UsageError(f"--step must be positive, got {args.step!r}")
@@ -226,17 +342,35 @@ def run(args: argparse.Namespace) -> int:
         policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
         baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
         prices = load_prices(args.prices)
-        paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
-        snapshot = load_snapshot([str(p) for p in paths], None)
-        snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
+        if args.snapshot or not args.prometheus_url:
+            paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
+            snapshot = load_snapshot([str(p) for p in paths], None)
+            snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
+            snapshot_source = ", ".join(str(p) for p in paths)
+        else:
+            snapshot, snapshot_source = _live_cluster(args)
+            snapshot_name = ""
+        trace_path = args.trace
+        if args.prometheus_url:
+            start, end, trace_path = _prometheus_trace(args, start, end, step, say)
         trace_map = load_trace_map(args.trace_map) if args.trace_map else {}
         wanted = set(trace_map.values()) | set(known_map(snapshot_name).values())
         wanted |= {
             p.annotations[ANNOTATION_SERIES] for p in snapshot.pods if ANNOTATION_SERIES in p.annotations
         }
-        say(f"reading trace {args.trace} …")
-        trace = load_trace(args.trace, wanted=wanted or None)
-        pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
+        say(f"reading trace {trace_path} …")
+        trace = load_trace(trace_path, wanted=wanted or None)
+        running = sum(1 for p in snapshot.pods if not p.is_terminal)
+        if trace.meta.get("source") == "prometheus":
+            trace, workloads = with_workload_means(trace, snapshot)
+            match = map_pods_by_pod_or_workload(
+                snapshot, trace, workloads, start if start is not None else trace.span()[0], step
+            )
+            pod_series = match.pod_series
+            by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
+        else:
+            pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
+            by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
         used = set(pod_series.values())
         if used:
             warning = check_range(
@@ -248,6 +382,11 @@ def run(args: argparse.Namespace) -> int:
             )
             if warning:
                 sys.stderr.write(f"scaler: warning: {warning}\n")
+        if len(pod_series) * 2 < len(snapshot.pods):
+            sys.stderr.write(
+                f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
+                f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
+            )
         grid = build_grid(trace, used, start, end, step)
         history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
         full, start_step = with_history(trace, used, grid, history)
@@ -273,9 +412,15 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:  # a portrait policy without scaler.history
         raise UsageError(f"a policy needs a module that is not installed: {e}") from None
     baseline = results.pop()
+    from scaler.history.export import scaler_version
+
+    prometheus = None
+    if trace.meta.get("source") == "prometheus":
+        keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
+        prometheus = {k: trace.meta.get(k, "") for k in keys}
     meta = ReplayMeta(
-        snapshot=", ".join(str(p) for p in paths),
-        trace=str(args.trace),
+        snapshot=snapshot_source,
+        trace=str(trace_path),
         trace_kind=trace.kind,
         series=len(used),
         pods=len(snapshot.pods),
@@ -288,11 +433,17 @@ def run(args: argparse.Namespace) -> int:
         processes=processes,
         elapsed_seconds=time.perf_counter() - started,
         skipped_rows=trace.skipped_rows,
+        version=scaler_version(),
+        pods_by_pod=by_pod,
+        pods_by_workload=by_workload,
+        pods_without_series=without,
+        prometheus=prometheus,
     )
     report = report_dict(meta, results, baseline)
     wide = args.output == "wide"
+    run_figures = (time.perf_counter() - started, processes)
     if args.output in ("table", "wide"):
-        print_table(report, sys.stdout, wide)
+        print_table(report, sys.stdout, wide, run_figures)
         return 0
     if args.output == "json":
         text = json.dumps(report, separators=(",", ":")) + "\n"
@@ -308,8 +459,9 @@ def run(args: argparse.Namespace) -> int:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as e:
             raise UsageError(f"--out {args.out}: {e}") from None
-        print_table(report, sys.stdout)
-        say(f"wrote {args.out}")
+        print_table(report, sys.stdout, run=run_figures)
+        if not args.quiet:
+            sys.stderr.write(f"scaler replay: wrote the {args.output} report to {args.out}\n")
     else:
         sys.stdout.write(text)
     return 0
@@ -338,9 +490,15 @@ def _replay(
     from scaler.replay.simulate import ReplayLogContext, run_policies
 
     class StepRate(ProgressColumn):
+        # Steps per wall second between the first and the latest report received here, once
+        # they are half a second apart: a worker's reports can arrive in one burst (a short
+        # policy's whole run), and a rate over that burst would be meaningless. A policy that
+        # finished within such a burst shows its steps over the time since the replay started.
         def render(self, task: Task) -> Text:
-            speed = task.finished_speed or task.speed
-            return Text("" if speed is None else f"{speed:,.0f} steps/s")
+            rate = task.fields.get("rate")
+            if rate is None and task.finished and task.elapsed:
+                rate = task.completed / task.elapsed
+            return Text("" if rate is None else f"{rate:,.0f} steps/s")
 
     class StderrHandler(logging.Handler):
         # sys.stderr at each record: while the bars are live, rich's proxy prints above them.
@@ -369,11 +527,15 @@ def _replay(
             console=console,
         ) as bars:
             tasks: dict[str, TaskID] = {
-                p.name: bars.add_task(p.name, total=steps, simulated="") for p in policies
+                p.name: bars.add_task(p.name, total=steps, simulated="", rate=None) for p in policies
             }
+            first: dict[str, tuple[float, int]] = {}
 
             def progress(name: str, done: int, total: int, now: float) -> None:
-                bars.update(tasks[name], completed=done, total=total, simulated=format_time(now))
+                t = time.monotonic()
+                t0, done0 = first.setdefault(name, (t, done))
+                rate = (done - done0) / (t - t0) if t - t0 >= 0.5 else None
+                bars.update(tasks[name], completed=done, total=total, simulated=format_time(now), rate=rate)
 
             return run_policies(inp, policies, processes=processes, progress=progress)
     finally:

@@ -21,6 +21,7 @@ _BASELINE = "#7f7f7f"
 _CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 22px; margin: 0 0 4px 0; }
+h2.chart-title { font-size: 16px; font-weight: 600; margin: 12px 0 0 60px; }
 p.meta { color: #555; margin: 0 0 16px 0; font-size: 13px; }
 table { border-collapse: collapse; font-size: 13px; margin-bottom: 18px; }
 th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: right; }
@@ -186,10 +187,14 @@ def render_html(report: dict[str, Any]) -> str:
     )
 
     def div(fig: Any, first: bool, cls: str) -> str:
+        # The title is a heading above the chart, not plotly's own: plotly's mode bar (zoom,
+        # save as PNG) sits in the chart's top margin and would cover a title there.
+        title = fig.layout.title.text or ""
+        fig.update_layout(title=None, margin={"t": 36})
         body = fig.to_html(
             full_html=False, include_plotlyjs=first, config={"displaylogo": False, "responsive": True}
         )
-        return f'<div class="chart {cls}">{body}</div>'
+        return f'<div class="chart {cls}"><h2 class="chart-title">{html.escape(title)}</h2>{body}</div>'
 
     tr = report["trace"]
     meta = (

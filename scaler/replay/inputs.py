@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.replay.bundled import known_map
-from scaler.replay.traces import Trace, TraceError, resample
+from scaler.replay.traces import Series, Trace, TraceError, resample
 from scaler.replay.world import UsageTable, _workload_name
 
 FloatArray = npt.NDArray[np.float64]
@@ -43,11 +44,14 @@ FloatArray = npt.NDArray[np.float64]
 __all__ = [
     "ANNOTATION_SERIES",
     "MappingError",
+    "PodMatch",
     "build_grid",
     "load_trace_map",
     "map_pods",
+    "map_pods_by_pod_or_workload",
     "usage_table",
     "with_history",
+    "with_workload_means",
 ]
 
 ANNOTATION_SERIES = "scaler.io/replay-series"
@@ -185,3 +189,97 @@ def with_history(trace: Trace, used: set[str], grid: FloatArray, seconds: float)
         return grid, 0
     past = float(grid[0]) - step * np.arange(n, 0, -1, dtype=np.float64)
     return np.concatenate([past, grid]), n
+
+
+def with_workload_means(trace: Trace, snapshot: ClusterSnapshot) -> tuple[Trace, frozenset[str]]:
+    """``trace`` (series named ``namespace/pod``, as :mod:`scaler.history.export` writes them)
+    plus one series per workload, ``namespace/workload``: at each time, the mean of the series
+    of its pods that have a sample then (the usage of one of its pods). A pod of a series
+    resolves to its workload by :func:`scaler.history.prometheus.pod_workload_resolver`: by its
+    record when the snapshot holds it, else by its name and the workloads the snapshot knows
+    (pods replaced during the window). Returns the trace and the names of the added series (a
+    workload whose name is already a series is left as it is)."""
+    from scaler.history.prometheus import pod_workload_resolver
+
+    resolve = pod_workload_resolver(snapshot)
+    groups: dict[str, list[Series]] = {}
+    for name, s in trace.series.items():
+        ns, _, pod = name.partition("/")
+        key = resolve(ns, pod)
+        if key is None or len(s.times) == 0:
+            continue
+        wns, _kind, workload = key.split("/", 2)
+        groups.setdefault(f"{wns}/{workload}", []).append(s)
+    series = dict(trace.series)
+    added = set()
+    for workload, members in sorted(groups.items()):
+        if workload in series:
+            continue
+        t = np.concatenate([m.times for m in members])
+        times, inverse = np.unique(t, return_inverse=True)
+        count = np.bincount(inverse).astype(np.float64)
+        cpu = np.bincount(inverse, weights=np.concatenate([m.cpu_millicores for m in members])) / count
+        mem = np.bincount(inverse, weights=np.concatenate([m.memory_bytes for m in members])) / count
+        series[workload] = Series(times, cpu, mem)
+        added.add(workload)
+    return replace(trace, series=series), frozenset(added)
+
+
+@dataclass(frozen=True, slots=True)
+class PodMatch:
+    """Which pod follows which series, and how each was matched.
+
+    Attributes:
+        pod_series: ``namespace/name`` → series name, for the pods that follow one.
+        by_pod: pods matched by their own series (namespace and pod name, or the annotation).
+        by_workload: pods matched by their workload's mean series.
+        without_series: running pods with no series (they keep their PodMetrics).
+    """
+
+    pod_series: dict[str, str]
+    by_pod: int
+    by_workload: int
+    without_series: int
+
+
+def map_pods_by_pod_or_workload(
+    snapshot: ClusterSnapshot, trace: Trace, workload_series: frozenset[str], start: float, step: float
+) -> PodMatch:
+    """Map the pods of ``snapshot`` onto a trace of per-pod series with workload means
+    (:func:`with_workload_means`): the annotation ``scaler.io/replay-series`` first; then the
+    pod's own series ``namespace/pod`` when it has a sample by ``start + step`` (Unix s); else
+    its workload's mean, when there is one (the pod replaced another during the window, as a
+    Deployment's pods do); else its own series when it has one.
+
+    Raises:
+        MappingError: no pod follows any series of the trace.
+    """
+    out: dict[str, str] = {}
+    by_pod = by_workload = without = 0
+    for pod in snapshot.pods:
+        if pod.is_terminal:
+            continue
+        named = pod.annotations.get(ANNOTATION_SERIES)
+        if named and named in trace.series:
+            out[pod.key] = named
+            by_pod += 1
+            continue
+        own = trace.series.get(pod.key)
+        name = _workload_name(pod, snapshot)
+        workload = f"{pod.namespace}/{name}" if name is not None else None
+        if workload not in workload_series:
+            workload = None
+        if own is not None and (workload is None or float(own.times[0]) <= start + step):
+            out[pod.key] = pod.key
+            by_pod += 1
+        elif workload is not None:
+            out[pod.key] = workload
+            by_workload += 1
+        else:
+            without += 1
+    if not out:
+        raise MappingError(
+            f"no pod of the snapshot follows a series of {trace.source}: its series name other "
+            "pods (namespace/pod); is the snapshot of the cluster the series come from?"
+        )
+    return PodMatch(out, by_pod, by_workload, without)

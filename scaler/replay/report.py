@@ -1,21 +1,27 @@
 """The replay report: one JSON document, and the side-by-side terminal table.
 
-JSON (``--output json``): ``apiVersion: scaler.io/v1alpha1``, ``kind: ReplayReport``; the
-replay's inputs (``snapshot``, ``trace``, ``from``, ``to``, ``stepSeconds``, ``steps``,
+JSON (``--output json``): ``apiVersion: scaler.io/v1alpha1``, ``kind: ReplayReport``,
+``scalerVersion``; the replay's inputs (``snapshot``; ``trace``: its ``path``, ``format``, how
+many pods follow it and how they were matched, and for an export from Prometheus ``prometheus``:
+URL, selector, both queries, its range and step; ``from``, ``to``, ``stepSeconds``, ``steps``,
 ``provisionDelaySeconds``), ``baseline`` (the same figures with no scale-down at all), and
 ``policies``: per policy ``name``, ``description``, ``flags``, ``nodeHours``,
 ``nodeHoursByPool``, ``costUsd`` (``null`` when a machine type has no price; then
 ``missingPrices`` names it), ``costByPoolUsd``, ``nodesRemoved``, ``nodesAdded``,
 ``podsEvicted`` (drains and reliefs), ``reliefEvictions``, ``podsDeleted``, ``overloadNodeMinutes`` (and ``…Cpu…``/``…Memory…``),
 ``throttledCpuCoreMinutes`` (CPU demand above the pods' limits), ``oomKills``, ``unplaceablePods``, ``unschedulablePods``, ``pendingPodMinutes``, ``failedRemovals``,
-``events``, ``elapsedSeconds`` and ``timeline`` (per step: ``nodes``, ``overloadedNodes``,
-``costUsd``); the step times are in the top-level ``timeline.time`` (Unix seconds).
-Units are in the names; node-minutes are minutes × nodes.
+``events`` and ``timeline`` (per step: ``nodes``, ``overloadedNodes``, ``costUsd``); the step
+times are in the top-level ``timeline.time`` (Unix seconds). Units are in the names;
+node-minutes are minutes × nodes.
+
+The document holds no wall-clock figure and nothing that depends on how the replay ran: the
+same inputs give the same bytes whatever ``--processes``. The time the replay took is in the
+table's footer only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -44,6 +50,11 @@ class ReplayMeta:
     processes: int
     elapsed_seconds: float
     skipped_rows: int = 0
+    version: str = ""
+    pods_by_pod: int = 0
+    pods_by_workload: int = 0
+    pods_without_series: int = 0
+    prometheus: Mapping[str, str] | None = None
 
 
 def _summary(r: PolicyResult) -> dict[str, Any]:
@@ -71,7 +82,6 @@ def _summary(r: PolicyResult) -> dict[str, Any]:
         "pendingPodMinutes": round(r.pending_pod_minutes, 1),
         "failedRemovals": r.failed_removals,
         "events": r.events,
-        "elapsedSeconds": round(r.elapsed_seconds, 2),
     }
 
 
@@ -85,25 +95,30 @@ def _timeline(r: PolicyResult) -> dict[str, Any]:
 
 def report_dict(meta: ReplayMeta, results: Sequence[PolicyResult], baseline: PolicyResult) -> dict[str, Any]:
     """The JSON report (see the module doc)."""
+    trace: dict[str, Any] = {
+        "path": meta.trace,
+        "format": meta.trace_kind,
+        "seriesUsed": meta.series,
+        "skippedRows": meta.skipped_rows,
+        "pods": meta.pods,
+        "podsFollowingTrace": meta.pods_following,
+        "podsMatchedByPod": meta.pods_by_pod,
+        "podsMatchedByWorkload": meta.pods_by_workload,
+        "podsWithoutSeries": meta.pods_without_series,
+    }
+    if meta.prometheus is not None:
+        trace["prometheus"] = dict(meta.prometheus)
     return {
         "apiVersion": "scaler.io/v1alpha1",
         "kind": "ReplayReport",
+        "scalerVersion": meta.version,
         "snapshot": meta.snapshot,
-        "trace": {
-            "path": meta.trace,
-            "format": meta.trace_kind,
-            "seriesUsed": meta.series,
-            "skippedRows": meta.skipped_rows,
-            "pods": meta.pods,
-            "podsFollowingTrace": meta.pods_following,
-        },
+        "trace": trace,
         "from": format_time(meta.start),
         "to": format_time(meta.end),
         "stepSeconds": meta.step,
         "steps": meta.steps,
         "provisionDelaySeconds": meta.provision_delay,
-        "processes": meta.processes,
-        "elapsedSeconds": round(meta.elapsed_seconds, 2),
         "baseline": {**_summary(baseline), "timeline": _timeline(baseline)},
         "policies": [{**_summary(r), "timeline": _timeline(r)} for r in results],
         "timeline": {"time": baseline.times},
@@ -156,14 +171,22 @@ def table_lines(report: dict[str, Any], wide: bool = False) -> list[str]:
     return render_columns(headers, rows)
 
 
-def print_table(report: dict[str, Any], stream: TextIO, wide: bool = False) -> None:
+def print_table(
+    report: dict[str, Any], stream: TextIO, wide: bool = False, run: tuple[float, int] | None = None
+) -> None:
     """Print a title line, the side-by-side table (:func:`table_lines`) and what the columns
-    mean; prose wraps at :func:`scaler.report.columns.output_width`, the table never does."""
+    mean; prose wraps at :func:`scaler.report.columns.output_width`, the table never does.
+    ``run``: (wall seconds, processes) of the replay, said in the footer."""
     steps, step = report["steps"], report["stepSeconds"]
     width = output_width(stream)
     lines = wrap_text(
         f"scaler replay: {report['from']} → {report['to']}, {steps} steps of {step / 60:g} min, "
-        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace.",
+        f"{report['trace']['podsFollowingTrace']} of {report['trace']['pods']} pods following the trace"
+        + (
+            f" ({report['trace']['podsMatchedByPod']} by pod, {report['trace']['podsMatchedByWorkload']} by workload)."
+            if report["trace"].get("podsMatchedByWorkload")
+            else "."
+        ),
         width,
         "  ",
     )
@@ -178,9 +201,9 @@ def print_table(report: dict[str, Any], stream: TextIO, wide: bool = False) -> N
         "above 100% of allocatable cpu or 95% of memory, added to none's "
         f"{report['baseline']['overloadNodeMinutes']:,.0f}. UNPLACEABLE: evicted pods that found no node. "
         f"Pods' limits: none has {report['baseline']['throttledCpuCoreMinutes']:,.0f} core-minutes of CPU "
-        f"demand above them (throttled) and {report['baseline']['oomKills']:,} OOM kills; each policy's "
-        "figures with -o wide. "
-        f"Replayed in {report['elapsedSeconds']:.0f} s on {report['processes']} process(es)."
+        f"demand above them (throttled) and {report['baseline']['oomKills']:,} OOM kills"
+        + ("." if wide else "; each policy's figures with -o wide.")
+        + ("" if run is None else f" Replayed in {run[0]:.0f} s on {run[1]} process(es).")
     )
     for text in notes:
         lines += wrap_text(text, width, "  ")

@@ -39,10 +39,10 @@ import datetime as dt
 import math
 import os
 import tarfile
-from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -87,12 +87,15 @@ class Trace:
         source: the path it was read from.
         series: series name → :class:`Series` (Bitbrains: VM id; long: ``namespace/name``).
         skipped_rows: Bitbrains rows skipped for 0 cores or 0 provisioned MHz.
+        meta: a Parquet file's ``scaler.*`` metadata, prefix removed (``scaler history export``
+            writes ``source: prometheus``, the URL, queries and range); empty otherwise.
     """
 
     kind: str
     source: str
     series: Mapping[str, Series] = field(default_factory=dict)
     skipped_rows: int = 0
+    meta: Mapping[str, str] = field(default_factory=dict)
 
     def span(self) -> tuple[float, float]:
         """(first, last) sample time over every series.
@@ -301,12 +304,48 @@ def _header_index(header: list[str], where: str) -> list[int]:
 
 
 def load_long_csv(path: str | Path) -> Trace:
-    """Read the generic long format from a CSV file.
+    """Read the generic long format from a CSV file: columnar with pyarrow when it is installed
+    (:func:`_columnar_trace`, no Python object per row), else row by row. A file the columnar
+    path refuses is read again row by row, which names the first bad line.
 
     Raises:
         TraceError: unreadable file, missing columns, or a malformed row (names file and line).
     """
     p = Path(path)
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import pyarrow.csv as pacsv  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return _load_long_csv_rows(p)
+    try:
+        with p.open(encoding="utf-8", newline="") as fh:
+            header = next(csv.reader(fh), None)
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    except csv.Error as e:
+        raise TraceError(f"{p}: malformed CSV: {e}") from None
+    if header is None:
+        raise TraceError(f"{p}: empty file")
+    idx = _header_index(header, f"{p}:1")
+    names = [header[i] for i in idx]
+    try:
+        reader = pacsv.open_csv(
+            p,
+            read_options=pacsv.ReadOptions(block_size=4 << 20),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=names,
+                column_types={names[1]: pa.string(), names[2]: pa.string()},
+                strings_can_be_null=False,
+            ),
+        )
+        trace = _columnar_trace(reader, names, str(p))
+    except (pa.ArrowException, OSError, ValueError):
+        return _load_long_csv_rows(p)
+    return trace if trace is not None else _load_long_csv_rows(p)
+
+
+def _load_long_csv_rows(p: Path) -> Trace:
+    """The row-by-row CSV reader (errors name the line)."""
     b = _LongBuilder(str(p))
     try:
         with p.open(encoding="utf-8", newline="") as fh:
@@ -330,11 +369,114 @@ def load_long_csv(path: str | Path) -> Trace:
     return b.trace()
 
 
-def load_long_parquet(path: str | Path) -> Trace:
-    """Read the generic long format from a Parquet file (needs pyarrow).
+def _seconds_column(column: Any) -> FloatArray | None:
+    """A timestamp column as float64 Unix seconds: numbers as they are, Arrow timestamps
+    (naive ones as UTC), strings parsed once per distinct value (RFC 3339 or Unix seconds).
+    ``None`` when a value is null or does not parse."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
-    Errors name the file and the row (1-based, as a line of the equivalent CSV with header
-    would be numbered: row ``n`` is reported as line ``n + 1``).
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if col.null_count:
+        return None
+    typ = col.type
+    if pa.types.is_timestamp(typ):
+        per_second = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[typ.unit]
+        ints = col.cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return np.asarray(ints, dtype=np.float64) / per_second
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ):
+        return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ) or pa.types.is_dictionary(typ):
+        enc = col if pa.types.is_dictionary(typ) else pc.dictionary_encode(col)
+        try:
+            values = np.asarray(
+                [timestamp_seconds(str(v)) for v in enc.dictionary.to_pylist()], dtype=np.float64
+            )
+        except (ValueError, TypeError):
+            return None
+        return values[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)]
+    return None
+
+
+def _columnar_trace(batches: Iterable[Any], names: list[str], source: str) -> Trace | None:
+    """The trace of Arrow record batches of the long format (``names``: its columns in
+    :data:`LONG_COLUMNS` order), read batch by batch and kept as numpy arrays (28 bytes a row:
+    time, CPU, memory, series id), then grouped per series and summed per timestamp with
+    numpy; no Python object per row, only per distinct series name of a batch. ``None`` when a
+    value is invalid (a null, an empty name, a value that is not a finite number >= 0): the
+    caller reads the rows one by one to name it.
+
+    Raises:
+        TraceError: no row.
+        pyarrow.ArrowException: a batch cannot be read or converted (the caller falls back).
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    ids: dict[str, int] = {}
+    parts: list[tuple[FloatArray, FloatArray, FloatArray, npt.NDArray[np.int32]]] = []
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        col = [batch.column(batch.schema.get_field_index(n)) for n in names]
+        times = _seconds_column(col[0])
+        if times is None or not np.all(np.isfinite(times)):
+            return None
+        keys = []
+        for c in col[1:3]:
+            if c.null_count:
+                return None
+            c = pc.utf8_trim_whitespace(c if pa.types.is_string(c.type) else c.cast(pa.string()))
+            if pc.any(pc.equal(pc.utf8_length(c), 0)).as_py():
+                return None
+            keys.append(c)
+        values = []
+        for c in col[3:5]:
+            try:
+                arr = np.asarray(c.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+            except (pa.ArrowException, ValueError):
+                return None
+            if c.null_count or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                return None
+            values.append(arr)
+        enc = pc.dictionary_encode(pc.binary_join_element_wise(keys[0], keys[1], "/"))
+        remap = np.asarray(
+            [ids.setdefault(str(k), len(ids)) for k in enc.dictionary.to_pylist()], dtype=np.int32
+        )
+        local = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.intp)
+        parts.append((times, values[0] * 1000.0, values[1], remap[local]))
+    if not parts:
+        raise TraceError(f"{source}: no data row")
+    t = np.concatenate([x[0] for x in parts])
+    cpu = np.concatenate([x[1] for x in parts])
+    mem = np.concatenate([x[2] for x in parts])
+    index = np.concatenate([x[3] for x in parts])
+    del parts
+    order = np.lexsort((t, index))
+    index = index[order]  # one column at a time: each old copy is freed before the next
+    t = t[order]
+    cpu = cpu[order]
+    mem = mem[order]
+    del order
+    # Rows of the same series and time are added up (a per-container export).
+    new = np.ones(len(t), dtype=np.bool_)
+    new[1:] = (index[1:] != index[:-1]) | (t[1:] != t[:-1])
+    starts = np.flatnonzero(new)
+    index, t = index[starts], t[starts]
+    cpu, mem = np.add.reduceat(cpu, starts), np.add.reduceat(mem, starts)
+    labels = list(ids)
+    bounds = np.flatnonzero(np.diff(index)) + 1
+    series: dict[str, Series] = {}
+    for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(t)])), strict=True):
+        series[labels[int(index[lo])]] = Series(t[lo:hi].copy(), cpu[lo:hi].copy(), mem[lo:hi].copy())
+    return Trace("long", source, dict(sorted(series.items())))
+
+
+def load_long_parquet(path: str | Path) -> Trace:
+    """Read the generic long format from a Parquet file (needs pyarrow), columnar
+    (:func:`_columnar_trace`). ``timestamp`` may be numbers (Unix seconds), an Arrow timestamp
+    (naive ones are UTC) or strings. A file with an invalid value is read again row by row to
+    name it: row ``n`` is reported as line ``n + 1``, as in the equivalent CSV with header.
 
     Raises:
         TraceError: pyarrow missing, unreadable file, missing columns, or a malformed row.
@@ -345,12 +487,31 @@ def load_long_parquet(path: str | Path) -> Trace:
     except ImportError:
         raise TraceError(f"{p}: reading Parquet needs pyarrow (pip install 'scaler[replay]')") from None
     try:
-        table = pq.read_table(p)
+        pf = pq.ParquetFile(p)
+        schema = pf.schema_arrow
     except Exception as e:
-        raise TraceError(f"{p}: cannot read Parquet: {e}") from None
-    names = {n.strip().lower(): n for n in table.column_names}
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
+    names = {n.strip().lower(): n for n in schema.names}
     _header_index(list(names), f"{p}")
-    cols = [table.column(names[c]).to_pylist() for c in LONG_COLUMNS]
+    meta = {
+        k.decode("utf-8", "replace")[7:]: v.decode("utf-8", "replace")
+        for k, v in (schema.metadata or {}).items()
+        if k.startswith(b"scaler.")
+    }
+    columns = [names[c] for c in LONG_COLUMNS]
+    try:
+        trace = _columnar_trace(pf.iter_batches(batch_size=1 << 20, columns=columns), columns, str(p))
+    except TraceError:
+        raise
+    except Exception as e:
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
+    if trace is not None:
+        return replace(trace, meta=meta)
+    try:
+        table = pq.read_table(p, columns=columns)
+    except Exception as e:
+        raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
+    cols = [table.column(c).to_pylist() for c in columns]
     b = _LongBuilder(str(p))
     for i, row in enumerate(zip(*cols, strict=True)):
         ts = row[0]

@@ -106,6 +106,7 @@ from scaler.model.records import (
     Taint,
 )
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_micro_time as format_time
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
@@ -675,14 +676,23 @@ class World:
         return current is None or current.node_name != pod.node_name
 
     def pods_on_node(self, name: str) -> list[dict[str, Any]]:
-        """Pods bound to ``name`` as minimal API objects (what the actuator's verify parses)."""
+        """Pods bound to ``name`` as API objects, as the actuator's verify lists them: every
+        field it reads (name, namespace, uid, owner, annotations, phase and ``spec.priority``,
+        which makes a pod expendable below ``--expendable-pods-priority-cutoff``) and the other
+        metadata the pod record carries besides its resources and scheduling constraints."""
         out = []
         for p in self.pods.values():
             if p.node_name != name:
                 continue
             meta: dict[str, Any] = {"name": p.name, "namespace": p.namespace, "uid": p.uid}
+            if p.labels:
+                meta["labels"] = dict(p.labels)
             if p.annotations:
                 meta["annotations"] = dict(p.annotations)
+            if p.creation_ts is not None:
+                meta["creationTimestamp"] = format_time(p.creation_ts)
+            if p.deletion_ts is not None:
+                meta["deletionTimestamp"] = format_time(p.deletion_ts)
             if p.controller is not None:
                 meta["ownerReferences"] = [
                     {
@@ -693,9 +703,17 @@ class World:
                         "controller": True,
                     }
                 ]
-            out.append(
-                {"metadata": meta, "spec": {"nodeName": name, "containers": []}, "status": {"phase": p.phase}}
-            )
+            spec: dict[str, Any] = {
+                "nodeName": name,
+                "containers": [],
+                "priority": p.priority,
+                "restartPolicy": p.restart_policy,
+                "terminationGracePeriodSeconds": p.termination_grace_seconds,
+            }
+            status: dict[str, Any] = {"phase": p.phase, "qosClass": p.qos_class.value}
+            if p.start_ts is not None:
+                status["startTime"] = format_time(p.start_ts)
+            out.append({"metadata": meta, "spec": spec, "status": status})
         return out
 
     def delete_node(self, name: str) -> None:

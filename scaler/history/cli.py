@@ -1,0 +1,168 @@
+"""``scaler history export``: pod usage history from Prometheus into a Parquet file that
+``scaler replay --trace`` reads (:mod:`scaler.history.export`).
+
+Wiring (in :mod:`scaler.cli`): :func:`add_parser` adds the ``history`` command and its
+``export`` sub-command, :func:`run` executes it. Bad input and every failure of the server is
+a :class:`scaler.usage.UsageError`: one line naming the bad value, the URL or the query (exit
+status 2), and no file is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from scaler.usage import UsageError
+
+__all__ = ["add_parser", "add_prometheus_flags", "progress_bar", "resolve_window", "run"]
+
+
+def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """The flags of a Prometheus export: URL, auth file, selector, ``--from``/``--to``, step
+    (shared by ``scaler history export`` and ``scaler replay --prometheus-url``)."""
+    p.add_argument(
+        "--prometheus-url",
+        required=required,
+        metavar="URL",
+        help="Prometheus base URL (before /api/v1), or Google Managed Prometheus's "
+        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus",
+    )
+    p.add_argument(
+        "--prometheus-auth-file",
+        metavar="FILE",
+        default="",
+        help="a bearer token (GMP: an OAuth access token) or one 'Header-Name: value' line",
+    )
+    p.add_argument(
+        "--prometheus-selector",
+        metavar="MATCHERS",
+        default="",
+        help='label matchers added to both queries, e.g. cluster="prod"',
+    )
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``history`` (with ``export``) to ``subparsers`` (from ``add_subparsers``)."""
+    history = subparsers.add_parser(
+        "history", help="usage history: export it from Prometheus for scaler replay"
+    )
+    # The same parser class as ``history`` (scaler's: one-line errors, exit 2).
+    sub = history.add_subparsers(
+        dest="history_command", metavar="export", required=True, parser_class=type(history)
+    )
+    p = sub.add_parser(
+        "export",
+        help="pod CPU and working-set memory from Prometheus into a Parquet file for scaler replay",
+        description="Run two query_range queries (pod CPU: rate(container_cpu_usage_seconds_total"
+        '{container!=""}[5m]) and working-set memory, each summed by namespace and pod) over '
+        "--from..--to and write them in the long format scaler replay --trace reads.",
+    )
+    add_prometheus_flags(p, required=True)
+    p.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="start: RFC 3339, Unix seconds, or relative to now (-14d, now-6h)",
+    )
+    p.add_argument("--to", dest="end", default="now", metavar="TIME", help="end, included (default now)")
+    p.add_argument("--step", default="5m", help="time between samples (default 5m0s)")
+    p.add_argument("--out", required=True, metavar="FILE.parquet", help="the Parquet file to write")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary on stderr")
+
+
+def resolve_window(start: str, end: str, step: str) -> tuple[float, float, float]:
+    """``--from``, ``--to`` and ``--step`` as Unix seconds and seconds.
+
+    Raises:
+        scaler.usage.UsageError: a value does not parse or the range is empty (names it).
+    """
+    from scaler.history.export import now, parse_span, parse_time
+
+    try:
+        step_s = parse_span(step)
+    except ValueError:
+        raise UsageError(f"--step: not a duration: {step!r}") from None
+    if not step_s > 0:
+        raise UsageError(f"--step must be positive, got {step!r}")
+    t = now()
+    out = []
+    for flag, value in (("--from", start), ("--to", end)):
+        try:
+            out.append(parse_time(value, t))
+        except ValueError as e:
+            raise UsageError(f"{flag}: {e}") from None
+    if not out[1] > out[0]:
+        raise UsageError(f"--to {end!r} is not after --from {start!r}")
+    return out[0], out[1], step_s
+
+
+@contextmanager
+def progress_bar(quiet: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar on stderr when it is a terminal and not ``quiet``: yields
+    ``progress(done, total)`` (queries done), or ``None`` when there is no bar."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=30),
+        MofNCompleteColumn(),
+        TextColumn("queries"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bars:
+        task = bars.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bars.update(task, completed=done, total=total)
+
+        yield update
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``scaler history export``; returns the exit status.
+
+    Raises:
+        scaler.usage.UsageError: bad input or a failure of the server (one line).
+    """
+    from pathlib import Path
+
+    from scaler.history.export import export_usage, write_parquet
+    from scaler.history.prometheus import HistoryError
+    from scaler.model.times import format_duration, format_time
+
+    start, end, step = resolve_window(args.start, args.end, args.step)
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {args.out}: is a directory")
+    try:
+        with progress_bar(args.quiet, f"exporting from {args.prometheus_url}") as progress:
+            export = export_usage(
+                args.prometheus_url,
+                start,
+                end,
+                step,
+                auth_file=args.prometheus_auth_file,
+                selector=args.prometheus_selector,
+                progress=progress,
+            )
+    except HistoryError as e:
+        raise UsageError(str(e)) from None
+    try:
+        write_parquet(export, out)
+    except OSError as e:
+        raise UsageError(f"--out {args.out}: {e}") from None
+    if not args.quiet:
+        sys.stderr.write(
+            f"wrote {export.table.num_rows:,} samples of {export.pods:,} pods, {format_time(export.start)} to "
+            f"{format_time(export.end)} every {format_duration(step)}, to {out}\n"
+        )
+    return 0
