@@ -13,11 +13,15 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from scaler.usage import UsageError
 
-__all__ = ["add_parser", "add_prometheus_flags", "progress_bar", "resolve_window", "run"]
+if TYPE_CHECKING:
+    from scaler.history.export import UsageExport
+
+__all__ = ["add_parser", "add_prometheus_flags", "export_to_file", "progress_bar", "resolve_window", "run"]
 
 
 def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -127,22 +131,20 @@ def progress_bar(quiet: bool, what: str) -> Iterator[Callable[[int, int], None] 
         yield update
 
 
-def run(args: argparse.Namespace) -> int:
-    """Execute ``scaler history export``; returns the exit status.
+def export_to_file(
+    args: argparse.Namespace, start: float, end: float, step: float, out: Path, where: str
+) -> UsageExport:
+    """Export the pods' usage from ``args.prometheus_url`` over ``[start, end]`` (epoch seconds)
+    every ``step`` seconds into the Parquet file ``out``, with a progress bar on a terminal
+    unless ``args.quiet``. ``where`` names the destination in errors.
 
     Raises:
-        scaler.usage.UsageError: bad input or a failure of the server (one line).
+        UsageError: Prometheus failed (the message names the URL or the query), or ``out``
+            cannot be written.
     """
-    from pathlib import Path
-
     from scaler.history.export import export_usage, write_parquet
     from scaler.history.prometheus import HistoryError
-    from scaler.model.times import format_duration, format_time
 
-    start, end, step = resolve_window(args.start, args.end, args.step)
-    out = Path(args.out)
-    if out.is_dir():
-        raise UsageError(f"--out {args.out}: is a directory")
     try:
         with progress_bar(args.quiet, f"exporting from {args.prometheus_url}") as progress:
             export = export_usage(
@@ -159,7 +161,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_parquet(export, out)
     except OSError as e:
-        raise UsageError(f"--out {args.out}: {e}") from None
+        raise UsageError(f"{where}: {e}") from None
+    return export
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``scaler history export``; returns the exit status.
+
+    Raises:
+        scaler.usage.UsageError: bad input or a failure of the server (one line).
+    """
+
+    from scaler.model.times import format_duration, format_time
+
+    start, end, step = resolve_window(args.start, args.end, args.step)
+    out = Path(args.out)
+    if out.is_dir():
+        raise UsageError(f"--out {args.out}: is a directory")
+    export = export_to_file(args, start, end, step, out, f"--out {args.out}")
     if not args.quiet:
         sys.stderr.write(
             f"wrote {export.table.num_rows:,} samples of {export.pods:,} pods, {format_time(export.start)} to "

@@ -238,16 +238,8 @@ def _prometheus_trace(
     """
     import math
 
-    from scaler.history.cli import progress_bar
-    from scaler.history.export import (
-        cache_path,
-        default_cache_dir,
-        export_usage,
-        now,
-        read_metadata,
-        write_parquet,
-    )
-    from scaler.history.prometheus import HistoryError
+    from scaler.history.cli import export_to_file
+    from scaler.history.export import cache_path, default_cache_dir, now, read_metadata
 
     t = now()
     lo = math.ceil((start if start is not None else t - 7 * 86400.0) / step) * step
@@ -263,23 +255,7 @@ def _prometheus_trace(
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
-    try:
-        with progress_bar(args.quiet, f"exporting from {args.prometheus_url}") as progress:
-            export = export_usage(
-                args.prometheus_url,
-                lo,
-                hi,
-                step,
-                auth_file=args.prometheus_auth_file,
-                selector=args.prometheus_selector,
-                progress=progress,
-            )
-    except HistoryError as e:
-        raise UsageError(str(e)) from None
-    try:
-        write_parquet(export, path)
-    except OSError as e:
-        raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
+    export_to_file(args, lo, hi, step, path, f"--cache-dir {cache_dir}")
     return lo, hi, str(path)
 
 
