@@ -6,17 +6,15 @@ against the loopback Kubernetes and GCE fakes reaching the same verdicts on the 
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from e2e_cluster import GI, T0, ZONES, E2ECluster, node_json, pod_json, workload_json
+from promserver import prometheus_on
 from test_decisions_e2e import dry_run, metrics_json, write_snapshot
-from test_history_prometheus import ensure_prometheus, free_port
 
 from scaler.cli import main
 
@@ -216,7 +214,6 @@ DCGM = {
 def dcgm_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
     """A real Prometheus on loopback holding :data:`DCGM` (backfilled with promtool): its URL
     and the time the series end."""
-    ensure_prometheus()
     root = tmp_path_factory.mktemp("dcgm")
     now = float(int(time.time()) // 60 * 60)
     lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
@@ -224,36 +221,8 @@ def dcgm_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         labels = f'Hostname="{host}",UUID="{uuid}",gpu="{uuid[-1]}",modelName="Tesla T4",cluster="{cluster}"'
         lines += [f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util} {int(now - k * 60)}" for k in range(30, -1, -1)]
     (root / "data.om").write_text("\n".join([*lines, "# EOF"]) + "\n")
-    subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(root / "data.om"), str(root / "tsdb")],
-                   check=True, capture_output=True, timeout=300)  # fmt: skip
-    (root / "prometheus.yml").write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
-    port = free_port()
-    with (root / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(
-            ["prometheus", f"--storage.tsdb.path={root / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}",
-             f"--config.file={root / 'prometheus.yml'}", "--storage.tsdb.retention.time=30d"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=root,
-        )  # fmt: skip
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
-                try:
-                    if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "prometheus did not become ready within 60 s"
-                time.sleep(0.2)
-            yield url, now
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+    with prometheus_on(root / "data.om", root) as url:
+        yield url, now
 
 
 def test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high(

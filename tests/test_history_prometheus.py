@@ -9,10 +9,7 @@ and are skipped, with the reason, only where that cannot be done (not root, or n
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from builders import MI, make_controller, make_node, make_pod, owner_ref
+from promserver import prometheus_on
 
 from scaler.config import ScalerConfig
 from scaler.history.profiles import build_profiles
@@ -182,22 +180,6 @@ def test_prometheus_without_url_is_a_history_error() -> None:
 # --- a real Prometheus ---------------------------------------------------------------------------
 
 
-def ensure_prometheus() -> None:
-    """Install Debian's ``prometheus`` package when ``prometheus``/``promtool`` are missing;
-    skip when that is impossible here (not root, or no apt-get)."""
-    if shutil.which("prometheus") and shutil.which("promtool"):
-        return
-    if not shutil.which("apt-get") or os.geteuid() != 0:
-        pytest.skip("Debian's prometheus package is not installed and cannot be (needs root and apt-get): "
-                    "run `make test-deps` as root")  # fmt: skip
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "prometheus"]
-    if subprocess.run(install, env=env, capture_output=True, timeout=600).returncode != 0:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=300, check=True)
-        subprocess.run(install, env=env, capture_output=True, timeout=600, check=True)
-    assert shutil.which("prometheus") and shutil.which("promtool")
-
-
 # Synthetic cAdvisor data, per pod: (namespace, pod, container, cluster) -> cores(h), bytes(h)
 # where h is the UTC hour of the day. Counters advance every 60 s by cores × 60.
 def web_a_cores(h: int) -> float:
@@ -269,64 +251,15 @@ def openmetrics(series: tuple[Series, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    ensure_prometheus()
     root = tmp_path_factory.mktemp("prometheus")
     now = float(int(time.time()) // HOUR * HOUR)
     series = build_series(now)
     data = root / "data.om"
     data.write_text(openmetrics(series))
-    tsdb = root / "tsdb"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(data), str(tsdb)],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
-    config = root / "minimal.yml"
-    config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
-    port = free_port()
-    log = (root / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            "prometheus",
-            f"--storage.tsdb.path={tsdb}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--config.file={config}",
-            "--storage.tsdb.retention.time=30d",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=root,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited with {proc.returncode}: {(root / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("prometheus did not become ready within 60 s")
-            time.sleep(0.2)
+    with prometheus_on(data, root) as url:
         yield Server(url, now, series)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
 
 
 def cluster_snapshot(now: float) -> ClusterSnapshot:
