@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.relief_bound``: replay one policy and print the breakdown.
     Returns 0; bad input exits 2 with a one-line error naming it."""
     from scaler.model.snapshot import SnapshotError
+    from scaler.prices import load_prices
     from scaler.replay.bundled import known_map
     from scaler.replay.inputs import (
         ANNOTATION_SERIES,
@@ -320,7 +321,6 @@ def main(argv: list[str] | None = None) -> int:
         with_history,
     )
     from scaler.replay.policies import PolicyError, parse_policies
-    from scaler.replay.prices import load_prices
     from scaler.replay.simulate import OVERLOAD_CPU, OVERLOAD_MEMORY, ReplayInput, run_policy
     from scaler.replay.traces import TraceError, load_trace
     from scaler.sources.files import load_snapshot

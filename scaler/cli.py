@@ -20,21 +20,21 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
 
+from scaler.cmdline import UsageError, bundled_example
 from scaler.config import (
     DRY_RUN_KEYS,
     DURATION_KEYS,
     FLAG_GROUPS,
-    ConfigError,
     ScalerConfig,
     flag_name,
     load_config_file,
 )
-from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.errors import EXIT_BAD_INPUT, InputError, one_line
+from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_duration, timestamp_seconds
-from scaler.usage import EXIT_BAD_INPUT, UsageError, bundled_example
 
 if TYPE_CHECKING:
-    from scaler.replay.prices import PriceTable
+    from scaler.prices import PriceTable
 
 __all__ = ["OUTPUT_FORMATS", "main", "unknown_argument"]
 
@@ -244,7 +244,7 @@ def _config(args: argparse.Namespace) -> ScalerConfig:
 
 
 def _prices(config: ScalerConfig) -> PriceTable:
-    from scaler.replay.prices import PriceError, load_price_table
+    from scaler.prices import PriceError, load_price_table
 
     try:
         return load_price_table(config.prices or None)
@@ -470,9 +470,10 @@ def _join_relative_times(argv: Sequence[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``scaler`` console script; returns the exit status."""
-    from scaler.simulator.registry import PluginError
+    """Entry point of the ``scaler`` console script; returns the exit status.
 
+    Any :class:`scaler.errors.InputError` (a flag, a config key, a file, an API answer) ends as
+    one line on stderr and :data:`EXIT_BAD_INPUT`."""
     # The API client's connection pool retries a refused connection three times and logs each
     # retry as a warning; the failure itself is reported once, as an error or in the loop's log.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
@@ -499,8 +500,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")
         return 0
-    except (UsageError, ConfigError, SnapshotError, PluginError) as e:
-        sys.stderr.write(f"scaler: error: {' '.join(str(e).split())}\n")
+    except InputError as e:
+        sys.stderr.write(f"scaler: error: {one_line(e)}\n")
         return EXIT_BAD_INPUT
 
 

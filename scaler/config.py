@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from scaler.errors import InputError
 from scaler.model.times import format_duration, parse_duration_seconds
 
 __all__ = [
@@ -228,7 +229,7 @@ def flag_name(key: str) -> str | None:
     return "--" + key.replace("_", "-")
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """Bad configuration (file or flag); the message names the key and the bad value."""
 
 

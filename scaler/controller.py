@@ -70,9 +70,9 @@ from scaler.planner import (
     track_hot,
     with_aggregated_usage,
 )
+from scaler.prices import PriceTable, load_price_table
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.relief import ReliefPlan, hot_nodes, plan_relief
-from scaler.replay.prices import PriceTable, load_price_table
 from scaler.simulator.registry import Plugins, resolve_plugins
 from scaler.sources.kube import ClusterUnreachable, MetricsUnavailable
 
@@ -450,7 +450,7 @@ class Controller:
         """The price table (``--prices`` over the bundled one), read on first use.
 
         Raises:
-            scaler.replay.prices.PriceError: the ``--prices`` file is bad (``scaler run``
+            scaler.prices.PriceError: the ``--prices`` file is bad (``scaler run``
                 checks it before starting).
         """
         if self._prices is None:

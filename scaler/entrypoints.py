@@ -19,12 +19,14 @@ from __future__ import annotations
 import sys
 from importlib.metadata import EntryPoint, entry_points
 
+from scaler.errors import InputError
+
 __all__ = ["DuplicateEntryPoint", "EntryPointError", "entry_points_of", "find", "load", "scan"]
 
 _CACHE: dict[str, tuple[tuple[str, ...], dict[str, EntryPoint]]] = {}
 
 
-class DuplicateEntryPoint(ValueError):
+class DuplicateEntryPoint(InputError, ValueError):
     """One name is registered twice in a group with different targets.
 
     Attributes:
@@ -59,7 +61,7 @@ def scan(group: str) -> dict[str, EntryPoint]:
     return found
 
 
-class EntryPointError(ValueError):
+class EntryPointError(InputError, ValueError):
     """An entry point is unknown, registered twice, or cannot be imported; the message names it
     and what it was meant to be (e.g. ``"filter plugin 'X'"``)."""
 

@@ -19,12 +19,14 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from scaler.errors import ScalerError
+
 __all__ = ["Forked", "ForkedError"]
 
 T = TypeVar("T")
 
 
-class ForkedError(RuntimeError):
+class ForkedError(ScalerError, RuntimeError):
     """The child process died without a result (killed by a signal, out of memory)."""
 
 

@@ -110,8 +110,8 @@ def unmatched_names(config: ScalerConfig, known: ClusterNames, where: str = "the
 
 def price_file_machine_types(path: str | Path) -> set[str]:
     """The machine types a ``--prices`` file gives prices for (either layout, see
-    :mod:`scaler.replay.prices`); the file was validated by
-    :func:`~scaler.replay.prices.load_price_table` before. Empty when it cannot be read."""
+    :mod:`scaler.prices`); the file was validated by
+    :func:`~scaler.prices.load_price_table` before. Empty when it cannot be read."""
     try:
         doc: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):

@@ -31,6 +31,7 @@ from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
 from scaler.eligibility import GroupLimits
+from scaler.errors import InputError, ScalerError
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
@@ -45,7 +46,7 @@ __all__ = ["Runner", "StartupError", "build_runner", "default_identity", "run_fo
 log = logging.getLogger(__name__)
 
 
-class StartupError(Exception):
+class StartupError(InputError):
     """``scaler run`` cannot start: a permission is missing, the cluster or the cloud cannot be
     read, the caches did not sync. The message is one line naming what; exit status 2."""
 
@@ -96,12 +97,9 @@ def build_runner(
         StartupError: a permission is missing (naming the verb and resource, or the IAM
             permission), the cluster or the cloud could not be read, the caches did not sync.
     """
-    from scaler.cloud.base import CloudError
     from scaler.cloud.kubernetes import KubernetesProvider
     from scaler.eligibility import node_group_limits
     from scaler.kube.permissions import missing_permissions, required_permissions
-    from scaler.model.parse import ObjectError
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError
 
     provider_calls = KubernetesProvider.kube_calls
     if config.cloud_provider == "gke":
@@ -126,7 +124,7 @@ def build_runner(
 
     try:
         problem = kube_problem()
-    except (ClusterUnreachable, LiveSourceError) as e:
+    except ScalerError as e:
         raise StartupError(str(e)) from None
     if problem:
         raise StartupError(problem)
@@ -144,12 +142,12 @@ def build_runner(
         if problem:
             raise StartupError(problem)
         _check_names(config, cloud, nodes)
-    except (ClusterUnreachable, LiveSourceError, CloudError, ObjectError) as e:
-        cache.stop()
-        raise StartupError(str(e)) from None
     except StartupError:
         cache.stop()
         raise
+    except ScalerError as e:
+        cache.stop()
+        raise StartupError(str(e)) from None
     except Exception as e:  # metadata server unreachable and no --gke-* flags
         cache.stop()
         raise StartupError(f"cloud provider {config.cloud_provider}: {e}") from None

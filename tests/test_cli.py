@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from scaler.cli import main
+from scaler.cmdline import bundled_example
 from scaler.config import (
     DRY_RUN_GROUPS,
     DRY_RUN_KEYS,
@@ -22,7 +23,6 @@ from scaler.config import (
     load_config_file,
     render_default_config,
 )
-from scaler.usage import bundled_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = str(ROOT / "scaler" / "examples" / "bitbrains-gke-day1")

@@ -1,4 +1,4 @@
-"""Node prices (``scaler.replay.prices``) and the savings of the dry-run report: machine type,
+"""Node prices (``scaler.prices``) and the savings of the dry-run report: machine type,
 region, on-demand or Spot, unknown prices, ``--prices`` files."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from builders import make_node
 
 from scaler.cli import main
-from scaler.replay.prices import HOURS_PER_MONTH, PriceError, load_price_table
+from scaler.prices import HOURS_PER_MONTH, PriceError, load_price_table
 
 EXAMPLE = Path("scaler/examples/bitbrains-gke-day1")
 

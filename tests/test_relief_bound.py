@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.relief_bound import Blocker, BoundCounter, PodOnNode, Room, Verdict, classify, main
+from scaler.cmdline import bundled_example
 from scaler.model.records import Pod, Taint, Toleration
 from scaler.replay.policies import parse_policies
 from scaler.replay.simulate import OVERLOAD_CPU, OVERLOAD_MEMORY, run_policy
-from scaler.usage import bundled_example
 from tests.builders import GI, MI, make_node, make_pod
 from tests.test_replay import overload_input
 

@@ -20,21 +20,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scaler.cmdline import UsageError, bundled_example
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
 from scaler.model.profiles import HOURS, WorkloadProfile
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.prices import PriceError, bundled_prices, load_prices
 from scaler.replay import cli as replay_cli
 from scaler.replay.bundled import BUNDLED_NAME, KNOWN_SNAPSHOTS, derive_bundled_map, known_map
 from scaler.replay.inputs import MappingError, build_grid, load_trace_map, map_pods, usage_table
 from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, parse_policies
-from scaler.replay.prices import PriceError, bundled_prices, load_prices
 from scaler.replay.simulate import ReplayInput, run_policies, run_policy
 from scaler.replay.traces import Series, Trace, TraceError, load_trace, resample
 from scaler.replay.world import LABEL_INSTANCE_TYPE, World
 from scaler.sources.files import load_snapshot
-from scaler.usage import UsageError, bundled_example
 from tests.builders import GI, MI, make_controller, make_node, make_pod, owner_ref
 
 T0 = 1_700_000_000.0  # a Tuesday, 22:13:20 UTC; the replay grid starts here

@@ -17,8 +17,8 @@ import yaml
 from ptyrun import ROOT, run_in_pty
 
 from scaler.cli import main
+from scaler.cmdline import UsageError
 from scaler.replay.cli import check_range
-from scaler.usage import UsageError
 
 LOWREQ = ROOT / "scaler" / "examples" / "bitbrains-gke-night-lowreq"
 T0 = 1_793_577_600  # 2026-11-02T00:00:00Z

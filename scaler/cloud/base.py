@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
 
+from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor
 from scaler.kube.writer import ObjectRef
 from scaler.model.records import Node, Pod
@@ -162,7 +163,7 @@ class NodeGroupInfo:
         return next((z for z in self.zone_groups if z.zone == zone), None)
 
 
-class CloudError(Exception):
+class CloudError(ScalerError):
     """A cloud API call failed (after retries where the failure was retryable), or a request
     could not be made (unknown group, node outside the group). The message names the call, the
     resource and the HTTP status.

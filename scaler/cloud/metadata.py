@@ -15,6 +15,8 @@ import os
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
+from scaler.errors import ScalerError
+
 __all__ = [
     "DEFAULT_METADATA_HOST",
     "METADATA_HOST_ENV",
@@ -35,7 +37,7 @@ METADATA_HOST_ENV = "GCE_METADATA_HOST"
 _METADATA_ROOT_ENV = "GCE_METADATA_ROOT"  # google-auth's older name for the same setting
 
 
-class MetadataUnavailable(Exception):
+class MetadataUnavailable(ScalerError):
     """The metadata server could not be reached, refused, or lacks the value (the message names
     the URL and the cause). Outside GCE/GKE, pass project, location and cluster explicitly."""
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
 from scaler.entrypoints import EntryPointError, entry_points_of, find, load
+from scaler.errors import InputError
 from scaler.eviction.podinfo import PodUsage, clean_quantity
 from scaler.eviction.sort import (
     Comparator,
@@ -66,7 +67,7 @@ ENTRY_POINT_GROUP = "scaler.eviction_metrics"
 """The entry-point group third-party eviction metrics register under."""
 
 
-class EvictionConfigError(ValueError):
+class EvictionConfigError(InputError, ValueError):
     """The eviction configuration cannot be used: a metric plugin is unknown, cannot be loaded,
     does not build an :class:`EvictionMetric`, or clashes with a registered name; or a waterline
     names a metric that is not registered or not evictable. The message names the culprit."""

@@ -3,7 +3,7 @@
 
 Wiring (in :mod:`scaler.cli`): :func:`add_parser` adds the ``history`` command and its
 ``export`` sub-command, :func:`run` executes it. Bad input and every failure of the server is
-a :class:`scaler.usage.UsageError`: one line naming the bad value, the URL or the query (exit
+a :class:`scaler.cmdline.UsageError`: one line naming the bad value, the URL or the query (exit
 status 2), and no file is written.
 """
 
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scaler.usage import UsageError
+from scaler.cmdline import UsageError
 
 if TYPE_CHECKING:
     from scaler.history.export import UsageExport
@@ -82,7 +82,7 @@ def resolve_window(start: str, end: str, step: str) -> tuple[float, float, float
     """``--from``, ``--to`` and ``--step`` as Unix seconds and seconds.
 
     Raises:
-        scaler.usage.UsageError: a value does not parse or the range is empty (names it).
+        scaler.cmdline.UsageError: a value does not parse or the range is empty (names it).
     """
     from scaler.history.export import now, parse_span, parse_time
 
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``scaler history export``; returns the exit status.
 
     Raises:
-        scaler.usage.UsageError: bad input or a failure of the server (one line).
+        scaler.cmdline.UsageError: bad input or a failure of the server (one line).
     """
 
     from scaler.model.times import format_duration, format_time

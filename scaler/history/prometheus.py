@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import msgspec
 
+from scaler.errors import ScalerError, TransientError
 from scaler.history.profiles import workload_key
 
 if TYPE_CHECKING:
@@ -84,11 +85,11 @@ _MAX_POINTS = 11000
 _HEADER = re.compile(r"^([A-Za-z0-9!#$%&'*+.^_`|~-]+):\s*(.+)$")
 
 
-class HistoryError(RuntimeError):
+class HistoryError(ScalerError, RuntimeError):
     """Usage history could not be loaded; the message is one line naming the server or file."""
 
 
-class TransientHistoryError(HistoryError):
+class TransientHistoryError(HistoryError, TransientError):
     """A failure worth retrying: the server is unreachable, timed out, or answered HTTP 429 or
     5xx (overloaded, restarting, a proxy's gateway error)."""
 

@@ -35,6 +35,7 @@ from typing import Any, cast
 from kubernetes.client import ApiClient, CoordinationV1Api
 from kubernetes.client.exceptions import ApiException
 
+from scaler.errors import ScalerError
 from scaler.kube.raw import read_json, release
 from scaler.model.times import format_micro_time, rfc3339_seconds
 
@@ -43,7 +44,7 @@ __all__ = ["LeaderElector", "LeaseLost", "fence_clock"]
 log = logging.getLogger(__name__)
 
 
-class LeaseLost(Exception):
+class LeaseLost(ScalerError):
     """This replica does not hold the lease now (or has lost it for good): it must make no
     write, not even a rollback; the new leader's recovery owns what it left."""
 

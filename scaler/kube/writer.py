@@ -46,6 +46,7 @@ from tenacity import (
     wait_fixed,
 )
 
+from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.raw import read_json, release
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
@@ -156,7 +157,7 @@ _MERGE_PATCH = "application/merge-patch+json"
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 
 
-class WriteError(Exception):
+class WriteError(ScalerError):
     """A write failed for good; the message names the object and the HTTP status."""
 
 

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import msgspec
 
+from scaler.errors import InputError
 from scaler.model import wire
 from scaler.model.quantity import (
     MAX_QUANTITY,
@@ -84,7 +85,7 @@ Record = (
 """Any record :func:`to_record` returns."""
 
 
-class ObjectError(ValueError):
+class ObjectError(InputError, ValueError):
     """An API object is malformed; the message names the object and the bad field or value."""
 
 

@@ -17,6 +17,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from scaler.errors import InputError
+
 __all__ = [
     "MAX_QUANTITY",
     "QuantityError",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class QuantityError(ValueError):
+class QuantityError(InputError, ValueError):
     """Raised when a string is not a valid Kubernetes quantity; the message names the value."""
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any
 
+from scaler.errors import InputError
 from scaler.model.decode import Place, parse_object, place_text
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.layout import PodLayout
@@ -47,7 +48,7 @@ CONTROLLER_KINDS = frozenset(
 )
 
 
-class SnapshotError(ValueError):
+class SnapshotError(InputError, ValueError):
     """The input does not form a valid snapshot; the message names the bad value."""
 
 

@@ -6,6 +6,7 @@ Modules: :mod:`~scaler.replay.traces` (Bitbrains and long-format traces),
 :mod:`~scaler.replay.policies` (built-in and user policies), :mod:`~scaler.replay.world` (the
 simulated cluster, scheduler, scale-up, Kubernetes and cloud stand-ins),
 :mod:`~scaler.replay.simulate` (the live controller driven over the replay),
-:mod:`~scaler.replay.prices` (machine-type prices), :mod:`~scaler.replay.report` and
-:mod:`~scaler.replay.html` (outputs), :mod:`~scaler.replay.cli` (the command).
+:mod:`~scaler.replay.report` and :mod:`~scaler.replay.html` (outputs), :mod:`~scaler.replay.cli`
+(the command). Machine-type prices live below the replay and the controller, in
+:mod:`scaler.prices`.
 """

@@ -3,7 +3,7 @@
 Wiring (in :mod:`scaler.cli`): ``add_parser(subparsers)`` adds the ``replay`` sub-command and
 ``run(args)`` executes it. Bad input — an unknown policy or flag, a malformed trace row (named
 by file and line), an unreadable snapshot, price or map file — raises
-:class:`scaler.usage.UsageError` with a one-line message naming the bad value (exit status 2).
+:class:`scaler.cmdline.UsageError` with a one-line message naming the bad value (exit status 2).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scaler.cmdline import UsageError, bundled_example
+from scaler.errors import InputError
 from scaler.model.times import format_time, parse_duration_seconds, timestamp_seconds
-from scaler.usage import UsageError, bundled_example
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -176,7 +177,7 @@ def check_range(first: float, last: float, start: float | None, end: float | Non
     up to one ``step`` past the last sample is covered), else ``None``.
 
     Raises:
-        scaler.usage.UsageError: the range and the trace do not overlap at all.
+        scaler.cmdline.UsageError: the range and the trace do not overlap at all.
     """
     covers = f"the trace covers {format_time(first)} to {format_time(last)}"
     if start is not None and start > last:
@@ -200,7 +201,7 @@ def _live_cluster(args: argparse.Namespace) -> tuple[Any, str]:
     reads it, and its label for the report.
 
     Raises:
-        scaler.usage.UsageError: no cluster configured, or it cannot be read.
+        scaler.cmdline.UsageError: no cluster configured, or it cannot be read.
     """
     from scaler.sources.kube import (
         ClusterUnreachable,
@@ -234,7 +235,7 @@ def _prometheus_trace(
     were exported before); returns the range (Unix seconds) and the file.
 
     Raises:
-        scaler.usage.UsageError: a bad range, a failure of the server, an unwritable cache.
+        scaler.cmdline.UsageError: a bad range, a failure of the server, an unwritable cache.
     """
     import math
 
@@ -263,18 +264,17 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
     Raises:
-        scaler.usage.UsageError: bad input (one line naming the bad value).
+        scaler.cmdline.UsageError: bad input (one line naming the bad value).
     """
     import yaml
     from rich.console import Console
 
-    from scaler.config import ConfigError, load_config_file
-    from scaler.model.snapshot import SnapshotError
+    from scaler.config import load_config_file
+    from scaler.prices import load_prices
     from scaler.replay.bundled import known_map
     from scaler.replay.html import HtmlError, render_html
     from scaler.replay.inputs import (
         ANNOTATION_SERIES,
-        MappingError,
         build_grid,
         load_trace_map,
         map_pods,
@@ -283,11 +283,10 @@ def run(args: argparse.Namespace) -> int:
         with_history,
         with_workload_means,
     )
-    from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, build_policy, parse_policies
-    from scaler.replay.prices import PriceError, load_prices
+    from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
     from scaler.replay.report import ReplayMeta, print_table, report_dict
     from scaler.replay.simulate import ReplayInput
-    from scaler.replay.traces import TraceError, load_trace
+    from scaler.replay.traces import load_trace
     from scaler.simulator.registry import PluginError, load_filters, load_scorers
     from scaler.sources.files import load_snapshot
 
@@ -367,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
         history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
         full, start_step = with_history(trace, used, grid, history)
         usage = usage_table(trace, used, full)
-    except (ConfigError, PolicyError, PriceError, SnapshotError, TraceError, MappingError) as e:
+    except InputError as e:
         raise UsageError(str(e)) from None
     for policy in policies:  # an unknown plugin name fails here, not in a worker an hour later
         try:

@@ -13,6 +13,8 @@ import datetime as dt
 import html
 from typing import Any
 
+from scaler.errors import ScalerError
+
 __all__ = ["HtmlError", "render_html"]
 
 _PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -34,7 +36,7 @@ p.note { color: #555; font-size: 12px; max-width: 1100px; }
 """
 
 
-class HtmlError(RuntimeError):
+class HtmlError(ScalerError, RuntimeError):
     """The HTML report cannot be made (plotly is not installed)."""
 
 

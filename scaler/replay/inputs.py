@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from scaler.errors import InputError
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
@@ -58,7 +59,7 @@ ANNOTATION_SERIES = "scaler.io/replay-series"
 """Pod annotation naming the trace series the pod follows."""
 
 
-class MappingError(ValueError):
+class MappingError(InputError, ValueError):
     """The pod → series mapping is unusable; the message says why (and names the file/line)."""
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaler.config import ConfigError, ScalerConfig
+from scaler.errors import InputError
 from scaler.model.times import parse_duration_seconds
 
 __all__ = [
@@ -91,7 +92,7 @@ _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(--.*)$", re.S)
 _DEFAULT_HISTORY_DAYS = 7.0
 
 
-class PolicyError(ValueError):
+class PolicyError(InputError, ValueError):
     """A policy is malformed; the message names the policy and the bad flag or value."""
 
 

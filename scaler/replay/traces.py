@@ -47,6 +47,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from scaler.errors import InputError
 from scaler.model.times import timestamp_seconds
 
 __all__ = [
@@ -65,7 +66,7 @@ LONG_COLUMNS = ("timestamp", "namespace", "pod_or_workload", "cpu_cores", "memor
 """Required columns of the generic long format, in any order."""
 
 
-class TraceError(ValueError):
+class TraceError(InputError, ValueError):
     """A trace cannot be read; the message names the file (and line) and the bad value."""
 
 

@@ -14,8 +14,8 @@ from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
 from scaler.model.records import Node, Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.prices import PriceTable, load_price_table
 from scaler.relief import ReliefPlan
-from scaler.replay.prices import PriceTable, load_price_table
 from scaler.report.compare import Variants, compare_with_requests_rule, removal_outcome, requests_bound
 from scaler.report.models import (
     BlockingPodModel,

@@ -24,6 +24,7 @@ from importlib.metadata import EntryPoint
 
 from scaler.config import ScalerConfig
 from scaler.entrypoints import EntryPointError, entry_points_of, find, load
+from scaler.errors import InputError
 from scaler.simulator.filters import (
     BaseFilter,
     InterPodAffinity,
@@ -66,7 +67,7 @@ BUILTIN_FILTERS: tuple[type[BaseFilter], ...] = (
 arithmetic checks, then label matching, then PV lookups, then the checks that scan other pods."""
 
 
-class PluginError(ValueError):
+class PluginError(InputError, ValueError):
     """A plugin name is unknown, ambiguous, cannot be loaded or built, or the object does not
     satisfy the plugin protocol. The message names the plugin."""
 

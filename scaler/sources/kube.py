@@ -29,6 +29,7 @@ from kubernetes import config as _k8s_config
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from scaler.errors import InputError, TransientError
 from scaler.model.decode import DecodedList, decode_list
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError
@@ -57,7 +58,7 @@ k8s_config: Any = _k8s_config
 METRICS_GROUP = "metrics.k8s.io"
 
 
-class ClusterUnreachable(Exception):
+class ClusterUnreachable(TransientError):
     """No cluster to talk to: no kubeconfig and no in-cluster config (or an unusable one), or
     the API server cannot be reached (connection refused, DNS, TLS handshake, timeout).
 
@@ -74,7 +75,7 @@ class NoClusterConfig(ClusterUnreachable):
     """
 
 
-class LiveSourceError(ValueError):
+class LiveSourceError(InputError, ValueError):
     """The API server answered, but badly: an HTTP error status (other than on an optional
     kind), a body that is not a JSON List, or the metrics API missing (404/503 on
     ``metrics.k8s.io``). The one-line message names the resource, the path and the status."""

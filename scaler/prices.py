@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import yaml
 
+from scaler.errors import InputError
 from scaler.model.records import Node
 
 __all__ = [
@@ -61,7 +62,7 @@ _SECTIONS: tuple[tuple[str, Kind], ...] = (("prices", "on-demand"), ("spot", "sp
 _META = ("source", "date", "currency", "region", "regions")
 
 
-class PriceError(ValueError):
+class PriceError(InputError, ValueError):
     """A price file is unreadable or malformed; the message names the file and the entry."""
 
 
@@ -224,7 +225,7 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
         PriceError: the file is unreadable, not YAML, or malformed (a non-numeric or negative
             price, a currency other than USD).
     """
-    doc = yaml.safe_load((resources.files("scaler.replay") / "prices.yaml").read_text(encoding="utf-8"))
+    doc = yaml.safe_load((resources.files("scaler") / "prices.yaml").read_text(encoding="utf-8"))
     table = PriceTable(source=str(doc.get("source", "")), date=str(doc.get("date", "")))
     table.bundled_source, table.bundled_date = table.source, table.date
     table.merge(doc, "bundled prices.yaml", origin="bundled")

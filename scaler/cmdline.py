@@ -1,9 +1,9 @@
 """What every sub-command shares: the one-line usage error, its exit status, the bundled example.
 
-Bad input of any kind (a flag, a config key, a file, an API answer) ends as :class:`UsageError`:
-``scaler: error: <message>`` on stderr and exit status :data:`EXIT_BAD_INPUT`, before anything
-is done. :mod:`scaler.cli` and :mod:`scaler.replay.cli` both raise it, and neither imports the
-other for it.
+A bad flag or a bad combination of flags ends as :class:`UsageError`, an
+:class:`scaler.errors.InputError`: ``scaler: error: <message>`` on stderr and exit status
+:data:`EXIT_BAD_INPUT`, before anything is done. :mod:`scaler.cli`, :mod:`scaler.replay.cli` and
+:mod:`scaler.history.cli` all raise it, and none imports another for it.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from scaler.errors import EXIT_BAD_INPUT, InputError
+
 __all__ = ["EXIT_BAD_INPUT", "UsageError", "bundled_example"]
 
-EXIT_BAD_INPUT = 2
-"""Exit status for bad input (flags, config, files, API answers), as Go's flag package uses."""
 
-
-class UsageError(Exception):
+class UsageError(InputError):
     """Bad input: the message is printed as one line and the exit status is :data:`EXIT_BAD_INPUT`."""
 
 
