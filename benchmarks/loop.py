@@ -33,8 +33,8 @@ from typing import Any
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
-from scaler.eligibility import GroupLimits, node_group_limits
 from scaler.kube.writer import KubeWriter
+from scaler.limits import GroupLimits, node_group_limits
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import PlannerState, UsageSample

@@ -82,8 +82,9 @@ def _peak_rss_bytes() -> int:
 def _work_evaluate(nodes: int, runs: int, profile: bool) -> dict[str, Any]:
     from benchmarks.generate import generate
     from scaler.config import ScalerConfig
-    from scaler.eligibility import check_eligibility, node_group_limits
+    from scaler.eligibility import check_eligibility
     from scaler.engine import counted_pods, evaluate
+    from scaler.limits import node_group_limits
     from scaler.utilization import node_utilization
 
     rss0 = _rss_bytes()

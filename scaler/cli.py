@@ -407,7 +407,8 @@ def _dry_run(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from scaler.sources.kube import ClusterUnreachable, LiveSourceError, fetch_objects, make_api_client
+    from scaler.kube.client import ClusterUnreachable, LiveSourceError, make_api_client
+    from scaler.sources.kube import fetch_objects
     from scaler.sources.writer import write_snapshot
 
     try:
@@ -424,10 +425,10 @@ def _snapshot(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from scaler.kube.client import ClusterUnreachable, make_api_client
     from scaler.observability import configure_logging
     from scaler.runner import StartupError, build_runner, run_forever
     from scaler.simulator.registry import resolve_plugins
-    from scaler.sources.kube import ClusterUnreachable, make_api_client
 
     config = _config(args)
     # Plugin names are resolved once, here, before anything else: a typo exits 2 at start.

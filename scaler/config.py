@@ -235,7 +235,7 @@ class ConfigError(InputError, ValueError):
 
 class NodeGroupSpec(BaseModel):
     """``--nodes=MIN:MAX:NAME``: size limits, in nodes, of each zone of node pool ``NAME``, or of
-    the managed instance group ``NAME`` (:class:`scaler.eligibility.GroupLimits`)."""
+    the managed instance group ``NAME`` (:class:`scaler.limits.GroupLimits`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -653,7 +653,7 @@ class ScalerConfig(BaseModel):
 
     def node_group_limits(self, name: str) -> NodeGroupSpec | None:
         """The ``--nodes`` entry named exactly ``name``, if any (see
-        :func:`scaler.eligibility.node_group_limits` for MIG names)."""
+        :func:`scaler.limits.node_group_limits` for MIG names)."""
         for spec in self.nodes:
             if spec.name == name:
                 return spec

@@ -35,6 +35,7 @@ from scaler.actuation.actuator import Actuator, NodeOutcome
 from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, evaluate
+from scaler.kube.client import ClusterUnreachable, MetricsUnavailable
 from scaler.kube.leader import LeaseLost
 from scaler.kube.writer import (
     ANNOTATION_HOT_OWNER,
@@ -74,7 +75,6 @@ from scaler.prices import PriceTable, load_price_table
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.relief import ReliefPlan, hot_nodes, plan_relief
 from scaler.simulator.registry import Plugins, resolve_plugins
-from scaler.sources.kube import ClusterUnreachable, MetricsUnavailable
 
 __all__ = ["Controller"]
 

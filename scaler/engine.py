@@ -12,7 +12,7 @@ and no limit on the number of candidates: every candidate is simulated. Each can
 (drain rules, then the move of its pods) is :func:`scaler.simulator.cluster.simulate_node_removal`,
 the function the actuator's re-check calls too; before it, the node's pool must keep its
 minimum in the node's MIG, or its zone when the node's name does not tell its MIG
-(:meth:`scaler.eligibility.GroupLimits.group_key`), counting the nodes already found removable.
+(:meth:`scaler.limits.GroupLimits.group_key`), counting the nodes already found removable.
 
 Disruption budgets (:mod:`scaler.budgets`) are applied before the simulation, as Karpenter's
 disruption controller filters its candidates by the budgets' allowed disruptions per node pool
@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from scaler.budgets import BudgetHold, BudgetLedger, disruption_reason
 from scaler.config import DisruptionReasonName, ScalerConfig
 from scaler.drain.rules import BlockingPod
-from scaler.eligibility import GroupLimits, check_eligibility, node_group_limits
+from scaler.eligibility import check_eligibility
+from scaler.limits import GroupLimits, node_group_limits
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from scaler.config import ScalerConfig
-from scaler.eligibility import instance_group_base
+from scaler.limits import instance_group_base
 from scaler.model.records import Node
 
 __all__ = [
@@ -63,7 +63,7 @@ class ClusterNames:
 
 def cluster_names(nodes: Iterable[Node]) -> ClusterNames:
     """The names a set of nodes shows: their ``cloud.google.com/gke-nodepool`` labels, their MIGs
-    as GKE names instances (:func:`scaler.eligibility.instance_group_base` plus ``-grp``) and
+    as GKE names instances (:func:`scaler.limits.instance_group_base` plus ``-grp``) and
     their machine types."""
     pools: set[str] = set()
     migs: set[str] = set()

@@ -30,11 +30,11 @@ from kubernetes.client import ApiClient
 from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
-from scaler.eligibility import GroupLimits
 from scaler.errors import InputError, ScalerError
 from scaler.history.source import ProfileCache
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter
+from scaler.limits import GroupLimits
 from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import HealthServer, Metrics
@@ -98,8 +98,8 @@ def build_runner(
             permission), the cluster or the cloud could not be read, the caches did not sync.
     """
     from scaler.cloud.kubernetes import KubernetesProvider
-    from scaler.eligibility import node_group_limits
     from scaler.kube.permissions import missing_permissions, required_permissions
+    from scaler.limits import node_group_limits
 
     provider_calls = KubernetesProvider.kube_calls
     if config.cloud_provider == "gke":

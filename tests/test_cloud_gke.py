@@ -24,7 +24,7 @@ from scaler.cloud.base import (
 from scaler.cloud.gke import GceRef, GKEProvider, make_clients, make_projects_client, pool_limits, zone_limits
 from scaler.cloud.metadata import MetadataUnavailable, get_metadata
 from scaler.config import NodeGroupSpec
-from scaler.eligibility import GroupLimits
+from scaler.limits import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, Node, Resources
 
 ZONES = ("europe-west1-b", "europe-west1-c", "europe-west1-d")

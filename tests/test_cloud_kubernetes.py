@@ -15,7 +15,7 @@ from scaler.cloud.base import CloudError, CloudProvider, MinSizeReached, NodeCha
 from scaler.cloud.gke import GKEProvider, make_clients
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import NodeGroupSpec
-from scaler.eligibility import GroupLimits
+from scaler.limits import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, Node, Resources
 from scaler.sources.kube import make_api_client
 

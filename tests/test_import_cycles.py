@@ -1,17 +1,43 @@
-"""No import cycle in ``scaler/``: computed from the source, every import counted.
+"""Layers that point one way in ``scaler/``, and no import cycle: computed from the source.
 
 Every ``import`` and ``from … import`` of a ``scaler`` module anywhere in a file counts, at module
-level, inside functions (deferred imports) and under ``TYPE_CHECKING`` alike: a cycle hidden in a
-function is still a cycle in the design. The check finds the strongly connected components of
-the module graph (Tarjan) and fails on any with more than one module, naming them.
+level, inside functions (deferred imports) and under ``TYPE_CHECKING`` alike: a dependency hidden
+in a function is still a dependency of the design.
+
+:data:`LAYERS` is the intended order of the packages, written once, lowest first. A module
+belongs to the unit that names it or its nearest package (``kube.client`` before ``kube``). A
+module may import its own unit and any unit of a lower layer; two units of one layer are peers
+and import neither each other nor anything above. The cycle check finds the strongly connected
+components of the module graph (Tarjan) and fails on any with more than one module.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SCALER = Path(__file__).resolve().parents[1] / "scaler"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),  # the one exception root
+    ("model",),  # records, snapshots, quantities, times: the data everything reads
+    ("config", "reasons", "cmdline", "entrypoints", "forked", "kube", "kube.raw"),
+    # policy-free building blocks, each on model and config alone
+    (
+        "utilization", "limits", "prices", "budgets", "drain", "eviction", "observability",
+        "kube.client", "kube.leader",
+    ),
+    # reading the cluster and its history, the scheduler simulation, node eligibility, writes
+    ("sources", "history", "simulator", "eligibility", "names", "kube.writer"),
+    ("engine", "plugin_api", "cloud", "kube.permissions"),  # the pure loop; cloud adapters
+    ("planner", "relief"),  # what to remove, which hot node to relieve
+    ("actuation", "report"),  # acting on a plan; the dry-run report
+    ("controller",),  # the live loop
+    ("runner", "replay"),  # the live process; the what-if replay drives the controller
+    ("cli",),  # the command line
+)  # fmt: skip
+"""The intended package order of ``scaler``, lowest layer first."""
 
 
 def _modules() -> dict[str, Path]:
@@ -108,3 +134,65 @@ def test_graph_sees_deferred_imports() -> None:
 
 def test_no_import_cycle_in_scaler() -> None:
     assert cycles(import_graph()) == []
+
+
+def unit_of(module: str, units: Mapping[str, int]) -> str:
+    """The unit of ``module`` (``scaler.kube.client``): the longest unit that names it or one of
+    its packages; ``""`` for none."""
+    parts = module.split(".")[1:]
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in units:
+            return name
+    return ""
+
+
+def layering_violations(
+    graph: Mapping[str, set[str]], layers: Sequence[Sequence[str]] = LAYERS
+) -> list[str]:
+    """Every import against ``layers`` (upwards, or sideways between two units of one layer),
+    and every module of no unit, as ``importer -> imported (unit layer -> unit layer)``."""
+    units = {unit: rank for rank, layer in enumerate(layers) for unit in layer}
+    found: list[str] = []
+    for module, targets in sorted(graph.items()):
+        if module == "scaler":
+            continue
+        mine = unit_of(module, units)
+        if not mine:
+            found.append(f"{module}: in no layer")
+            continue
+        for target in sorted(targets):
+            theirs = unit_of(target, units)
+            if not theirs or theirs == mine or units[theirs] < units[mine]:
+                continue
+            found.append(f"{module} -> {target} ({mine} {units[mine]} -> {theirs} {units[theirs]})")
+    return found
+
+
+def test_layering_finder_finds_an_upward_and_a_sideways_import() -> None:
+    """The check itself can fail: a made-up graph against made-up layers."""
+    graph = {
+        "scaler.a": set(),
+        "scaler.b.x": {"scaler.a"},
+        "scaler.b.y": {"scaler.b.x", "scaler.c"},  # sideways: b and c are peers
+        "scaler.c": {"scaler.d"},  # upwards
+        "scaler.d": {"scaler.a", "scaler.b.x"},
+        "scaler.e": set(),  # in no layer
+    }
+    assert layering_violations(graph, (("a",), ("b", "c"), ("d",))) == [
+        "scaler.b.y -> scaler.c (b 1 -> c 1)",
+        "scaler.c -> scaler.d (c 1 -> d 2)",
+        "scaler.e: in no layer",
+    ]
+
+
+def test_every_unit_of_the_layers_exists() -> None:
+    """A renamed package does not silently leave a stale name in :data:`LAYERS`."""
+    modules = set(import_graph())
+    names = [unit for layer in LAYERS for unit in layer]
+    assert len(names) == len(set(names))
+    assert [u for u in names if f"scaler.{u}" not in modules] == []
+
+
+def test_layers_point_one_way() -> None:
+    assert layering_violations(import_graph()) == []

@@ -13,7 +13,7 @@ from e2e_cluster import GI, T0, ZONES, E2ECluster, node_json, pod_json, workload
 from test_decisions_e2e import dry_run, metrics_json, write_snapshot
 
 from scaler.cloud.base import MinSizeReached
-from scaler.eligibility import GroupLimits
+from scaler.limits import GroupLimits
 from scaler.model.records import Node
 
 ZONE = "us-central1-a"
@@ -56,7 +56,7 @@ def test_dry_run_holds_each_mig_at_its_own_minimum(
 
 
 def test_instance_group_base_follows_gke_naming() -> None:
-    from scaler.eligibility import instance_group_base
+    from scaler.limits import instance_group_base
 
     assert instance_group_base("gke-prod-default-pool-3e629681-x1y2") == "gke-prod-default-pool-3e629681"
     assert instance_group_base("gke-c-pool-a-aaaa1111-0a1b") == "gke-c-pool-a-aaaa1111"

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from plugins.target_usage import TargetUsage
 from scaler.cli import main
 from scaler.config import POOL_KEYS, ConfigError, NodePoolSettings, ScalerConfig
-from scaler.eligibility import node_group_limits
 from scaler.engine import evaluate
+from scaler.limits import node_group_limits
 from scaler.model.records import NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import Aggregation, GroupSize, PlannerState, UsageSample, plan, with_aggregated_usage

@@ -28,9 +28,9 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor
+from scaler.kube.client import ApiCall
 from scaler.kube.writer import ObjectRef
 from scaler.model.records import Node, Pod
-from scaler.sources.kube import ApiCall
 
 __all__ = [
     "CHECK_CALLS",

@@ -60,9 +60,9 @@ from scaler.cloud.base import (
     check_min_sizes,
 )
 from scaler.config import NodeGroupSpec
-from scaler.eligibility import GroupLimits
+from scaler.kube.client import ApiCall
+from scaler.limits import GroupLimits
 from scaler.model.records import Node
-from scaler.sources.kube import ApiCall
 
 __all__ = [
     "COMPUTE_URL",
@@ -317,7 +317,7 @@ class GKEProvider:
         compute_clients: a :class:`ComputeClients`; default: :func:`make_clients`.
         projects_client: a ``resourcemanager_v3.ProjectsClient`` for the permission check;
             default: :func:`make_projects_client`, made on first use.
-        limits: ``--nodes`` limits (:class:`~scaler.eligibility.GroupLimits`): an entry naming a
+        limits: ``--nodes`` limits (:class:`~scaler.limits.GroupLimits`): an entry naming a
             MIG, else one naming its pool, overrides the MIG's autoscaling limits.
         retry_wait_seconds: wait between attempts of a retryable failure (seconds).
         max_attempts: attempts per API call before :class:`CloudError`.

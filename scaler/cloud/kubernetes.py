@@ -34,9 +34,9 @@ from scaler.cloud.base import (
     call_with_retries,
     check_min_sizes,
 )
-from scaler.eligibility import GroupLimits
+from scaler.kube.client import ApiCall
+from scaler.limits import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, LABEL_ZONE_BETA, Node
-from scaler.sources.kube import ApiCall
 
 __all__ = ["KUBE_CALLS", "KubernetesProvider"]
 
@@ -65,7 +65,7 @@ class KubernetesProvider:
 
     Args:
         api_client: a ``kubernetes.client.ApiClient`` (see ``scaler.sources.kube.make_api_client``).
-        limits: ``--nodes`` limits (:class:`~scaler.eligibility.GroupLimits`), per zone.
+        limits: ``--nodes`` limits (:class:`~scaler.limits.GroupLimits`), per zone.
         retry_wait_seconds: wait between attempts of a 429/5xx/connection failure (seconds).
         max_attempts: attempts per API call before :class:`~scaler.cloud.base.CloudError`.
         page_size: ``limit`` of each page of the node LIST.

@@ -33,9 +33,9 @@ from kubernetes.client import ApiClient, AuthorizationV1Api
 from kubernetes.client.exceptions import ApiException
 
 from scaler.config import ScalerConfig
+from scaler.kube.client import READ_CALLS, ApiCall, LiveSourceError, unreachable
 from scaler.kube.raw import read_json
 from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, NODE_STATUS_CALLS
-from scaler.sources.kube import READ_CALLS, ApiCall, LiveSourceError, unreachable
 from scaler.sources.watch import WATCH_CALLS
 
 __all__ = [

@@ -48,10 +48,10 @@ from tenacity import (
 
 from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor, EvictResult
+from scaler.kube.client import ApiCall
 from scaler.kube.raw import read_json, release
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.model.times import format_time
-from scaler.sources.kube import ApiCall
 
 __all__ = [
     "ACTUATION_CALLS",

@@ -82,8 +82,8 @@ from msgspec.structs import replace as replace_pod
 
 from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_sizes
 from scaler.config import ScalerConfig
-from scaler.eligibility import node_group_limits
 from scaler.eviction.executor import Evictor, EvictResult
+from scaler.kube.client import ApiCall
 from scaler.kube.writer import (
     ANNOTATION_HOT_OWNER,
     ANNOTATION_OWNER,
@@ -95,6 +95,7 @@ from scaler.kube.writer import (
     ObjectRef,
     WriteError,
 )
+from scaler.limits import node_group_limits
 from scaler.model.records import (
     LABEL_HOSTNAME,
     LABEL_ZONE,
@@ -110,7 +111,6 @@ from scaler.model.times import format_micro_time as format_time
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
-from scaler.sources.kube import ApiCall
 
 __all__ = [
     "LABEL_INSTANCE_TYPE",

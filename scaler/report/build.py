@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 
 from scaler.config import ScalerConfig
-from scaler.eligibility import node_group_limits
 from scaler.engine import Evaluation, NodeResult
+from scaler.limits import node_group_limits
 from scaler.model.records import Node, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.prices import PriceTable, load_price_table

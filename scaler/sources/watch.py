@@ -48,6 +48,14 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from scaler.kube.client import (
+    METRICS_GROUP,
+    READ_CALLS,
+    ApiCall,
+    ClusterUnreachable,
+    LiveSourceError,
+    MetricsUnavailable,
+)
 from scaler.model.decode import decode_watch_event
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.layout import REBUILD_FRACTION, PodLayout
@@ -55,12 +63,6 @@ from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 from scaler.sources.kube import (
-    METRICS_GROUP,
-    READ_CALLS,
-    ApiCall,
-    ClusterUnreachable,
-    LiveSourceError,
-    MetricsUnavailable,
     _HttpStatusError,
     _list_method,
     _one_line,
