@@ -23,7 +23,20 @@ from scaler.model.records import (
     Taint,
 )
 
-__all__ = ["GI", "KI", "MI", "make_controller", "make_node", "make_pdb", "make_pod", "owner_ref"]
+__all__ = [
+    "GI",
+    "KI",
+    "MI",
+    "OBJECT_NAMESPACE",
+    "make_controller",
+    "make_node",
+    "make_pdb",
+    "make_pod",
+    "node_object",
+    "owner_ref",
+    "pdb_object",
+    "pod_object",
+]
 
 KI = 1024
 MI = 1024**2
@@ -154,3 +167,66 @@ def make_controller(
     }
     fields.update(overrides)
     return Controller(**fields)
+
+
+# -- API objects (JSON as the API server serves them), for the loopback fakes -----------------------
+
+OBJECT_NAMESPACE = "shop"
+"""The namespace of :func:`pod_object` and :func:`pdb_object` unless told otherwise."""
+
+
+def node_object(name: str, **spec: Any) -> dict[str, Any]:
+    """A v1 Node named ``name`` in pool ``default`` (4 CPUs, 16 GiB allocatable); ``spec`` keys
+    are added to its spec (``unschedulable=True``, ``taints=[...]``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"pool": "default"}},
+        "spec": {"providerID": f"gce://p/europe-west1-b/{name}", **spec},
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def pod_object(
+    name: str,
+    *,
+    app: str = "web",
+    owner: str | None = "ReplicaSet",
+    grace: int | None = 30,
+    node: str = "n1",
+    namespace: str = OBJECT_NAMESPACE,
+) -> dict[str, Any]:
+    """A running v1 Pod ``namespace/name`` (UID ``uid-<name>``, label ``app``) on ``node``,
+    controlled by a ``owner`` (``None``: a bare pod), with ``grace`` seconds of termination grace
+    (``None``: unset)."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "labels": {"app": app}}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "apps/v1", "kind": owner, "name": f"{app}-rs", "uid": "rs", "controller": True}
+        ]
+    spec: dict[str, Any] = {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}
+    if grace is not None:
+        spec["terminationGracePeriodSeconds"] = grace
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+
+
+def pdb_object(
+    name: str, allowed: int, selector: dict[str, Any] | None = None, namespace: str = OBJECT_NAMESPACE
+) -> dict[str, Any]:
+    """A policy/v1 PodDisruptionBudget ``namespace/name`` (``minAvailable: 1``) whose status
+    allows ``allowed`` disruptions, selecting ``selector`` (default: ``app=web``)."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": selector if selector is not None else {"matchLabels": {"app": "web"}},
+            "minAvailable": 1,
+        },
+        "status": {
+            "disruptionsAllowed": allowed,
+            "currentHealthy": 2,
+            "desiredHealthy": 1,
+            "expectedPods": 2,
+        },
+    }

@@ -9,7 +9,6 @@ manual clock: :meth:`advance` moves it and refreshes the metrics timestamps.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from fakes.gce_api import FakeGCE
 from fakes.kube_api import FakeKubeAPI
+from waiting import DEFAULT_TIMEOUT, wait_for
 
 from scaler.actuation.actuator import Actuator
 from scaler.cloud.gke import GKEProvider, make_clients
@@ -265,17 +265,11 @@ class E2ECluster:
             ctl.shutdown(10)
             cache.stop()
 
-    def wait_idle(self, ctl: Controller, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not ctl.actuator.idle():
-            assert time.monotonic() < deadline, "actuation did not finish"
-            time.sleep(0.02)
+    def wait_idle(self, ctl: Controller, timeout: float = DEFAULT_TIMEOUT) -> None:
+        wait_for(ctl.actuator.idle, timeout, "actuation to finish")
 
-    def wait_cache(self, predicate: Any, timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, "condition not reached"
-            time.sleep(0.02)
+    def wait_cache(self, predicate: Any, timeout: float = DEFAULT_TIMEOUT) -> None:
+        wait_for(predicate, timeout, "the watch cache to catch up")
 
     def wait_cached_node(self, name: str) -> None:
         """Wait until the controller's watch cache holds node ``name`` as the fake API has it

@@ -47,6 +47,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
+from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_K8S = REPO.parent / "shared" / "k8s"
@@ -69,16 +70,6 @@ def unavailable() -> str:
     return ""
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition", poll: float = 0.1) -> Any:
-    """Poll ``predicate`` until it returns something truthy (returned); fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(poll)
 
 
 def _running(pid: int) -> bool:

@@ -13,7 +13,7 @@ from builders import GI, make_node, make_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaler.budgets import BudgetLedger, allowed_disruptions, disruption_reason, window_start
+from scaler.budgets import BudgetHold, BudgetLedger, allowed_disruptions, disruption_reason, window_start
 from scaler.cli import main
 from scaler.config import ConfigError, ScaleDownBudget, ScalerConfig
 from scaler.engine import evaluate
@@ -211,8 +211,10 @@ def test_most_restrictive_active_budget_wins_per_reason() -> None:
     # Monday 20:00: only ten-percent (3 of 30) limits drains.
     ledger = BudgetLedger(budgets, utc(2026, 6, 1, 20), {"web": 30}, {})
     assert [ledger.admit(n, "unready") for n in web[:3]] == [None] * 3
-    held = ledger.admit(web[3], "unready")
-    assert held is not None and held.budget == "ten-percent"
+    assert ledger.admit(web[3], "unready") == BudgetHold(
+        "ten-percent",
+        "budget ten-percent (nodes 10%) allows 3 of node pool web's 30 nodes disrupted at once; 3 already are",
+    )
 
 
 def test_budgets_apply_to_each_named_pool_on_its_own() -> None:

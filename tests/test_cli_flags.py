@@ -127,7 +127,7 @@ def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest
     # Everything scaler dry-run runs: utilization, eligibility, drain rules, simulation, the
     # plugins it loads, the history it may read, the budgets that hold nodes, hot-node relief,
     # and the command itself (the price table).
-    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py", "budgets.py", "relief.py")]
+    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "limits.py", "utilization.py", "budgets.py", "relief.py")]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
         files += sorted((ROOT / folder).rglob("*.py"))
     functions = [planner.relief_admission, cli._dry_run, cli._prices]

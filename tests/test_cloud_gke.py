@@ -50,9 +50,7 @@ def call_of(method: str, path: str) -> str:
 
 
 @pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGCE]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def fake(no_proxy: None) -> Iterator[FakeGCE]:
     with FakeGCE() as f:
         yield f
 

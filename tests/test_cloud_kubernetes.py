@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import NodeGroupSpec
 from scaler.limits import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, Node, Resources
-from scaler.sources.kube import make_api_client
 
 NODES = "/api/v1/nodes"
 
@@ -51,9 +49,7 @@ def server() -> Iterator[FakeKubeAPI]:
 
 
 @pytest.fixture
-def fake(server: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch) -> FakeKubeAPI:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def fake(server: FakeKubeAPI, no_proxy: None) -> FakeKubeAPI:
     server.reset_faults()
     server.clear()
     server.load_objects(
@@ -63,13 +59,6 @@ def fake(server: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch) -> FakeKubeAPI:
     )
     server.requests.clear()
     return server
-
-
-@pytest.fixture
-def api(fake: FakeKubeAPI, tmp_path: Path) -> Iterator[Any]:
-    client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield client
-    client.close()
 
 
 def provider(api: Any, **kw: Any) -> KubernetesProvider:

@@ -6,13 +6,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import pytest
-
 import scaler
 from scaler.cli import main
 from scaler.errors import EXIT_BAD_INPUT, InputError, ScalerError, TransientError
-
-pytestmark = pytest.mark.unit
 
 
 def _public_exceptions() -> dict[str, type[BaseException]]:

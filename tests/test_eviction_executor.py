@@ -44,17 +44,19 @@ def pu(
 
 class FakeEvictor:
     """Records every call (thread-safe); fails the pods in ``fail`` with their message and raises
-    for the pods in ``raise_for``; optionally sleeps a random time to scramble completion order."""
+    for the pods in ``raise_for``; optionally sleeps a random time (seeded by ``seed``) to scramble completion order."""
 
     def __init__(
         self,
         fail: Mapping[str, str] | None = None,
         raise_for: Mapping[str, Exception] | None = None,
         jitter: float = 0.0,
+        seed: int = 0,
     ) -> None:
         self.fail = dict(fail or {})
         self.raise_for = dict(raise_for or {})
         self.jitter = jitter
+        self._rng = random.Random(seed)  # seeded: a run's sleeps repeat
         self.calls: list[str] = []
         self.lock = threading.Lock()
         self.max_in_flight = 0
@@ -67,7 +69,7 @@ class FakeEvictor:
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
             if self.jitter:
-                time.sleep(random.uniform(0, self.jitter))
+                time.sleep(self._rng.uniform(0, self.jitter))
             if pod.name in self.raise_for:
                 raise self.raise_for[pod.name]
             if pod.name in self.fail:

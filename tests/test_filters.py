@@ -490,7 +490,12 @@ class TestPodTopologySpread:
         st.set_flags("a1", ghost=True)  # pods still listed on the ghost must not count
         pod = incoming(labels={"app": "web"}, topology_spread=(spread(max_skew=3),))
         # ghost zone a counts 0, so min is 0: 3 + 1 - 0 = 4 > 3 (counting them would give 1)
-        assert run(self.f, pod, st, "b1") is not None
+        assert run(self.f, pod, st, "b1") == (
+            "node didn't match pod topology spread constraints (topology.kubernetes.io/zone, maxSkew 3)"
+        )
+        # the same cluster without the ghost: a's pods count, min is 3, 3 + 1 - 3 = 1 <= 3
+        counted = cluster(self.nodes, web_pods({"a1": 3, "b1": 3, "c1": 3}))
+        assert run(self.f, pod, counted, "b1") is None
 
     def test_missing_label_rejected(self) -> None:
         st = cluster([*self.nodes, make_node("x1", zone="")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import threading
 import time
@@ -47,11 +48,21 @@ def test_large_values_and_exceptions_come_back() -> None:
 
 @needs_fork
 def test_runs_beside_the_caller() -> None:
-    start = time.monotonic()
-    job = Forked(lambda: time.sleep(0.5) or 1)
-    time.sleep(0.5)  # the caller's own work, meanwhile
-    assert job.result() == 1
-    assert time.monotonic() - start < 0.95
+    """The child waits for a byte the caller writes only after ``Forked`` returned: run in the
+    caller instead, it would read nothing (the job answers 0 after its own bound)."""
+    read_end, write_end = os.pipe()
+
+    def child() -> int:
+        ready, _, _ = select.select([read_end], [], [], 30)
+        return 1 if ready and os.read(read_end, 1) == b"x" else 0
+
+    try:
+        job = Forked(child)
+        os.write(write_end, b"x")  # the caller's own work, meanwhile
+        assert job.result() == 1
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 @needs_fork

@@ -14,6 +14,7 @@ components of the module graph (Tarjan) and fails on any with more than one modu
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -50,6 +51,7 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
     """Module → the ``scaler`` modules it imports (a name imported from a package resolves to
     its submodule when there is one)."""

@@ -58,19 +58,10 @@ def loaded_fake(example_objects: list[dict[str, Any]]) -> Iterator[FakeKubeAPI]:
 
 
 @pytest.fixture
-def fake(loaded_fake: FakeKubeAPI, monkeypatch: pytest.MonkeyPatch) -> FakeKubeAPI:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def fake(loaded_fake: FakeKubeAPI, no_proxy: None) -> FakeKubeAPI:
     loaded_fake.reset_faults()
     loaded_fake.requests.clear()
     return loaded_fake
-
-
-@pytest.fixture
-def api(fake: FakeKubeAPI, tmp_path: Path) -> Iterator[Any]:
-    client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield client
-    client.close()
 
 
 @pytest.fixture(scope="module")

@@ -49,9 +49,7 @@ class Calls:
 
 
 @pytest.fixture
-def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[FakeKubeAPI, ApiClient]]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def kube(tmp_path: Path, no_proxy: None) -> Iterator[tuple[FakeKubeAPI, ApiClient]]:
     with FakeKubeAPI() as server:
         server.load_objects([{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}}])
         yield server, make_api_client(str(server.write_kubeconfig(tmp_path / "kubeconfig")))

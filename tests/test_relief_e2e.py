@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 from e2e_cluster import GI, E2ECluster, iso, node_json, pdb_json, pod_json, workload_json
-from test_runner_e2e import WallClock, start_process, wait_for
+from test_runner_e2e import WallClock, start_process
+from waiting import wait_for
 
 from scaler.config import ScalerConfig
 from scaler.kube.writer import ANNOTATION_HOT_OWNER, TAINT_HOT

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from e2e_cluster import E2ECluster
+from waiting import wait_for
 
 from scaler.kube.writer import ANNOTATION_OWNER
 from scaler.model.records import TAINT_TO_BE_DELETED
@@ -38,11 +39,6 @@ class WallClock:
         return time.time()
 
 
-def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def tainted(c: E2ECluster, name: str) -> bool:

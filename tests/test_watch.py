@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from fakes.kube_api import FakeKubeAPI
 from kubernetes import client as k8s
+from waiting import wait_for
 
 from scaler.model.records import Taint
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.sources.files import load_objects
-from scaler.sources.kube import READ_CALLS, list_pages, load_live_snapshot, make_api_client
+from scaler.sources.kube import READ_CALLS, list_pages, load_live_snapshot
 from scaler.sources.watch import (
     METRICS_CALLS,
     WATCH_CALLS,
@@ -62,19 +63,10 @@ FULL_EXAMPLE = pytest.mark.parametrize("cluster_objects", ["full"], indirect=Tru
 
 
 @pytest.fixture
-def fake(cluster_objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKubeAPI]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(var, raising=False)
+def fake(cluster_objects: list[dict[str, Any]], no_proxy: None) -> Iterator[FakeKubeAPI]:
     with FakeKubeAPI(bookmark_interval=0.1) as server:
         server.load_objects(cluster_objects)
         yield server
-
-
-@pytest.fixture
-def api(fake: FakeKubeAPI, tmp_path: Path) -> Iterator[Any]:
-    client: Any = make_api_client(str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -98,17 +90,9 @@ def make_cache(api: Any) -> Iterator[Callable[..., WatchCache]]:
 @pytest.fixture
 def cache(make_cache: Callable[..., WatchCache], fake: FakeKubeAPI) -> WatchCache:
     cache = make_cache()
-    assert wait_until(lambda: fake.open_watches() == N_KINDS)
+    wait_for(lambda: fake.open_watches() == N_KINDS)
     return cache
 
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return bool(predicate())
 
 
 def find(cache: WatchCache, kind: str, name: str) -> Any:
@@ -163,7 +147,7 @@ def test_changes_flow_into_the_cache(cache: WatchCache, fake: FakeKubeAPI, api: 
     name = pod["metadata"]["name"]
     new = {**pod, "metadata": {**pod["metadata"], "name": "new-pod", "uid": "new"}}
     fake.put_object(new)
-    assert wait_until(lambda: find(cache, "Pod", "new-pod") is not None)
+    wait_for(lambda: find(cache, "Pod", "new-pod") is not None)
     # Through the API (the way the controller taints a node).
     node_name = fake.objects("Node")[0]["metadata"]["name"]
     taint = {"key": "scaler/drain", "effect": "NoSchedule"}
@@ -172,12 +156,12 @@ def test_changes_flow_into_the_cache(cache: WatchCache, fake: FakeKubeAPI, api: 
     )
     assert resp.status == 200 and resp.data
     resp.release_conn()
-    assert wait_until(lambda: find(cache, "Node", node_name).taints == (Taint("scaler/drain", "", "NoSchedule"),))
+    wait_for(lambda: find(cache, "Node", node_name).taints == (Taint("scaler/drain", "", "NoSchedule"),))
     fake.delete_object("Pod", name, pod["metadata"]["namespace"])
-    assert wait_until(lambda: find(cache, "Pod", name) is None)
+    wait_for(lambda: find(cache, "Pod", name) is None)
     fake.delete_object("PodDisruptionBudget", *reversed(_ns_name(fake.objects("PodDisruptionBudget")[0])))
     expected = listed(api)
-    assert wait_until(lambda: cache.records().by_kind == expected)
+    wait_for(lambda: cache.records().by_kind == expected)
     assert all(s.relists == 0 for s in cache.stats.values())
     assert cache.stats["Pod"].events >= 2 and cache.stats["Node"].events >= 1
 
@@ -197,7 +181,7 @@ def test_snapshot_reflects_watched_changes(cache: WatchCache, fake: FakeKubeAPI,
     node = fake.objects("Node")[0]
     name = node["metadata"]["name"]
     fake.put_object({**node, "spec": {**node.get("spec", {}), "unschedulable": True}})
-    assert wait_until(lambda: find(cache, "Node", name).unschedulable)
+    wait_for(lambda: find(cache, "Node", name).unschedulable)
     snap = snapshot_from_cache(cache, api, NOW)
     assert _same_snapshot(snap, load_live_snapshot(api, NOW))
 
@@ -212,9 +196,9 @@ def test_pods_are_regrouped_by_change_not_sorted_again(cache: WatchCache, fake: 
     fake.put_object({**moved, "spec": {**moved["spec"], "nodeName": dst}})
     fake.put_object({**moved, "metadata": {**moved["metadata"], "name": "aaa-new", "uid": "new"}})
     fake.delete_object("Pod", deleted["metadata"]["name"], deleted["metadata"]["namespace"])
-    assert wait_until(lambda: find(cache, "Pod", deleted["metadata"]["name"]) is None)
-    assert wait_until(lambda: find(cache, "Pod", moved["metadata"]["name"]).node_name == dst)
-    assert wait_until(lambda: find(cache, "Pod", "aaa-new") is not None)
+    wait_for(lambda: find(cache, "Pod", deleted["metadata"]["name"]) is None)
+    wait_for(lambda: find(cache, "Pod", moved["metadata"]["name"]).node_name == dst)
+    wait_for(lambda: find(cache, "Pod", "aaa-new") is not None)
     snap = snapshot_from_cache(cache, api, NOW)
     assert _same_snapshot(snap, load_live_snapshot(api, NOW))
     assert snap.pods[0].name == "aaa-new" and snap.pods_by_node[src][0].name == "aaa-new"
@@ -231,12 +215,12 @@ def test_a_malformed_object_is_named_until_it_is_fixed(cache: WatchCache, fake: 
     bad = {**pod, "spec": {**pod["spec"], "priority": "high"}}
     fake.put_object(bad)
     message = f"pods: Pod {ns}/{name}: field 'spec.priority' must be an integer, got 'high'"
-    assert wait_until(lambda: find(cache, "Pod", name) is None)
+    wait_for(lambda: find(cache, "Pod", name) is None)
     with pytest.raises(SnapshotError) as e:
         snapshot_from_cache(cache, api, NOW)
     assert str(e.value) == message
     fake.put_object(pod)
-    assert wait_until(lambda: find(cache, "Pod", name) is not None)
+    wait_for(lambda: find(cache, "Pod", name) is not None)
     assert _same_snapshot(snapshot_from_cache(cache, api, NOW), load_live_snapshot(api, NOW))
 
 
@@ -250,7 +234,7 @@ def test_dropped_watches_rewatch_without_relisting(cache: WatchCache, fake: Fake
         def rewatched(t: int = target) -> bool:
             return fake.open_watches() == N_KINDS and total(cache, "watches") >= t
 
-        assert wait_until(rewatched)
+        wait_for(rewatched)
         watches = total(cache, "watches")
     assert all((s.lists, s.relists) == (1, 0) for s in cache.stats.values())
     assert total(cache, "errors") >= N_KINDS  # the abrupt cut is an error, the clean end is not
@@ -259,7 +243,7 @@ def test_dropped_watches_rewatch_without_relisting(cache: WatchCache, fake: Fake
     fake.drop_watches()
     pod = a_pod(fake)
     fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
-    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    wait_for(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
     assert cache.stats["Pod"].relists == 0
 
 
@@ -271,11 +255,11 @@ def test_expired_history_relists(cache: WatchCache, fake: FakeKubeAPI, api: Any,
     # Lost from the history: only a relist can notice this deletion.
     fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
     fake.expire_history()
-    assert wait_until(lambda: all(s.relists >= 1 for s in cache.stats.values()))
-    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    wait_for(lambda: all(s.relists >= 1 for s in cache.stats.values()))
+    wait_for(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
     expected = listed(api)
-    assert wait_until(lambda: cache.records().by_kind == expected)
-    assert wait_until(lambda: fake.open_watches() == N_KINDS)
+    wait_for(lambda: cache.records().by_kind == expected)
+    wait_for(lambda: fake.open_watches() == N_KINDS)
     assert total(cache, "errors") == 0
 
 
@@ -283,19 +267,19 @@ def test_watch_errors_back_off_and_recover(cache: WatchCache, fake: FakeKubeAPI)
     fake.fail("/api/v1/pods", 500, times=3, match=lambda r: r.watch)
     start = time.monotonic()
     fake.drop_watches()
-    assert wait_until(lambda: cache.stats["Pod"].consecutive_errors == 3)
-    assert wait_until(lambda: cache.stats["Pod"].errors == 3 and fake.open_watches("/api/v1/pods") == 1)
+    wait_for(lambda: cache.stats["Pod"].consecutive_errors == 3)
+    wait_for(lambda: cache.stats["Pod"].errors == 3 and fake.open_watches("/api/v1/pods") == 1)
     # Three failures: waits of at least 0.01 + 0.02 + 0.04 s (backoff 0.02 s doubling, jitter >= 1/2).
     assert time.monotonic() - start >= 0.07
     assert (cache.stats["Pod"].lists, cache.stats["Pod"].relists) == (1, 0)
     pod = a_pod(fake)
     fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
-    assert wait_until(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
-    assert wait_until(lambda: cache.stats["Pod"].consecutive_errors == 0)
+    wait_for(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
+    wait_for(lambda: cache.stats["Pod"].consecutive_errors == 0)
     # A malformed event line: an error, then a watch again from the same place.
     fake.fail("/api/v1/nodes", 200, times=1, match=lambda r: r.watch, body=b'{"type": "ADDED"\n')
     fake.drop_watches()
-    assert wait_until(lambda: cache.stats["Node"].errors == 1 and fake.open_watches("/api/v1/nodes") == 1)
+    wait_for(lambda: cache.stats["Node"].errors == 1 and fake.open_watches("/api/v1/nodes") == 1)
     assert cache.stats["Node"].relists == 0
 
 
@@ -313,7 +297,7 @@ def test_list_errors_and_optional_kinds(
     with caplog.at_level(logging.WARNING, logger="scaler.sources.watch"):
         cache = make_cache(page_size=100)
     assert cache.stats["PersistentVolume"].skipped and cache.stats["PersistentVolume"].watches == 0
-    assert wait_until(lambda: cache.stats["PersistentVolumeClaim"].skipped)
+    wait_for(lambda: cache.stats["PersistentVolumeClaim"].skipped)
     assert (
         cache.stats["PersistentVolumeClaim"].watches == 1 and not cache.stats["PersistentVolumeClaim"].errors
     )
@@ -343,20 +327,19 @@ def test_snapshot_needs_a_synced_cache(
 
 def test_stop_ends_all_threads_promptly(make_cache: Callable[..., WatchCache], fake: FakeKubeAPI) -> None:
     cache = make_cache(bookmarks=False)  # idle streams: nothing would wake the readers
-    assert wait_until(lambda: fake.open_watches() == N_KINDS)
-    start = time.monotonic()
-    cache.stop()
-    assert time.monotonic() - start < 1 and not cache.running
-    assert wait_until(lambda: fake.open_watches() == 0, timeout=2)
+    wait_for(lambda: fake.open_watches() == N_KINDS)
+    cache.stop()  # cuts the idle streams: every thread ends within stop's own wait
+    assert not cache.running
+    wait_for(lambda: fake.open_watches() == 0)
     assert cache.records().by_kind["Pod"]  # still readable
     # A cache stopped while backing off stops promptly too.
     fake.fail("/api/v1/nodes", 500)
-    failing = make_cache(start=False, backoff_initial=5, backoff_max=5)
+    # A back-off far longer than stop's wait: a thread still sleeping it would outlive stop().
+    failing = make_cache(start=False, backoff_initial=60, backoff_max=60)
     failing.start()
-    assert wait_until(lambda: failing.stats["Node"].errors >= 1)
-    start = time.monotonic()
-    failing.stop()
-    assert time.monotonic() - start < 1 and not failing.running
+    wait_for(lambda: failing.stats["Node"].errors >= 1)
+    failing.stop(timeout=10)
+    assert not failing.running
 
 
 def test_invalid_arguments(api: Any) -> None:
