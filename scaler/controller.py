@@ -29,9 +29,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from scaler.actuation.actuator import Actuator, NodeOutcome
+from scaler.actuation.interface import Actuation
 from scaler.cloud.base import CloudProvider, ClusterWriter
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, evaluate
@@ -60,6 +62,7 @@ from scaler.planner import (
     GroupSize,
     PlannerState,
     ScaleDownPlan,
+    UsageSample,
     cooled,
     plan,
     record_failures,
@@ -76,16 +79,69 @@ from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.relief import ReliefPlan, hot_nodes, plan_relief
 from scaler.simulator.registry import Plugins, resolve_plugins
 
-__all__ = ["Controller"]
+__all__ = ["NO_STATUS", "Controller", "StatusSink", "WriterStatus"]
 
 log = logging.getLogger(__name__)
 
 _SIMULATED = frozenset(r.value for r in SIMULATED_UNREMOVABLE)
 
+_K = TypeVar("_K")
+
 NODE_STATUS_WRITES_PER_LOOP = 50
 """At most this many nodes' status annotations are written per loop (5 per second at the default
 10 s scan interval: cluster-autoscaler's default ``--kube-client-qps``); nodes that are or may
 soon be removed go first, the rest follow in later loops."""
+
+
+class StatusSink(Protocol):
+    """Where the controller publishes what it decided: the status ConfigMap and each node's
+    ``scaler.io/scale-down-status`` annotation and label (the two methods of
+    :class:`~scaler.cloud.base.ClusterWriter` of the same names). ``publishes`` ``False``: the
+    controller builds nothing to publish (no document, no price look-up, no call)."""
+
+    @property
+    def publishes(self) -> bool: ...
+
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None: ...
+
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStatus:
+    """The live :class:`StatusSink`: through the cluster writer (its fence, its retries)."""
+
+    writer: ClusterWriter
+    publishes: bool = True
+
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
+        """Create or replace the ConfigMap (see :meth:`ClusterWriter.write_config_map`)."""
+        self.writer.write_config_map(namespace, name, data, annotations)
+
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        """Write one node's status (see :meth:`ClusterWriter.set_node_status`)."""
+        return self.writer.set_node_status(name, annotation, label)
+
+
+@dataclass(frozen=True, slots=True)
+class _NoStatus:
+    publishes: bool = False
+
+    def write_config_map(
+        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
+    ) -> None:
+        return None
+
+    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
+        return False
+
+
+NO_STATUS: StatusSink = _NoStatus()
+"""A :class:`StatusSink` that publishes nothing (the replay writes no status)."""
 
 
 class Controller:
@@ -100,7 +156,8 @@ class Controller:
         dry_run: decide and report, but never taint, evict or delete.
         identity: this replica's name (status and logs).
         clock: Unix-seconds clock.
-        actuator_factory: builds the :class:`Actuator` (tests tune its timings).
+        actuator_factory: builds the actuator, an :class:`~scaler.actuation.interface.Actuation`
+            (default :class:`Actuator`; tests tune its timings, the replay runs it in place).
         source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
             watches that keep failing; while it says anything, nothing is started.
         node_groups: node name → node group of the cluster's nodes now, without metrics (the
@@ -110,6 +167,9 @@ class Controller:
             controller and shared by the evaluation and the actuator's re-check, fresh instances
             each evaluation (``None``: resolved from ``config`` here).
         fence: given to the actuator (see :class:`Actuator`); ``None``: none.
+        status_sink: where the status ConfigMap and the nodes' status annotations and labels
+            go (:class:`StatusSink`); ``None``: through ``writer``. :data:`NO_STATUS` publishes
+            neither (the replay).
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -126,13 +186,15 @@ class Controller:
         dry_run: bool = False,
         identity: str = "scaler",
         clock: Callable[[], float] = time.time,
-        actuator_factory: Callable[..., Actuator] = Actuator,
+        actuator_factory: Callable[..., Actuation] = Actuator,
         source_problem: Callable[[], str] | None = None,
         node_groups: Callable[[], Mapping[str, str]] | None = None,
         plugins: Plugins | None = None,
         fence: Callable[[], None] | None = None,
+        status_sink: StatusSink | None = None,
     ) -> None:
         self.config = config
+        self.status_sink: StatusSink = status_sink if status_sink is not None else WriterStatus(writer)
         self.plugins = resolve_plugins(config) if plugins is None else plugins
         self.snapshot_source = snapshot_source
         self.writer = writer
@@ -234,6 +296,27 @@ class Controller:
             self.writer.clean_to_be_deleted(node.name, replica)
             self.writer.event(ObjectRef("Node", node.name, uid=node.uid), "Normal", "ScaleDownRolledBack",
                               "scale-down interrupted by a restart; taint removed and node uncordoned")  # fmt: skip
+
+    def trim_usage_history(self, now: float, window: float) -> None:
+        """Keep only the usage samples (nodes and pods) of the last ``window`` seconds before
+        ``now`` (Unix seconds; ``window`` 0: none, the next loop then aggregates its newest
+        sample alone). The replay's policies with a usage window shorter than
+        ``--scale-down-unneeded-time`` use it before each loop."""
+        state = self.state
+        if not state.usage_history and not state.pod_usage_history:
+            return
+        horizon = now - window
+
+        def trim(history: Mapping[_K, tuple[UsageSample, ...]]) -> dict[_K, tuple[UsageSample, ...]]:
+            kept = {
+                k: tuple(s for s in samples if s.timestamp >= horizon and window > 0)
+                for k, samples in history.items()
+            }
+            return {k: s for k, s in kept.items() if s}
+
+        self.state = replace(
+            state, usage_history=trim(state.usage_history), pod_usage_history=trim(state.pod_usage_history)
+        )
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run_once(self) -> ScaleDownPlan:
@@ -487,7 +570,7 @@ class Controller:
     ) -> None:
         """The status ConfigMap (leader only), when its content changed. ``snapshot`` ``None``:
         a loop without one (a metrics outage): the node groups of the last one, no costs."""
-        if not self.leader.is_set():
+        if not self.leader.is_set() or not self.status_sink.publishes:
             return
         nodes = snapshot.nodes if snapshot is not None else ()
         priced = {n.name: self.prices.node_price(n) for n in nodes if n.name in decision.unneeded}
@@ -503,7 +586,7 @@ class Controller:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)
         text = status_yaml(doc, decision.now)
         try:
-            self.writer.write_config_map(
+            self.status_sink.write_config_map(
                 self.config.namespace, self.config.status_config_map_name, {"status": text},
                 {"scaler.io/last-updated": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(decision.now))},
             )  # fmt: skip
@@ -522,7 +605,11 @@ class Controller:
         so that reason still holds, and the label does not flip every
         ``--unremovable-node-recheck-timeout``. At most :data:`NODE_STATUS_WRITES_PER_LOOP` per
         loop."""
-        if not self.leader.is_set() or not self.config.writes_node_status(self.dry_run):
+        if (
+            not self.leader.is_set()
+            or not self.status_sink.publishes
+            or not self.config.writes_node_status(self.dry_run)
+        ):
             return
         present = {n.name: n for n in snapshot.nodes}
         self._node_labels = {k: v for k, v in self._node_labels.items() if k in present}
@@ -541,7 +628,7 @@ class Controller:
         for _, name in sorted(changed)[: self.node_status_writes_per_loop]:
             label, annotation = node_status(*decision.verdicts[name], since)
             try:
-                if self.writer.set_node_status(name, annotation, label):
+                if self.status_sink.set_node_status(name, annotation, label):
                     self._node_labels[name] = label
             except WriteError as e:  # best effort, as the status ConfigMap; retried next loop
                 self.metrics.errors.labels("node_status").inc()

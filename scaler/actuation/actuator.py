@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from scaler.actuation.recheck import recheck
 from scaler.budgets import disruption_reason
@@ -74,7 +75,7 @@ from scaler.reasons import NodeStatus
 from scaler.relief import NodeRelief, ReliefPlan
 from scaler.simulator.registry import Plugins, resolve_plugins
 
-__all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "NodeOutcome"]
+__all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "Dispatcher", "NodeOutcome", "in_threads", "inline"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,30 @@ ROLLBACK_BACKOFF_SECONDS = (1.0, 60.0)
 """A failed rollback is retried after 1 s, then twice as long each time, at most 60 s apart."""
 DELETE_VERIFY_ATTEMPTS = 3
 """How many times the delete step verifies a node again when it changed in between."""
+
+
+class Dispatcher(Protocol):
+    """How the actuator runs one unit of work: a node's removal (``kind`` ``"remove"``), its
+    rollback (``"rollback"``) or a hot node's relief (``"relieve"``).
+
+    A dispatcher either returns a thread, not started yet, that will run ``work`` (the actuator
+    registers it and starts it under its lock, so :meth:`Actuator.stop` joins every started
+    one), or runs ``work`` itself and returns ``None`` once it is done. The live controller runs
+    each in its own thread (:func:`in_threads`); the replay runs them in place, on replay time
+    (:func:`inline`, then its own scheduling).
+    """
+
+    def __call__(self, kind: str, node: str, work: Callable[[], None]) -> threading.Thread | None: ...
+
+
+def in_threads(kind: str, node: str, work: Callable[[], None]) -> threading.Thread:
+    """The live :class:`Dispatcher`: a daemon thread named ``<kind>-<node>`` (not started)."""
+    return threading.Thread(target=work, name=f"{kind}-{node}", daemon=True)
+
+
+def inline(kind: str, node: str, work: Callable[[], None]) -> None:
+    """A :class:`Dispatcher` that runs ``work`` in the caller, at once."""
+    work()
 
 
 class _Abort(Exception):
@@ -141,7 +166,11 @@ class Actuator:
             called before the cloud delete and before a rollback (the writer calls its own
             before every Kubernetes write). Default: none (a single replica).
         rollback_backoff: first and longest wait between rollback attempts (seconds).
-        node_poll_seconds: how often a draining node's existence is checked.
+        node_poll_seconds: how often a draining node's existence is checked (0: not checked).
+        dispatcher: runs each removal, rollback and relief (default: a thread each,
+            :func:`in_threads`).
+        sleep: the waits of a removal (after the taint, between pod checks); default: a wait
+            that returns early when stopping.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -164,6 +193,8 @@ class Actuator:
         fence: Callable[[], None] | None = None,
         rollback_backoff: tuple[float, float] = ROLLBACK_BACKOFF_SECONDS,
         node_poll_seconds: float = 1.0,
+        dispatcher: Dispatcher = in_threads,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -179,6 +210,7 @@ class Actuator:
         self.fence: Callable[[], None] = fence or (lambda: None)
         self.rollback_backoff = rollback_backoff
         self.node_poll_seconds = node_poll_seconds
+        self.dispatcher = dispatcher
         self.rollbacks: dict[str, str] = {}
         """Nodes whose removal failed and whose rollback has not succeeded yet → its last error."""
         self.lease_lost = threading.Event()
@@ -186,6 +218,7 @@ class Actuator:
         self._lock = threading.Lock()
         self._halts: set[threading.Event] = set()  # one per drain under way
         self._stopping = threading.Event()
+        self.sleep: Callable[[float], object] = sleep if sleep is not None else self._stopping.wait
         self._threads: dict[str, threading.Thread] = {}
         self._relief_threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
@@ -243,18 +276,22 @@ class Actuator:
         with self._lock:
             self.rollbacks[name] = "not rolled back yet"
         self.metrics.rollbacks_pending.set(len(self.rollbacks))
-        worker = threading.Thread(target=self._roll_back, args=(name,), name=f"rollback-{name}", daemon=True)
-        with self._lock:
-            self._threads[f"rollback/{name}"] = worker
-            worker.start()
+        self._run(self._threads, f"rollback/{name}", "rollback", name, lambda: self._roll_back(name))
 
     def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
-        """Run one tainted node's removal: here in its own thread (the replay's simulated
-        actuator runs it in place, on replay time)."""
-        worker = threading.Thread(target=self._remove, args=(node, is_drain, reason), name=f"remove-{node.name}",
-                                  daemon=True)  # fmt: skip
-        with self._lock:  # registered and started together: stop() never joins an unstarted thread
-            self._threads[node.name] = worker
+        """Run one tainted node's removal through the dispatcher (live: in its own thread)."""
+        self._run(self._threads, node.name, "remove", node.name, lambda: self._remove(node, is_drain, reason))
+
+    def _run(
+        self, registry: dict[str, threading.Thread], key: str, kind: str, node: str, work: Callable[[], None]
+    ) -> None:
+        """Hand ``work`` to the dispatcher; a thread it returns is registered in ``registry``
+        under ``key`` and started under the lock: stop() never joins an unstarted thread."""
+        worker = self.dispatcher(kind, node, work)
+        if worker is None:
+            return
+        with self._lock:
+            registry[key] = worker
             worker.start()
 
     def relieve(self, plan: ReliefPlan) -> list[str]:
@@ -292,13 +329,9 @@ class Actuator:
         return started
 
     def _dispatch_relief(self, relief: NodeRelief) -> None:
-        """Run one relief's evictions: here in the node's own thread (the replay runs them in
-        place)."""
+        """Run one relief's evictions through the dispatcher (live: in the node's own thread)."""
         name = relief.node.name
-        worker = threading.Thread(target=self._relieve, args=(relief,), name=f"relieve-{name}", daemon=True)
-        with self._lock:  # registered and started together, as removals
-            self._relief_threads[name] = worker
-            worker.start()
+        self._run(self._relief_threads, name, "relieve", name, lambda: self._relieve(relief))
 
     def _relieve(self, relief: NodeRelief) -> None:
         name = relief.node.name
@@ -358,13 +391,9 @@ class Actuator:
             return not self.in_flight and not self.relieving and not self.rollbacks
 
     # ---- one node -------------------------------------------------------------------------------
-    def _sleep(self, seconds: float) -> None:
-        """Wait; returns early when stopping."""
-        self._stopping.wait(seconds)
-
     def _remove(self, node: Node, is_drain: bool, reason: str) -> None:
         def steps() -> None:
-            self._sleep(self.config.node_delete_delay_after_taint)
+            self.sleep(self.config.node_delete_delay_after_taint)
             if self._stopping.is_set():
                 raise _Abort("stopping: scaler is shutting down")
             with self._lock:
@@ -522,7 +551,7 @@ class Actuator:
             if halt is not None:
                 halt.wait(self.pod_poll_seconds)
             else:
-                self._sleep(self.pod_poll_seconds)
+                self.sleep(self.pod_poll_seconds)
 
     def _evict_daemonsets(self, pods: Sequence[Pod], occupied: bool) -> None:
         """Best effort, as CA: errors are logged, never fail the node."""

@@ -15,6 +15,9 @@ against the world's in-memory Kubernetes and cloud; only two things differ from 
   the world's scheduler before the next node;
 * waits (``--node-delete-delay-after-taint``, pod disappearance polls) take no replay time.
 
+Both go through the actuator's public seams (its dispatcher and its sleep), set up by
+:class:`~scaler.replay.actuation.ReplayActuation`.
+
 The status ConfigMap is not written. A policy with a ``--usage-window`` shorter than
 ``--scale-down-unneeded-time`` has the controller's usage history trimmed to that window before
 each loop (``seed``: to the newest sample only). A policy with resource-portrait plugins reads
@@ -49,28 +52,21 @@ import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from scaler.actuation.actuator import Actuator, NodeOutcome
-from scaler.cloud.base import CloudProvider, ClusterWriter
-from scaler.config import ScalerConfig
-from scaler.controller import Controller
+from scaler.controller import NO_STATUS, Controller
 from scaler.history.profiles import build_profiles_from_arrays, workload_key
 from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
-from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.observability import Metrics
-from scaler.planner import ScaleDownPlan, UsageSample
-from scaler.relief import NodeRelief
+from scaler.replay.actuation import ReplayActuation
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
-from scaler.simulator.registry import Plugins
 
 T = TypeVar("T")
 
@@ -78,8 +74,6 @@ __all__ = [
     "OVERLOAD_CPU",
     "OVERLOAD_MEMORY",
     "PolicyResult",
-    "ReplayActuator",
-    "ReplayController",
     "ReplayInput",
     "run_policies",
     "run_policy",
@@ -181,88 +175,6 @@ class PolicyResult:
     cost_per_step: list[float] = field(default_factory=list)
     elapsed_seconds: float = 0.0
     events: dict[str, int] = field(default_factory=dict)
-
-
-class ReplayActuator(Actuator):
-    """The live :class:`Actuator` with its removals run to completion, one node after the other,
-    in the caller's thread, and waits that take no time; after each node the world's scheduler
-    places the evicted pods' replacements. Every step of a removal (taint, re-check, drain,
-    DaemonSet eviction, verify, delete, roll back) is the base class's own code.
-
-    Args:
-        world: the replayed cluster (the other arguments are :class:`Actuator`'s).
-    """
-
-    def __init__(
-        self,
-        config: ScalerConfig,
-        writer: ClusterWriter,
-        cloud: CloudProvider,
-        fresh_snapshot: Callable[[], ClusterSnapshot],
-        metrics: Metrics,
-        on_done: Callable[[NodeOutcome], None],
-        *,
-        world: World,
-        clock: Callable[[], float] = time.time,
-        plugins: Plugins | None = None,
-    ) -> None:
-        self.outcomes: list[NodeOutcome] = []
-        self.relief_evictions = 0
-
-        def record(outcome: NodeOutcome) -> None:
-            self.outcomes.append(outcome)
-            on_done(outcome)
-
-        super().__init__(
-            config,
-            writer,
-            cloud,
-            fresh_snapshot,
-            metrics,
-            record,
-            clock=clock,
-            eviction_parallelism=1,
-            pod_poll_seconds=0.0,
-            plugins=plugins,
-            node_poll_seconds=0.0,  # no watcher thread: the world changes only between removals
-        )
-        self.world = world
-
-    def _sleep(self, seconds: float) -> None:
-        """Replay time does not pass while a removal runs."""
-
-    def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
-        """Remove the tainted node at once, in plan order (no thread: replay time does not pass
-        while a removal runs), then let the simulated scheduler place pending pods."""
-        self._remove(node, is_drain, reason)
-        self.world.schedule_pending()
-
-    def _dispatch_rollback(self, name: str) -> None:
-        """Roll the node back at once (no thread)."""
-        self._roll_back(name)
-
-    def _dispatch_relief(self, relief: NodeRelief) -> None:
-        """Evict a relieved node's pods at once (the node is already soft-tainted), then let the
-        simulated scheduler place their replacements."""
-        self._relieve(relief)
-        self.relief_evictions += len(relief.evictions)
-        self.world.schedule_pending()
-
-
-class ReplayController(Controller):
-    """The live :class:`Controller`, unchanged but for the status ConfigMap and the nodes'
-    status annotations, which a replay does not write."""
-
-    def _write_status(
-        self,
-        decision: ScaleDownPlan,
-        snapshot: ClusterSnapshot | None,
-        metrics_api: dict[str, str] | None = None,
-    ) -> None:
-        """No status ConfigMap in a replay."""
-
-    def _write_node_statuses(self, decision: ScaleDownPlan, snapshot: ClusterSnapshot) -> None:
-        """No status annotations in a replay."""
 
 
 # ---- workload profiles (resource portraits) ---------------------------------------------------------
@@ -458,26 +370,6 @@ class _Profiles:
 # ---- one policy --------------------------------------------------------------------------------------
 
 
-def _trim_history(controller: Controller, now: float, window: float) -> None:
-    """Keep only the usage samples (nodes and pods) of the last ``window`` seconds (0: none; the
-    loop then aggregates the newest sample alone)."""
-    state = controller.state
-    if not state.usage_history and not state.pod_usage_history:
-        return
-    horizon = now - window
-
-    def trim(history: Mapping[T, tuple[UsageSample, ...]]) -> dict[T, tuple[UsageSample, ...]]:
-        kept = {
-            k: tuple(s for s in samples if s.timestamp >= horizon and window > 0)
-            for k, samples in history.items()
-        }
-        return {k: s for k, s in kept.items() if s}
-
-    controller.state = replace(
-        state, usage_history=trim(state.usage_history), pod_usage_history=trim(state.pod_usage_history)
-    )
-
-
 Progress = Callable[[str, int, int, float], None]
 """``progress(policy name, steps done, steps in all, simulated time in Unix seconds)``."""
 
@@ -553,7 +445,8 @@ def _run_policy(
         snap = world.snapshot(now)
         return profiles.attach(snap) if profiles is not None else snap
 
-    controller = ReplayController(
+    actuation = ReplayActuation(world)
+    controller = Controller(
         cfg,
         source,
         writer,
@@ -561,10 +454,10 @@ def _run_policy(
         Metrics(),
         identity="replay",
         clock=lambda: world.now,
-        actuator_factory=partial(ReplayActuator, world=world),
+        actuator_factory=actuation.build,
+        status_sink=NO_STATUS,
     )
     controller.leader.set()
-    actuator = cast(ReplayActuator, controller.actuator)
     window = policy.usage_window
     trim = window is not None and window < cfg.scale_down_unneeded_time
 
@@ -580,7 +473,7 @@ def _run_policy(
         _LOG_CONTEXT.set((policy.name, world.now))
         if policy.scale_down:
             if trim:
-                _trim_history(controller, world.now, cast(float, window))
+                controller.trim_usage_history(world.now, cast(float, window))
             controller.run_once()
         for uid in world.pending:
             world.stats.unplaceable_pods.add(world.pods[uid].key)
@@ -642,12 +535,12 @@ def _run_policy(
     result.nodes_removed = st.nodes_removed
     result.nodes_added = st.nodes_added
     result.pods_evicted = st.pods_evicted
-    result.relief_evictions = actuator.relief_evictions
+    result.relief_evictions = actuation.relief_evictions
     result.pods_deleted = st.pods_deleted
     result.unplaceable_pods = len(st.unplaceable_pods)
     result.unschedulable_pods = len(st.unschedulable_pods)
     result.pending_pod_minutes = st.pending_pod_seconds / 60.0
-    result.failed_removals = sum(1 for o in actuator.outcomes if not o.ok)
+    result.failed_removals = sum(1 for o in actuation.outcomes if not o.ok)
     result.events = dict(sorted(writer.events.items()))
     result.elapsed_seconds = time.perf_counter() - started
     return result
