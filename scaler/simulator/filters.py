@@ -23,28 +23,39 @@ Speed: the filters that read only numbers, labels and taints also answer for man
 nodes carry a label, which tolerate a set of tolerations); the pod-scanning filters look pods up
 through the state's indexes (topology domains, pods by label) instead of scanning the cluster.
 Every ``filter_nodes`` gives, node by node, exactly the verdict and reason of ``filter``.
+
+The base class and the helpers the filters share are in :mod:`scaler.simulator.filter_base`
+(re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import numpy.typing as npt
 
-from scaler.config import ScalerConfig
 from scaler.model.records import (
-    LABEL_ZONE,
-    LABEL_ZONE_BETA,
     TAINT_TO_BE_DELETED,
     LabelSelector,
     LabelSelectorRequirement,
-    Node,
     Pod,
     PodAffinityTerm,
     Taint,
-    Toleration,
     TopologySpreadConstraint,
+)
+from scaler.simulator.filter_base import (
+    _ANY_IP,
+    _TO_GA,
+    _VOLUME_TOPOLOGY_LABELS,
+    TAINT_UNSCHEDULABLE,
+    BaseFilter,
+    _fmt_taint,
+    _label_positions,
+    _no_fail,
+    _Reasons,
+    node_matches_pod_node_affinity,
+    untolerated_taint,
 )
 from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
 
@@ -62,111 +73,6 @@ __all__ = [
     "node_matches_pod_node_affinity",
     "untolerated_taint",
 ]
-
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
-"""Taint key the scheduler treats as equivalent to ``spec.unschedulable`` (``v1.TaintNodeUnschedulable``)."""
-
-LABEL_REGION = "topology.kubernetes.io/region"
-LABEL_REGION_BETA = "failure-domain.beta.kubernetes.io/region"
-# VolumeZone's topologyLabels, in kube-scheduler's order (beta first), and beta → GA fallbacks.
-_VOLUME_TOPOLOGY_LABELS = (LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_ZONE, LABEL_REGION)
-_TO_GA = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}
-_DO_NOT_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
-_ANY_IP = "0.0.0.0"
-
-
-class BaseFilter:
-    """Common base of the built-in filters: keeps the configuration.
-
-    Subclasses set the ``name`` class attribute (the kube-scheduler plugin name) and implement
-    :meth:`filter`. Third-party plugins need not inherit from it; the protocol
-    :class:`~scaler.simulator.state.FilterPlugin` is what the registry checks.
-    """
-
-    name: str = "BaseFilter"
-
-    def __init__(self, config: ScalerConfig) -> None:
-        """Store ``config`` (the built-in filters read no thresholds from it)."""
-        self.config = config
-
-    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
-        """Return ``None`` when ``pod`` fits on ``node``, else a short reason."""
-        raise NotImplementedError
-
-
-# ---- shared helpers -------------------------------------------------------------------------
-
-
-def untolerated_taint(
-    taints: Iterable[Taint],
-    tolerations: Iterable[Toleration],
-    effects: tuple[str, ...] = _DO_NOT_SCHEDULE_EFFECTS,
-) -> Taint | None:
-    """The first taint with an effect in ``effects`` that no toleration tolerates, else ``None``.
-
-    Mirrors ``v1helper.FindMatchingUntoleratedTaint`` with ``DoNotScheduleTaintsFilterFunc``
-    (``NoSchedule`` and ``NoExecute``; ``PreferNoSchedule`` never blocks).
-    """
-    tols = tuple(tolerations)
-    for t in taints:
-        if t.effect in effects and not any(tol.tolerates(t) for tol in tols):
-            return t
-    return None
-
-
-def node_matches_pod_node_affinity(pod: Pod, node: Node) -> bool:
-    """True when ``node`` satisfies ``pod``'s ``nodeSelector`` and required node affinity.
-
-    ``nodeSelector``: every pair must be a node label. Required affinity: ``None`` means no
-    constraint; otherwise the terms are ORed and an empty list matches nothing
-    (``nodeaffinity.GetRequiredNodeAffinity(pod).Match``).
-    """
-    labels = node.labels
-    for k, v in pod.node_selector.items():
-        if labels.get(k) != v:
-            return False
-    terms = pod.required_node_affinity
-    if terms is None:
-        return True
-    return any(t.matches(node.name, labels) for t in terms)
-
-
-def _fmt_taint(t: Taint) -> str:
-    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-
-
-class _Reasons:
-    """Interns reason strings into codes (1, 2, …) for ``filter_nodes`` results."""
-
-    def __init__(self, fixed: Iterable[str] = ()) -> None:
-        self.reasons: list[str] = list(fixed)
-        self._code = {r: i + 1 for i, r in enumerate(self.reasons)}
-
-    def code(self, reason: str) -> int:
-        c = self._code.get(reason)
-        if c is None:
-            self.reasons.append(reason)
-            c = self._code[reason] = len(self.reasons)
-        return c
-
-
-def _no_fail(nodes: Positions) -> tuple[Codes, tuple[str, ...]]:
-    return np.zeros(len(nodes), dtype=np.int16), ()
-
-
-def _label_positions(state: ClusterState, key: str) -> dict[str, Positions]:
-    """Label value → positions of the nodes carrying label ``key`` with that value (memoized)."""
-
-    def compute() -> dict[str, Positions]:
-        out: dict[str, list[int]] = {}
-        for ns in state.nodes.values():
-            v = ns.node.labels.get(key)
-            if v is not None:
-                out.setdefault(v, []).append(ns.position)
-        return {v: np.array(p, dtype=np.intp) for v, p in out.items()}
-
-    return state.static(("label-positions", key), compute)
-
 
 # ---- NodeUnschedulable ------------------------------------------------------------------------
 
