@@ -383,17 +383,7 @@ class Controller:
         }
         hot = hot_nodes(evaluation) if cfg.hot_node_relief else {}
         self._sampled_nodes |= set(hot)
-        self.cloud.refresh()
-        sizes = {
-            g.id: GroupSize(
-                g.min_size,
-                g.max_size,
-                g.target_size,
-                {z.zone: GroupSize(z.min_size, z.max_size, z.target_size) for z in g.zone_groups},
-                {m.base_name: GroupSize(m.min_size, m.max_size, m.target_size) for m in g.migs},
-            )
-            for g in self.cloud.node_groups()
-        }
+        sizes = self._group_sizes()
         last_scale_up = max((n.creation_ts for n in snapshot.nodes), default=None)
         decision, self.state = plan(
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
@@ -413,6 +403,21 @@ class Controller:
         self._write_status(decision, snapshot)
         self._write_node_statuses(decision, snapshot)
         return self._loop_done(decision, start)
+
+    def _group_sizes(self) -> dict[str, GroupSize]:
+        """Every node group's sizes as the cloud tells them now (refreshed): the group's, each
+        zone's and each MIG's minimum, maximum and target, in nodes."""
+        self.cloud.refresh()
+        return {
+            g.id: GroupSize(
+                g.min_size,
+                g.max_size,
+                g.target_size,
+                {z.zone: GroupSize(z.min_size, z.max_size, z.target_size) for z in g.zone_groups},
+                {m.base_name: GroupSize(m.min_size, m.max_size, m.target_size) for m in g.migs},
+            )
+            for g in self.cloud.node_groups()
+        }
 
     def _relieve(
         self,

@@ -97,30 +97,10 @@ def build_runner(
         StartupError: a permission is missing (naming the verb and resource, or the IAM
             permission), the cluster or the cloud could not be read, the caches did not sync.
     """
-    from scaler.cloud.kubernetes import KubernetesProvider
-    from scaler.kube.permissions import missing_permissions, required_permissions
     from scaler.limits import node_group_limits
 
-    provider_calls = KubernetesProvider.kube_calls
-    if config.cloud_provider == "gke":
-        from scaler.cloud.gke import GKEProvider
-
-        provider_calls = GKEProvider.kube_calls
-    permissions = required_permissions(config, provider_calls, dry_run)
-
     def kube_problem() -> str:
-        missing = missing_permissions(api, permissions)
-        optional = [p.display for p in missing if p.call.optional]
-        if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
-            log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
-        required = [p.display for p in missing if not p.call.optional]
-        if not required:
-            return ""
-        mode = " --dry-run" if dry_run else ""
-        return (
-            f"missing Kubernetes permission(s) for scaler run{mode}: {'; '.join(required)} "
-            "(SelfSubjectAccessReview; grant them as deploy/ does)"
-        )
+        return _kube_permission_problem(config, api, dry_run)
 
     try:
         problem = kube_problem()
@@ -160,6 +140,32 @@ def build_runner(
         permission_check=permission_check, plugins=plugins,
     )  # fmt: skip
     return runner
+
+
+def _kube_permission_problem(config: ScalerConfig, api: ApiClient, dry_run: bool) -> str:
+    """Why ``scaler run`` (``dry_run``: ``--dry-run``) cannot start for lack of Kubernetes
+    permissions (SelfSubjectAccessReviews of every call the controller and its cloud provider
+    make), ``""`` when it can. A refused kind the source may skip (PVs, PVCs) only warns."""
+    from scaler.cloud.kubernetes import KubernetesProvider
+    from scaler.kube.permissions import missing_permissions, required_permissions
+
+    provider_calls = KubernetesProvider.kube_calls
+    if config.cloud_provider == "gke":
+        from scaler.cloud.gke import GKEProvider
+
+        provider_calls = GKEProvider.kube_calls
+    missing = missing_permissions(api, required_permissions(config, provider_calls, dry_run))
+    optional = [p.display for p in missing if p.call.optional]
+    if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
+        log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+    required = [p.display for p in missing if not p.call.optional]
+    if not required:
+        return ""
+    mode = " --dry-run" if dry_run else ""
+    return (
+        f"missing Kubernetes permission(s) for scaler run{mode}: {'; '.join(required)} "
+        "(SelfSubjectAccessReview; grant them as deploy/ does)"
+    )
 
 
 def _check_names(config: ScalerConfig, cloud: CloudProvider, nodes: list[Node]) -> None:

@@ -39,6 +39,33 @@ def _usd(v: float | None) -> float | str:
     return "unknown" if v is None else round(v, 2)
 
 
+def _savings(plan: PlanView, costs: Mapping[str, float | None], price_source: str) -> dict[str, Any]:
+    """``clusterWide.scaleDown.savings``: the unneeded nodes' monthly cost, how many are unpriced."""
+    unneeded_costs = [costs.get(n) for n in plan.unneeded]
+    known = [c for c in unneeded_costs if c is not None]
+    return {
+        "monthlyUsd": _usd(sum(known) if known or not unneeded_costs else None),
+        "unpricedNodes": len(unneeded_costs) - len(known),
+        "priceSource": price_source,
+    }
+
+
+def _node_entries(plan: PlanView, costs: Mapping[str, float | None]) -> list[dict[str, Any]]:
+    """``nodes``: every node's status, reason and detail by name; an unneeded one's monthly cost."""
+    nodes = []
+    for name, (status, reason, detail) in sorted(plan.verdicts.items()):
+        entry: dict[str, Any] = {
+            "name": name,
+            "status": status.value,
+            "reason": reason.value,
+            "detail": detail,
+        }
+        if name in plan.unneeded:
+            entry["monthlyCostUsd"] = _usd(costs.get(name))
+        nodes.append(entry)
+    return nodes
+
+
 def status_document(
     plan: PlanView,
     groups: Mapping[str, Any],
@@ -72,24 +99,6 @@ def status_document(
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
         per_group[str(groups.get(name, ""))] += 1
-    unneeded_costs = [costs.get(n) for n in plan.unneeded]
-    known = [c for c in unneeded_costs if c is not None]
-    savings = {
-        "monthlyUsd": _usd(sum(known) if known or not unneeded_costs else None),
-        "unpricedNodes": len(unneeded_costs) - len(known),
-        "priceSource": price_source,
-    }
-    nodes = []
-    for name, (status, reason, detail) in sorted(plan.verdicts.items()):
-        entry: dict[str, Any] = {
-            "name": name,
-            "status": status.value,
-            "reason": reason.value,
-            "detail": detail,
-        }
-        if name in plan.unneeded:
-            entry["monthlyCostUsd"] = _usd(costs.get(name))
-        nodes.append(entry)
     doc: dict[str, Any] = {
         "autoscalerStatus": "Running",
         "mode": "dry-run" if dry_run else "active",
@@ -101,7 +110,7 @@ def status_document(
                 "candidates": len(plan.unneeded),
                 "cooldown": plan.cooldown or None,
                 "activeBudgets": list(plan.active_budgets),
-                "savings": savings,
+                "savings": _savings(plan, costs, price_source),
             }
         },
         "nodeGroups": [
@@ -113,7 +122,7 @@ def status_document(
             if g
         ],
         "deletionsInProgress": sorted(in_flight),
-        "nodes": nodes,
+        "nodes": _node_entries(plan, costs),
     }
     if relief is not None:
         doc["hotNodeRelief"] = dict(relief)

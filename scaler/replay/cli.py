@@ -58,6 +58,12 @@ def add_parser(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_input_flags(p)
+    _add_run_flags(p)
+
+
+def _add_input_flags(p: argparse.ArgumentParser) -> None:
+    """What is replayed: the starting cluster, the usage (trace or Prometheus), the pod map."""
     p.add_argument(
         "--snapshot",
         nargs="+",
@@ -83,6 +89,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--trace-map", metavar="FILE", help="CSV namespace,pod,series: which pod follows which trace series"
     )
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    """How it is replayed and reported: the range, the step, the policies, the output."""
     p.add_argument(
         "--from",
         dest="start",
