@@ -13,6 +13,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -276,29 +278,11 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         scaler.cmdline.UsageError: bad input (one line naming the bad value).
     """
-    import yaml
     from rich.console import Console
 
-    from scaler.config import load_config_file
-    from scaler.prices import load_prices
-    from scaler.replay.bundled import known_map
-    from scaler.replay.html import HtmlError, render_html
-    from scaler.replay.inputs import (
-        ANNOTATION_SERIES,
-        build_grid,
-        load_trace_map,
-        map_pods,
-        map_pods_by_pod_or_workload,
-        usage_table,
-        with_history,
-        with_workload_means,
-    )
-    from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
-    from scaler.replay.report import ReplayMeta, print_table, report_dict
+    from scaler.replay.report import report_dict
     from scaler.replay.simulate import ReplayInput
-    from scaler.replay.traces import load_trace
     from scaler.simulator.registry import PluginError, load_filters, load_scorers
-    from scaler.sources.files import load_snapshot
 
     started = time.perf_counter()
     err = Console(stderr=True)
@@ -308,6 +292,86 @@ def run(args: argparse.Namespace) -> int:
         if interactive:
             err.print(msg, highlight=False)
 
+    step, provision_delay, refresh, start, end = _check_flags(args)
+    try:
+        inputs = _prepare(args, start, end, step, say)
+    except InputError as e:
+        raise UsageError(str(e)) from None
+    for policy in inputs.policies:  # an unknown plugin name fails here, not in a worker an hour later
+        try:
+            load_filters(policy.config)
+            load_scorers(policy.config)
+        except PluginError as e:
+            raise UsageError(f"policy {policy.name!r}: {e}") from None
+    processes = args.processes or os.cpu_count() or 1
+    processes = max(1, min(processes, len(inputs.policies) + 1))
+    inp = ReplayInput(
+        inputs.snapshot,
+        inputs.usage,
+        inputs.pod_series,
+        step,
+        provision_delay,
+        inputs.prices,
+        refresh,
+        inputs.start_step,
+    )
+    say(
+        f"replaying {len(inputs.grid)} steps ({len(inputs.pod_series)} of {len(inputs.snapshot.pods)} pods following "
+        f"{len(inputs.used)} series) × {len(inputs.policies)} policies on {processes} process(es) …"
+    )
+
+    try:
+        results = _replay(inp, [*inputs.policies, inputs.baseline], processes, err if interactive else None)
+    except ImportError as e:  # a portrait policy without scaler.history
+        raise UsageError(f"a policy needs a module that is not installed: {e}") from None
+    baseline = results.pop()
+    meta = _meta(inputs, step, provision_delay, processes, started)
+    report = report_dict(meta, results, baseline)
+    run_figures = (time.perf_counter() - started, processes)
+    return _output(args, report, run_figures)
+
+
+def _meta(inputs: _Inputs, step: float, provision_delay: float, processes: int, started: float) -> Any:
+    """The report's :class:`~scaler.replay.report.ReplayMeta`: what was replayed, how, how long
+    (``started``: ``time.perf_counter()`` at the start of the command)."""
+    from scaler.history.export import scaler_version
+    from scaler.replay.report import ReplayMeta
+
+    prometheus = None
+    if inputs.trace.meta.get("source") == "prometheus":
+        keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
+        prometheus = {k: inputs.trace.meta.get(k, "") for k in keys}
+    meta = ReplayMeta(
+        snapshot=inputs.snapshot_source,
+        trace=str(inputs.trace_path),
+        trace_kind=inputs.trace.kind,
+        series=len(inputs.used),
+        pods=len(inputs.snapshot.pods),
+        pods_following=len(inputs.pod_series),
+        start=float(inputs.grid[0]),
+        end=float(inputs.grid[-1] + step),
+        step=step,
+        steps=len(inputs.grid),
+        provision_delay=provision_delay,
+        processes=processes,
+        elapsed_seconds=time.perf_counter() - started,
+        skipped_rows=inputs.trace.skipped_rows,
+        version=scaler_version(),
+        pods_by_pod=inputs.by_pod,
+        pods_by_workload=inputs.by_workload,
+        pods_without_series=inputs.without,
+        prometheus=prometheus,
+    )
+    return meta
+
+
+def _check_flags(args: argparse.Namespace) -> tuple[float, float, float, float | None, float | None]:
+    """The flags checked before anything is read: ``(step, provision delay, profile refresh,
+    from, to)`` in seconds (``from``/``to`` Unix seconds, ``None`` when not given).
+
+    Raises:
+        scaler.cmdline.UsageError: a bad flag or combination of flags.
+    """
     if args.output == "html" and not args.out:
         raise UsageError("--output html needs --out FILE")
     if args.processes is not None and args.processes < 1:
@@ -322,111 +386,134 @@ def run(args: argparse.Namespace) -> int:
     provision_delay = _seconds(args.provision_delay, "--provision-delay")
     refresh = _seconds(args.profile_refresh, "--profile-refresh")
     start, end = _time(args.start, "--from"), _time(args.end, "--to")
-    try:
-        base = load_config_file(args.config) if args.config else {}
-        policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
-        baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
-        prices = load_prices(args.prices)
-        if args.snapshot or not args.prometheus_url:
-            paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
-            snapshot = load_snapshot([str(p) for p in paths], None)
-            snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
-            snapshot_source = ", ".join(str(p) for p in paths)
-        else:
-            snapshot, snapshot_source = _live_cluster(args)
-            snapshot_name = ""
-        trace_path = args.trace
-        if args.prometheus_url:
-            start, end, trace_path = _prometheus_trace(args, start, end, step, say)
-        trace_map = load_trace_map(args.trace_map) if args.trace_map else {}
-        wanted = set(trace_map.values()) | set(known_map(snapshot_name).values())
-        wanted |= {
-            p.annotations[ANNOTATION_SERIES] for p in snapshot.pods if ANNOTATION_SERIES in p.annotations
-        }
-        say(f"reading trace {trace_path} …")
-        trace = load_trace(trace_path, wanted=wanted or None)
-        running = sum(1 for p in snapshot.pods if not p.is_terminal)
-        if trace.meta.get("source") == "prometheus":
-            trace, workloads = with_workload_means(trace, snapshot)
-            match = map_pods_by_pod_or_workload(
-                snapshot, trace, workloads, start if start is not None else trace.span()[0], step
-            )
-            pod_series = match.pod_series
-            by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
-        else:
-            pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
-            by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
-        used = set(pod_series.values())
-        if used:
-            warning = check_range(
-                min(float(trace.series[s].times[0]) for s in used),
-                max(float(trace.series[s].times[-1]) for s in used),
-                start,
-                end,
-                step,
-            )
-            if warning:
-                sys.stderr.write(f"scaler: warning: {warning}\n")
-        if len(pod_series) * 2 < len(snapshot.pods):
-            sys.stderr.write(
-                f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
-                f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
-            )
-        grid = build_grid(trace, used, start, end, step)
-        history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
-        full, start_step = with_history(trace, used, grid, history)
-        usage = usage_table(trace, used, full)
-    except InputError as e:
-        raise UsageError(str(e)) from None
-    for policy in policies:  # an unknown plugin name fails here, not in a worker an hour later
-        try:
-            load_filters(policy.config)
-            load_scorers(policy.config)
-        except PluginError as e:
-            raise UsageError(f"policy {policy.name!r}: {e}") from None
-    processes = args.processes or os.cpu_count() or 1
-    processes = max(1, min(processes, len(policies) + 1))
-    inp = ReplayInput(snapshot, usage, pod_series, step, provision_delay, prices, refresh, start_step)
-    say(
-        f"replaying {len(grid)} steps ({len(pod_series)} of {len(snapshot.pods)} pods following "
-        f"{len(used)} series) × {len(policies)} policies on {processes} process(es) …"
+    return step, provision_delay, refresh, start, end
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a replay reads before it runs: the policies, prices, the starting cluster, the trace,
+    which pod follows which series, the step grid and the usage table."""
+
+    policies: list[Any]
+    baseline: Any
+    prices: Any
+    snapshot: Any
+    snapshot_source: str
+    trace: Any
+    trace_path: str
+    pod_series: dict[str, str]
+    by_pod: int
+    by_workload: int
+    without: int
+    used: set[str]
+    grid: Any
+    usage: Any
+    start_step: int
+
+
+def _wanted_series(snapshot: Any, trace_map: Mapping[str, str], snapshot_name: str) -> set[str]:
+    """The trace series some pod follows: by ``--trace-map``, by the bundled map of a bundled
+    snapshot, or by a pod's series annotation (only those are read from the trace)."""
+    from scaler.replay.bundled import known_map
+    from scaler.replay.inputs import ANNOTATION_SERIES
+
+    wanted = set(trace_map.values()) | set(known_map(snapshot_name).values())
+    wanted |= {p.annotations[ANNOTATION_SERIES] for p in snapshot.pods if ANNOTATION_SERIES in p.annotations}
+    return wanted
+
+
+def _prepare(
+    args: argparse.Namespace, start: float | None, end: float | None, step: float, say: Callable[[str], None]
+) -> _Inputs:
+    """Read the config, policies, prices, snapshot (files, the bundled example, or the live
+    cluster), the trace (file or Prometheus export) and map the pods to its series.
+
+    Raises:
+        scaler.errors.InputError: bad input of any kind (one line naming the bad value).
+    """
+    from scaler.config import load_config_file
+    from scaler.prices import load_prices
+    from scaler.replay.inputs import (
+        build_grid,
+        load_trace_map,
+        map_pods,
+        map_pods_by_pod_or_workload,
+        usage_table,
+        with_history,
+        with_workload_means,
     )
+    from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
+    from scaler.replay.traces import load_trace
+    from scaler.sources.files import load_snapshot
 
-    try:
-        results = _replay(inp, [*policies, baseline_policy], processes, err if interactive else None)
-    except ImportError as e:  # a portrait policy without scaler.history
-        raise UsageError(f"a policy needs a module that is not installed: {e}") from None
-    baseline = results.pop()
-    from scaler.history.export import scaler_version
-
-    prometheus = None
+    base = load_config_file(args.config) if args.config else {}
+    policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
+    baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
+    prices = load_prices(args.prices)
+    if args.snapshot or not args.prometheus_url:
+        paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
+        snapshot = load_snapshot([str(p) for p in paths], None)
+        snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
+        snapshot_source = ", ".join(str(p) for p in paths)
+    else:
+        snapshot, snapshot_source = _live_cluster(args)
+        snapshot_name = ""
+    trace_path = args.trace
+    if args.prometheus_url:
+        start, end, trace_path = _prometheus_trace(args, start, end, step, say)
+    trace_map = load_trace_map(args.trace_map) if args.trace_map else {}
+    wanted = _wanted_series(snapshot, trace_map, snapshot_name)
+    say(f"reading trace {trace_path} …")
+    trace = load_trace(trace_path, wanted=wanted or None)
+    running = sum(1 for p in snapshot.pods if not p.is_terminal)
     if trace.meta.get("source") == "prometheus":
-        keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
-        prometheus = {k: trace.meta.get(k, "") for k in keys}
-    meta = ReplayMeta(
-        snapshot=snapshot_source,
-        trace=str(trace_path),
-        trace_kind=trace.kind,
-        series=len(used),
-        pods=len(snapshot.pods),
-        pods_following=len(pod_series),
-        start=float(grid[0]),
-        end=float(grid[-1] + step),
-        step=step,
-        steps=len(grid),
-        provision_delay=provision_delay,
-        processes=processes,
-        elapsed_seconds=time.perf_counter() - started,
-        skipped_rows=trace.skipped_rows,
-        version=scaler_version(),
-        pods_by_pod=by_pod,
-        pods_by_workload=by_workload,
-        pods_without_series=without,
-        prometheus=prometheus,
-    )
-    report = report_dict(meta, results, baseline)
+        trace, workloads = with_workload_means(trace, snapshot)
+        match = map_pods_by_pod_or_workload(
+            snapshot, trace, workloads, start if start is not None else trace.span()[0], step
+        )
+        pod_series = match.pod_series
+        by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
+    else:
+        pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
+        by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
+    used = set(pod_series.values())
+    if used:
+        warning = check_range(
+            min(float(trace.series[s].times[0]) for s in used),
+            max(float(trace.series[s].times[-1]) for s in used),
+            start,
+            end,
+            step,
+        )
+        if warning:
+            sys.stderr.write(f"scaler: warning: {warning}\n")
+    if len(pod_series) * 2 < len(snapshot.pods):
+        sys.stderr.write(
+            f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
+            f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
+        )
+    grid = build_grid(trace, used, start, end, step)
+    history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
+    full, start_step = with_history(trace, used, grid, history)
+    usage = usage_table(trace, used, full)
+    return _Inputs(
+        policies, baseline_policy, prices, snapshot, snapshot_source, trace, trace_path, pod_series,
+        by_pod, by_workload, without, used, grid, usage, start_step,
+    )  # fmt: skip
+
+
+def _output(args: argparse.Namespace, report: dict[str, Any], run_figures: tuple[float, int]) -> int:
+    """Print or write ``report`` as ``--output`` and ``--out`` say; returns the exit status 0.
+
+    Raises:
+        scaler.cmdline.UsageError: html without plotly, or ``--out`` cannot be written.
+    """
+    import yaml
+
+    from scaler.replay.html import HtmlError, render_html
+    from scaler.replay.report import print_table
+
     wide = args.output == "wide"
-    run_figures = (time.perf_counter() - started, processes)
     if args.output in ("table", "wide"):
         print_table(report, sys.stdout, wide, run_figures)
         return 0

@@ -63,30 +63,10 @@ def _rows(report: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The report page for a :func:`scaler.replay.report.report_dict` report.
-
-    Raises:
-        HtmlError: plotly is not installed.
-    """
-    try:
-        import plotly.graph_objects as go  # type: ignore[import-untyped,import-not-found,unused-ignore]
-    except ImportError:
-        raise HtmlError("--output html needs plotly: pip install 'scaler[replay]'") from None
-
-    times = _times(report)
-    base = report["baseline"]
-    series = [*report["policies"], {**base, "name": "none (baseline)"}]
-    colors = {p["name"]: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(report["policies"])}
-    colors["none (baseline)"] = _BASELINE
-    names = [p["name"] for p in series]
-    layout = {
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-        "template": "plotly_white",
-        "height": 380,
-        "yaxis_rangemode": "tozero",
-    }
-
+def _nodes_figure(
+    go: Any, layout: dict[str, Any], times: list[Any], series: list[dict[str, Any]], colors: dict[str, str]
+) -> Any:
+    """Nodes over time, one step line per policy (the baseline dotted)."""
     nodes = go.Figure(
         layout={
             **layout,
@@ -111,6 +91,13 @@ def render_html(report: dict[str, Any]) -> str:
                 },
             )
         )
+    return nodes
+
+
+def _cumulative_figure(
+    go: Any, layout: dict[str, Any], times: list[Any], series: list[dict[str, Any]], colors: dict[str, str]
+) -> Any:
+    """Cumulative cost in USD over time, one line per policy."""
     cumulative = go.Figure(layout={**layout, "title": "Cumulative cost (USD)", "yaxis_title": "USD"})
     for p in series:
         total, acc = 0.0, []
@@ -126,6 +113,11 @@ def render_html(report: dict[str, Any]) -> str:
                 line={"color": colors[p["name"]], "dash": "dot" if p is series[-1] else "solid"},
             )
         )
+    return cumulative
+
+
+def _overload_figure(go: Any, layout: dict[str, Any], names: list[str], series: list[dict[str, Any]]) -> Any:
+    """Total overload node-minutes per policy: CPU and memory bars, either as a marker."""
     overload = go.Figure(
         layout={
             **layout,
@@ -159,6 +151,14 @@ def render_html(report: dict[str, Any]) -> str:
             marker={"symbol": "diamond", "size": 11, "color": "#222"},
         )
     )
+    return overload
+
+
+def _overload_time_figure(
+    go: Any, layout: dict[str, Any], times: list[Any], report: dict[str, Any], colors: dict[str, str]
+) -> Any:
+    """Overload node-minutes each policy adds over the baseline, cumulative over time."""
+    base = report["baseline"]
     overload_time = go.Figure(
         layout={
             **layout,
@@ -177,6 +177,13 @@ def render_html(report: dict[str, Any]) -> str:
         overload_time.add_trace(
             go.Scatter(x=times, y=acc, name=p["name"], mode="lines", line={"color": colors[p["name"]]})
         )
+    return overload_time
+
+
+def _cost_figure(
+    go: Any, layout: dict[str, Any], names: list[str], series: list[dict[str, Any]], colors: dict[str, str]
+) -> Any:
+    """Cost in USD per policy, as bars labelled with the amount."""
     cost = go.Figure(layout={**layout, "title": "Cost (USD)", "yaxis_title": "USD", "showlegend": False})
     cost.add_trace(
         go.Bar(
@@ -188,15 +195,51 @@ def render_html(report: dict[str, Any]) -> str:
         )
     )
 
-    def div(fig: Any, first: bool, cls: str) -> str:
-        # The title is a heading above the chart, not plotly's own: plotly's mode bar (zoom,
-        # save as PNG) sits in the chart's top margin and would cover a title there.
-        title = fig.layout.title.text or ""
-        fig.update_layout(title=None, margin={"t": 36})
-        body = fig.to_html(
-            full_html=False, include_plotlyjs=first, config={"displaylogo": False, "responsive": True}
-        )
-        return f'<div class="chart {cls}"><h2 class="chart-title">{html.escape(title)}</h2>{body}</div>'
+    return cost
+
+
+def _div(fig: Any, first: bool, cls: str) -> str:
+    """One chart as an HTML fragment (plotly's JS with the ``first`` only)."""
+    # The title is a heading above the chart, not plotly's own: plotly's mode bar (zoom,
+    # save as PNG) sits in the chart's top margin and would cover a title there.
+    title = fig.layout.title.text or ""
+    fig.update_layout(title=None, margin={"t": 36})
+    body = fig.to_html(
+        full_html=False, include_plotlyjs=first, config={"displaylogo": False, "responsive": True}
+    )
+    return f'<div class="chart {cls}"><h2 class="chart-title">{html.escape(title)}</h2>{body}</div>'
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The report page for a :func:`scaler.replay.report.report_dict` report.
+
+    Raises:
+        HtmlError: plotly is not installed.
+    """
+    try:
+        import plotly.graph_objects as go  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        raise HtmlError("--output html needs plotly: pip install 'scaler[replay]'") from None
+
+    times = _times(report)
+    base = report["baseline"]
+    series = [*report["policies"], {**base, "name": "none (baseline)"}]
+    colors = {p["name"]: _PALETTE[i % len(_PALETTE)] for i, p in enumerate(report["policies"])}
+    colors["none (baseline)"] = _BASELINE
+    names = [p["name"] for p in series]
+    layout = {
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "template": "plotly_white",
+        "height": 380,
+        "yaxis_rangemode": "tozero",
+    }
+
+    nodes = _nodes_figure(go, layout, times, series, colors)
+    cumulative = _cumulative_figure(go, layout, times, series, colors)
+    overload = _overload_figure(go, layout, names, series)
+    overload_time = _overload_time_figure(go, layout, times, report, colors)
+    cost = _cost_figure(go, layout, names, series, colors)
+    div = _div
 
     tr = report["trace"]
     meta = (
