@@ -417,13 +417,61 @@ def run_policy(
         _LOG_CONTEXT.reset(token)
 
 
-def _run_policy(
-    inp: ReplayInput,
-    policy: Policy,
-    progress: Progress | None,
-    observe: Callable[[World], None] | None,
-) -> PolicyResult:
-    started = time.perf_counter()
+def _count_overload(world: World, result: PolicyResult, minutes: float) -> int:
+    """Add one step (``minutes`` long) of overload, throttled CPU and OOM kills to ``result``;
+    returns the number of overloaded nodes (real usage above :data:`OVERLOAD_CPU` of allocatable
+    CPU or :data:`OVERLOAD_MEMORY` of allocatable memory)."""
+    names, cpu, mem = world.node_usage()
+    alloc = np.asarray(
+        [(world.nodes[n].allocatable.cpu_millicores, world.nodes[n].allocatable.memory_bytes) for n in names],
+        dtype=np.float64,
+    ).reshape(len(names), 2)
+    over_cpu = cpu > alloc[:, 0] * OVERLOAD_CPU
+    over_mem = mem > alloc[:, 1] * OVERLOAD_MEMORY
+    over = int(np.count_nonzero(over_cpu | over_mem))
+    result.overload_node_minutes += over * minutes
+    result.overload_cpu_node_minutes += int(np.count_nonzero(over_cpu)) * minutes
+    result.overload_memory_node_minutes += int(np.count_nonzero(over_mem)) * minutes
+    throttled, oom = world.limit_effects()
+    result.throttled_cpu_core_minutes += throttled / 1000.0 * minutes
+    result.oom_kills += oom
+    return over
+
+
+def _fill_totals(
+    result: PolicyResult, world: World, by_pool: Mapping[str, float], price: Mapping[str, float | None]
+) -> None:
+    """Set ``result``'s totals at the end of the replay: node-hours (per pool), cost (``None``
+    when a pool with node-hours has no price: those machine types are listed) and the world's
+    counters (removals, additions, evictions, unplaceable pods, pending pod-minutes)."""
+    templates = world.templates
+    st = world.stats
+    result.node_hours = float(sum(by_pool.values()) + 0.0)
+    result.node_hours_by_pool = {p: round(h, 6) for p, h in sorted(by_pool.items())}
+    missing = sorted(
+        {
+            (templates[p].machine_type or f"(pool {p})") if p in templates else p
+            for p in by_pool
+            if price.get(p) is None and by_pool[p] > 0
+        }
+    )
+    result.missing_prices = tuple(missing)
+    result.cost_by_pool = {
+        p: by_pool[p] * cast(float, price[p]) for p in sorted(by_pool) if price.get(p) is not None
+    }
+    result.cost = None if missing else float(sum(result.cost_by_pool.values()))
+    result.nodes_removed = st.nodes_removed
+    result.nodes_added = st.nodes_added
+    result.pods_evicted = st.pods_evicted
+    result.pods_deleted = st.pods_deleted
+    result.unplaceable_pods = len(st.unplaceable_pods)
+    result.unschedulable_pods = len(st.unschedulable_pods)
+    result.pending_pod_minutes = st.pending_pod_seconds / 60.0
+
+
+def _build_policy(inp: ReplayInput, policy: Policy) -> tuple[World, SimWriter, Controller, ReplayActuation]:
+    """One policy's replayed cluster (its world, in-memory Kubernetes and cloud) and the live
+    controller that acts on it, leader from the start, acting through :class:`ReplayActuation`."""
     cfg = policy.config
     world = World(
         inp.snapshot,
@@ -458,6 +506,18 @@ def _run_policy(
         status_sink=NO_STATUS,
     )
     controller.leader.set()
+    return world, writer, controller, actuation
+
+
+def _run_policy(
+    inp: ReplayInput,
+    policy: Policy,
+    progress: Progress | None,
+    observe: Callable[[World], None] | None,
+) -> PolicyResult:
+    started = time.perf_counter()
+    cfg = policy.config
+    world, writer, controller, actuation = _build_policy(inp, policy)
     window = policy.usage_window
     trim = window is not None and window < cfg.scale_down_unneeded_time
 
@@ -489,23 +549,7 @@ def _run_policy(
             p = price.get(pool)
             if p is not None:
                 step_cost += count * hours * p
-        names, cpu, mem = world.node_usage()
-        alloc = np.asarray(
-            [
-                (world.nodes[n].allocatable.cpu_millicores, world.nodes[n].allocatable.memory_bytes)
-                for n in names
-            ],
-            dtype=np.float64,
-        ).reshape(len(names), 2)
-        over_cpu = cpu > alloc[:, 0] * OVERLOAD_CPU
-        over_mem = mem > alloc[:, 1] * OVERLOAD_MEMORY
-        over = int(np.count_nonzero(over_cpu | over_mem))
-        result.overload_node_minutes += over * minutes
-        result.overload_cpu_node_minutes += int(np.count_nonzero(over_cpu)) * minutes
-        result.overload_memory_node_minutes += int(np.count_nonzero(over_mem)) * minutes
-        throttled, oom = world.limit_effects()
-        result.throttled_cpu_core_minutes += throttled / 1000.0 * minutes
-        result.oom_kills += oom
+        over = _count_overload(world, result, minutes)
         result.times.append(world.now)
         result.nodes.append(sum(sizes.values()) + other)
         result.overloaded.append(over)
@@ -517,29 +561,8 @@ def _run_policy(
     # The last step's pending time.
     if world.pending:
         world.stats.pending_pod_seconds += len(world.pending) * inp.step
-    st = world.stats
-    result.node_hours = float(sum(by_pool.values()) + 0.0)
-    result.node_hours_by_pool = {p: round(h, 6) for p, h in sorted(by_pool.items())}
-    missing = sorted(
-        {
-            (templates[p].machine_type or f"(pool {p})") if p in templates else p
-            for p in by_pool
-            if price.get(p) is None and by_pool[p] > 0
-        }
-    )
-    result.missing_prices = tuple(missing)
-    result.cost_by_pool = {
-        p: by_pool[p] * cast(float, price[p]) for p in sorted(by_pool) if price.get(p) is not None
-    }
-    result.cost = None if missing else float(sum(result.cost_by_pool.values()))
-    result.nodes_removed = st.nodes_removed
-    result.nodes_added = st.nodes_added
-    result.pods_evicted = st.pods_evicted
+    _fill_totals(result, world, by_pool, price)
     result.relief_evictions = actuation.relief_evictions
-    result.pods_deleted = st.pods_deleted
-    result.unplaceable_pods = len(st.unplaceable_pods)
-    result.unschedulable_pods = len(st.unschedulable_pods)
-    result.pending_pod_minutes = st.pending_pod_seconds / 60.0
     result.failed_removals = sum(1 for o in actuation.outcomes if not o.ok)
     result.events = dict(sorted(writer.events.items()))
     result.elapsed_seconds = time.perf_counter() - started
