@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from scaler.config import ScalerConfig
-from scaler.model.records import Node, Pod
+from scaler.model.records import Node, NodeMetrics, Pod
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -364,6 +364,73 @@ def _far_below(node_value: int, pods_value: int, slack: int) -> bool:
     return shortfall > slack and shortfall > NODE_METRICS_SHORTFALL_FRACTION * pods_value
 
 
+def _gpu_figures(
+    node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[float | None, float | None, int]:
+    """A GPU node's GPU requests fraction, its real GPU usage fraction where known, and its
+    GPU count; ``(None, None, 0)`` for a node without GPUs."""
+    if not is_gpu_node(node):
+        return None, None, 0
+    gpu = gpu_requests_fraction(node, pods, config, snapshot.now)
+    return gpu, snapshot.gpu_usage.get(node.name), node.allocatable.extended.get(RESOURCE_GPU, 0)
+
+
+def _metrics_status(age: float | None, config: ScalerConfig) -> MetricsStatus:
+    """Whether a node's metrics are there and fresh: ``age`` (seconds; ``None``: no NodeMetrics)
+    against ``--max-metrics-age``."""
+    if age is None:
+        return MetricsStatus.MISSING
+    if age > config.max_metrics_age:
+        return MetricsStatus.STALE
+    return MetricsStatus.OK
+
+
+def _measured_usage(
+    node: Node, m: NodeMetrics, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[int | None, int | None, int | None, int | None, int, str]:
+    """``node``'s real usage from its fresh NodeMetrics ``m`` and its pods' PodMetrics:
+    ``(usage cpu millicores, usage memory bytes, destination cpu, destination memory, pods
+    pending in the metrics, why the usage is unknown)``; the four figures are ``None`` when it
+    is unknown (a pod of unknown usage, or NodeMetrics far below the sum of its pods')."""
+    usage_cpu = usage_mem = dest_cpu = dest_mem = None
+    newest = snapshot.newest_node_metric(node.name) or m
+    of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds)
+    pending, unknown = of.pending, of.unknown
+    if not unknown and (
+        _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
+        or _far_below(newest.memory_bytes, of.measured_mem, NODE_METRICS_SHORTFALL_MEMORY_BYTES)
+    ):
+        unknown = (
+            f"NodeMetrics ({newest.cpu_millicores}m cpu, {newest.memory_bytes // 2**20}Mi memory) are far "
+            f"below the sum of its pods' PodMetrics ({of.measured_cpu}m cpu, "
+            f"{of.measured_mem // 2**20}Mi memory): the node's metrics are not trusted"
+        )
+    if not unknown:
+        # Usage is never below what the node's pods use: a reading below its pods' sum (by
+        # less than the shortfall above) is raised by the difference.
+        lift_cpu = max(0, of.measured_cpu - newest.cpu_millicores)
+        lift_mem = max(0, of.measured_mem - newest.memory_bytes)
+        add_cpu, add_mem = of.add_cpu + lift_cpu, of.add_mem + lift_mem
+        usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem
+        dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
+        dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem
+    return usage_cpu, usage_mem, dest_cpu, dest_mem, pending, unknown
+
+
+def _ignored_usage(pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int, int]:
+    """The PodMetrics usage (millicores, bytes) of the DaemonSet and mirror pods the utilization
+    ignores (``--ignore-daemonsets-utilization``, ``--ignore-mirror-pods-utilization``)."""
+    skip_cpu = skip_mem = 0
+    if config.ignore_daemonsets_utilization or config.ignore_mirror_pods_utilization:
+        for p in pods:
+            if _ignored(p, config):
+                pm = snapshot.pod_metrics.get((p.namespace, p.name))
+                if pm is not None:
+                    skip_cpu += pm.cpu_millicores
+                    skip_mem += pm.memory_bytes
+    return skip_cpu, skip_mem
+
+
 def node_utilization(
     node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
 ) -> NodeUtilization:
@@ -381,44 +448,16 @@ def node_utilization(
     empty = is_empty(pods)
     m = snapshot.node_metrics.get(node.name)
     age = None if m is None else now - m.timestamp
-    if m is None:
-        status = MetricsStatus.MISSING
-    elif age is not None and age > config.max_metrics_age:
-        status = MetricsStatus.STALE
-    else:
-        status = MetricsStatus.OK
+    status = _metrics_status(age, config)
     usage_cpu = usage_mem = dest_cpu = dest_mem = None
     pending = 0
     unknown = ""
     if m is not None and status is MetricsStatus.OK:
-        newest = snapshot.newest_node_metric(node.name) or m
-        of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds)
-        pending, unknown = of.pending, of.unknown
-        if not unknown and (
-            _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
-            or _far_below(newest.memory_bytes, of.measured_mem, NODE_METRICS_SHORTFALL_MEMORY_BYTES)
-        ):
-            unknown = (
-                f"NodeMetrics ({newest.cpu_millicores}m cpu, {newest.memory_bytes // 2**20}Mi memory) are far "
-                f"below the sum of its pods' PodMetrics ({of.measured_cpu}m cpu, "
-                f"{of.measured_mem // 2**20}Mi memory): the node's metrics are not trusted"
-            )
-        if not unknown:
-            # Usage is never below what the node's pods use: a reading below its pods' sum (by
-            # less than the shortfall above) is raised by the difference.
-            lift_cpu = max(0, of.measured_cpu - newest.cpu_millicores)
-            lift_mem = max(0, of.measured_mem - newest.memory_bytes)
-            add_cpu, add_mem = of.add_cpu + lift_cpu, of.add_mem + lift_mem
-            usage_cpu, usage_mem = m.cpu_millicores + add_cpu, m.memory_bytes + add_mem
-            dest_cpu = max(m.cpu_millicores, newest.cpu_millicores) + add_cpu
-            dest_mem = max(m.memory_bytes, newest.memory_bytes) + add_mem
+        usage_cpu, usage_mem, dest_cpu, dest_mem, pending, unknown = _measured_usage(
+            node, m, pods, snapshot, config
+        )
 
-    gpu = gpu_usage = None
-    gpus = 0
-    if is_gpu_node(node):
-        gpu = gpu_requests_fraction(node, pods, config, now)
-        gpus = node.allocatable.extended.get(RESOURCE_GPU, 0)
-        gpu_usage = snapshot.gpu_usage.get(node.name)
+    gpu, gpu_usage, gpus = _gpu_figures(node, pods, snapshot, config)
 
     def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:
         # An empty node reports cpu as its resource, as seed 004's empty-node fix does.
@@ -461,14 +500,7 @@ def node_utilization(
         if not node.ready and config.scale_down_unready_enabled:
             return result(req_cpu, req_mem, SOURCE_UNREADY)
         return result(None, None)
-    skip_cpu = skip_mem = 0
-    if config.ignore_daemonsets_utilization or config.ignore_mirror_pods_utilization:
-        for p in pods:
-            if _ignored(p, config):
-                pm = snapshot.pod_metrics.get((p.namespace, p.name))
-                if pm is not None:
-                    skip_cpu += pm.cpu_millicores
-                    skip_mem += pm.memory_bytes
+    skip_cpu, skip_mem = _ignored_usage(pods, snapshot, config)
     cpu_den = node.allocatable.cpu_millicores - skip_cpu
     mem_den = node.allocatable.memory_bytes - skip_mem
     # No allocatable left to divide by: the fraction is unknown (reported null), never 0.
