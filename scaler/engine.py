@@ -223,6 +223,38 @@ def _budget_reason(node: Node, util: NodeUtilization) -> DisruptionReasonName:
     return disruption_reason(util.empty, node.ready)
 
 
+_RECEIVES = "receives pods of a node removed earlier"
+
+
+def _min_size_detail(key: tuple[str, str, str], size: int, planned: int, min_size: int) -> str:
+    """Why a node of group ``key`` (pool, zone, MIG) stays: its ``size`` nodes, ``planned`` of
+    them already removable, are at the group's ``min_size`` per zone (or per MIG)."""
+    where = f"zone {key[1] or '(none)'}" + (f" MIG {key[2]}" if key[2] else "")
+    return (
+        f"node group {key[0]} {where}: {size} nodes, "
+        f"{planned} already removable, min {min_size} per {'MIG' if key[2] else 'zone'}"
+    )
+
+
+def _held_result(
+    ctx: RemovalContext, node: Node, util: NodeUtilization, tiers: tuple[Tier, Tier], why: BudgetHold
+) -> NodeResult:
+    """The verdict on a node held by the budgets from the start of a pass: a trial that commits
+    nothing says whether the budget is what keeps it (``why``, with this pass's counts), else
+    the reason that would keep it anyway."""
+    trial = simulate_node_removal(ctx, node.name, tiers, commit=False)
+    if not trial.removable:
+        return NodeResult(node, util, NodeStatus.UNREMOVABLE, trial.reason, trial.detail, trial.blocking)
+    return NodeResult(
+        node,
+        util,
+        NodeStatus.UNREMOVABLE,
+        UnremovableReason.ScaleDownBudgetExhausted,
+        why.detail,
+        budget_only=True,
+    )
+
+
 def _simulate(
     ctx: RemovalContext,
     candidates: Sequence[Node],
@@ -258,40 +290,23 @@ def _simulate(
         if node.name in receivers:
             if is_held:  # a destination because it stays: the budget is why
                 why = ledger.hold(node, budget_reason) or held[node.name]
-                unremovable(
-                    UnremovableReason.ScaleDownBudgetExhausted,
-                    f"{why.detail}; receives pods of a node removed earlier",
-                )
+                unremovable(UnremovableReason.ScaleDownBudgetExhausted, f"{why.detail}; {_RECEIVES}")
             else:
-                unremovable(
-                    UnremovableReason.DestinationForMovedPods, "receives pods of a node removed earlier"
-                )
+                unremovable(UnremovableReason.DestinationForMovedPods, _RECEIVES)
             continue
         key = limits.group_key(node)
         min_size = limits.min_size(*key)
         if group_sizes[key] - planned[key] <= min_size:
-            where = f"zone {key[1] or '(none)'}" + (f" MIG {key[2]}" if key[2] else "")
             unremovable(
                 UnremovableReason.NodeGroupMinSizeReached,
-                f"node group {key[0]} {where}: {group_sizes[key]} nodes, "
-                f"{planned[key]} already removable, min {min_size} per {'MIG' if key[2] else 'zone'}",
+                _min_size_detail(key, group_sizes[key], planned[key], min_size),
             )
             continue
         if is_held:
-            # Held from the start of this pass: a trial that commits nothing says whether the
-            # budget is what keeps it (else the reason that would keep it anyway).
-            trial = simulate_node_removal(
-                ctx, node.name, (non_candidates.without(node.name), reverse_candidates), commit=False
+            tiers = (non_candidates.without(node.name), reverse_candidates)
+            results[node.name] = _held_result(
+                ctx, node, util, tiers, ledger.hold(node, budget_reason) or held[node.name]
             )
-            if not trial.removable:
-                unremovable(trial.reason, trial.detail, trial.blocking)
-                continue
-            # The detail with this pass's counts when they still hold it (nearly always).
-            why = ledger.hold(node, budget_reason) or held[node.name]
-            results[node.name] = NodeResult(
-                node, util, NodeStatus.UNREMOVABLE, UnremovableReason.ScaleDownBudgetExhausted, why.detail,
-                budget_only=True,
-            )  # fmt: skip
             continue
         hold = ledger.hold(node, budget_reason)
         if hold is not None:
