@@ -54,7 +54,7 @@ from scaler.eviction.metrics import CPU_TOTAL_USAGE, MEMORY_TOTAL_USAGE, MetricR
 from scaler.eviction.podinfo import pod_usages
 from scaler.eviction.waterline import Waterlines
 from scaler.model.records import Node, Pod
-from scaler.simulator.cluster import simulate_pod_move
+from scaler.simulator.cluster import RemovalContext, simulate_pod_move
 from scaler.simulator.removal import Tier
 
 __all__ = ["HotNode", "NodeRelief", "ReliefPlan", "hot_node", "hot_nodes", "plan_relief"]
@@ -210,6 +210,61 @@ def _held_by_evaluation(result: NodeResult) -> str:
     return ""
 
 
+def _chosen_evictions(
+    ctx: RemovalContext,
+    node: Node,
+    h: HotNode,
+    destinations: Tier,
+    registry: MetricRegistry,
+    left: int,
+) -> tuple[NodeRelief, int]:
+    """Run the eviction framework on hot node ``node`` with a simulated evictor: a pod "is
+    evicted" when it may leave and has a place among ``destinations`` (the move is made in
+    ``ctx``), at most ``left`` of them. Returns the node's relief and how many evictions the
+    loop has left."""
+    metrics = ctx.snapshot.pod_metrics
+    pods = [p for p in ctx.pods_by_node.get(h.name, ()) if not (p.is_daemonset or p.is_mirror)]
+    moves: list[tuple[Pod, str]] = []
+    kept: list[tuple[Pod, str]] = []
+
+    def simulated_eviction(pod: Pod) -> EvictResult:
+        """The executor's evictor: a pod "is evicted" when it may leave and has a place."""
+        nonlocal left
+        if left <= 0:
+            return EvictResult(False, CAPPED)  # not tried: not listed in ``kept``
+        if (pod.namespace, pod.name) not in metrics:
+            why = f"pod {pod.key} has no PodMetrics: its eviction would close the gap by an unknown amount"
+        else:
+            move = simulate_pod_move(ctx, pod, [destinations])
+            if move.moved:
+                left -= 1
+                moves.append((pod, move.destination))
+                return EvictResult(True)
+            why = move.reason
+        kept.append((pod, why))
+        return EvictResult(False, why)
+
+    usage = {CPU_TOTAL_USAGE: float(h.cpu_millicores), MEMORY_TOTAL_USAGE: float(h.memory_bytes)}
+    waterlines = Waterlines(
+        {CPU_TOTAL_USAGE: h.cpu_waterline_millicores, MEMORY_TOTAL_USAGE: h.memory_waterline_bytes}
+    )
+    # A simulation that raises is a bug: let it surface, never as "nothing to evict".
+    done = execute(
+        pod_usages(pods, metrics), usage, waterlines, registry, simulated_eviction, record_errors=False
+    )
+    gaps = done.remaining_gaps
+    relief = NodeRelief(
+        node,
+        h,
+        tuple(moves),
+        tuple(kept),
+        gaps.get(CPU_TOTAL_USAGE, h.cpu_gap_millicores),
+        gaps.get(MEMORY_TOTAL_USAGE, h.memory_gap_bytes),
+        capped=any(why == CAPPED for _, why in done.failed),
+    )
+    return relief, left
+
+
 def plan_relief(
     evaluation: Evaluation,
     candidates: Collection[str],
@@ -251,7 +306,6 @@ def plan_relief(
     if not wanted:
         return ReliefPlan()
     destinations = Tier.of(ctx.state, [n.name for n in ctx.snapshot.nodes if n.name not in hot])
-    metrics = ctx.snapshot.pod_metrics
     left = cfg.max_relief_evictions_per_loop
     reliefs: list[NodeRelief] = []
     for h in wanted:
@@ -264,47 +318,6 @@ def plan_relief(
         if held:
             reliefs.append(NodeRelief(result.node, h, held=held))
             continue
-        pods = [p for p in ctx.pods_by_node.get(h.name, ()) if not (p.is_daemonset or p.is_mirror)]
-        moves: list[tuple[Pod, str]] = []
-        kept: list[tuple[Pod, str]] = []
-
-        def simulated_eviction(pod: Pod) -> EvictResult:
-            """The executor's evictor: a pod "is evicted" when it may leave and has a place."""
-            nonlocal left
-            if left <= 0:
-                return EvictResult(False, CAPPED)  # not tried: not listed in ``kept``
-            if (pod.namespace, pod.name) not in metrics:
-                why = (
-                    f"pod {pod.key} has no PodMetrics: its eviction would close the gap by an unknown amount"
-                )
-            else:
-                move = simulate_pod_move(ctx, pod, [destinations])
-                if move.moved:
-                    left -= 1
-                    moves.append((pod, move.destination))  # noqa: B023
-                    return EvictResult(True)
-                why = move.reason
-            kept.append((pod, why))  # noqa: B023
-            return EvictResult(False, why)
-
-        usage = {CPU_TOTAL_USAGE: float(h.cpu_millicores), MEMORY_TOTAL_USAGE: float(h.memory_bytes)}
-        waterlines = Waterlines(
-            {CPU_TOTAL_USAGE: h.cpu_waterline_millicores, MEMORY_TOTAL_USAGE: h.memory_waterline_bytes}
-        )
-        # A simulation that raises is a bug: let it surface, never as "nothing to evict".
-        done = execute(
-            pod_usages(pods, metrics), usage, waterlines, registry, simulated_eviction, record_errors=False
-        )
-        gaps = done.remaining_gaps
-        reliefs.append(
-            NodeRelief(
-                result.node,
-                h,
-                tuple(moves),
-                tuple(kept),
-                gaps.get(CPU_TOTAL_USAGE, h.cpu_gap_millicores),
-                gaps.get(MEMORY_TOTAL_USAGE, h.memory_gap_bytes),
-                capped=any(why == CAPPED for _, why in done.failed),
-            )
-        )
+        relief, left = _chosen_evictions(ctx, result.node, h, destinations, registry, left)
+        reliefs.append(relief)
     return ReliefPlan(tuple(reliefs))
