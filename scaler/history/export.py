@@ -31,7 +31,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -231,6 +231,56 @@ def _no_data(client: PrometheusClient, query: str, metric: str, start: float, en
     )
 
 
+def _joined_table(
+    names: Mapping[tuple[str, str], int],
+    lo: float,
+    hi: float,
+    step: float,
+    cpu: tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]],
+    memory: tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any]],
+) -> tuple[Any, npt.NDArray[np.int64], int]:
+    """Join the CPU and memory samples (pod index, Unix seconds, value) by pod and instant
+    (``lo + k·step``) into the long-format Arrow table, sorted by namespace, pod and time.
+    Returns the table, each row's pod rank and how many samples had no partner (dropped)."""
+    import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    ci, ct, cv = cpu
+    mi, mt, mv = memory
+    # Join by (pod, instant): instants are lo + k·step.
+    per = round((hi - lo) / step) + 1
+    ckey = ci * per + np.rint((ct - lo) / step).astype(np.int64)
+    mkey = mi * per + np.rint((mt - lo) / step).astype(np.int64)
+    both, cpos, mpos = np.intersect1d(ckey, mkey, assume_unique=True, return_indices=True)
+    dropped = len(ckey) + len(mkey) - 2 * len(both)
+    # Sort by namespace, pod, time: rank the pods by name.
+    ordered = sorted(names)
+    rank = np.empty(len(names), dtype=np.int64)
+    for r, key in enumerate(ordered):
+        rank[names[key]] = r
+    pod_idx = both // per
+    order = np.lexsort((both % per, rank[pod_idx]))
+    pod_rank = rank[pod_idx][order]
+    instants = lo + (both % per)[order].astype(np.float64) * step
+    ns_values = sorted({ns for ns, _ in ordered})
+    ns_index = {ns: i for i, ns in enumerate(ns_values)}
+    ns_of_rank = np.asarray([ns_index[ns] for ns, _ in ordered], dtype=np.int32)
+    table = pa.table(
+        {
+            "timestamp": pa.array(np.rint(instants * 1000.0).astype(np.int64), pa.timestamp("ms", tz="UTC")),
+            "namespace": pa.DictionaryArray.from_arrays(
+                pa.array(ns_of_rank[pod_rank], pa.int32()), pa.array(ns_values, pa.string())
+            ),
+            "pod_or_workload": pa.DictionaryArray.from_arrays(
+                pa.array(pod_rank.astype(np.int32), pa.int32()),
+                pa.array([p for _, p in ordered], pa.string()),
+            ),
+            "cpu_cores": pa.array(cv[cpos][order], pa.float64()),
+            "memory_bytes": pa.array(mv[mpos][order], pa.float64()),
+        }
+    )
+    return table, pod_rank, dropped
+
+
 def export_usage(
     url: str,
     start: float,
@@ -256,7 +306,6 @@ def export_usage(
         HistoryError: a bad range or step, a failure of the server (after the retries), or a
             query without any point in the window (one line, naming the URL and the query).
     """
-    import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     if not (step > 0 and math.isfinite(step)):
         raise HistoryError(f"--step must be positive, got {step!r}")
@@ -300,38 +349,7 @@ def export_usage(
             raise _no_data(
                 client, memory_query, f'container_memory_working_set_bytes{{container!=""{extra}}}', lo, hi
             )
-    # Join by (pod, instant): instants are lo + k·step.
-    per = round((hi - lo) / step) + 1
-    ckey = ci * per + np.rint((ct - lo) / step).astype(np.int64)
-    mkey = mi * per + np.rint((mt - lo) / step).astype(np.int64)
-    both, cpos, mpos = np.intersect1d(ckey, mkey, assume_unique=True, return_indices=True)
-    dropped = len(ckey) + len(mkey) - 2 * len(both)
-    # Sort by namespace, pod, time: rank the pods by name.
-    ordered = sorted(names)
-    rank = np.empty(len(names), dtype=np.int64)
-    for r, key in enumerate(ordered):
-        rank[names[key]] = r
-    pod_idx = both // per
-    order = np.lexsort((both % per, rank[pod_idx]))
-    pod_rank = rank[pod_idx][order]
-    instants = lo + (both % per)[order].astype(np.float64) * step
-    ns_values = sorted({ns for ns, _ in ordered})
-    ns_index = {ns: i for i, ns in enumerate(ns_values)}
-    ns_of_rank = np.asarray([ns_index[ns] for ns, _ in ordered], dtype=np.int32)
-    table = pa.table(
-        {
-            "timestamp": pa.array(np.rint(instants * 1000.0).astype(np.int64), pa.timestamp("ms", tz="UTC")),
-            "namespace": pa.DictionaryArray.from_arrays(
-                pa.array(ns_of_rank[pod_rank], pa.int32()), pa.array(ns_values, pa.string())
-            ),
-            "pod_or_workload": pa.DictionaryArray.from_arrays(
-                pa.array(pod_rank.astype(np.int32), pa.int32()),
-                pa.array([p for _, p in ordered], pa.string()),
-            ),
-            "cpu_cores": pa.array(cv[cpos][order], pa.float64()),
-            "memory_bytes": pa.array(mv[mpos][order], pa.float64()),
-        }
-    )
+    table, pod_rank, dropped = _joined_table(names, lo, hi, step, (ci, ct, cv), (mi, mt, mv))
     if table.num_rows == 0:
         raise HistoryError(
             f"prometheus at {url.rstrip('/')}: no pod has both CPU and memory samples from "
