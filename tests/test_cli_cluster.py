@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fakes.loopback import closed_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fakes.gce_api import COMPUTE_URL, FakeGCE
+from fakes.loopback import closed_port
 from google.cloud import container_v1
 
 from scaler.cloud.base import (
@@ -485,14 +485,6 @@ def test_nodes_outside_the_group_are_refused(fake: FakeGCE) -> None:
 
 
 # -- metadata and from_environment -------------------------------------------------------------
-
-
-def closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
 
 
 def test_from_environment_reads_the_metadata_server(fake: FakeGCE, monkeypatch: pytest.MonkeyPatch) -> None:

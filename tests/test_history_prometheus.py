@@ -9,7 +9,6 @@ and are skipped, with the reason, only where that cannot be done (not root, or n
 from __future__ import annotations
 
 import math
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from builders import MI, make_controller, make_node, make_pod, owner_ref
+from fakes.loopback import closed_port
 from promserver import prometheus_on
 
 from scaler.config import ScalerConfig
@@ -82,9 +82,7 @@ class TestErrors:
         assert text.startswith("prometheus at http://prom.test:9090:")
 
     def test_unreachable_server(self) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+        port = closed_port()  # nothing listens there
         with (
             pytest.raises(HistoryError, match=r"unreachable") as e,
             PrometheusClient(f"http://127.0.0.1:{port}", timeout=5) as c,

@@ -146,7 +146,11 @@ def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
         ]
         try:
             wait_for(lambda: any(r.controller.leader.is_set() for r in runners), what="a leader")
-            time.sleep(0.5)
+            # Both replicas keep trying the lease (every 0.1 s): a second leader would show
+            # within a few more attempts.
+            lease = "/apis/coordination.k8s.io/v1/namespaces/scaler-system/leases/scaler"
+            seen = len(c.kube.requests_to(lease))
+            wait_for(lambda: len(c.kube.requests_to(lease)) >= seen + 8, what="more lease attempts")
             leaders = [r for r in runners if r.controller.leader.is_set()]
             assert len(leaders) == 1
             leader = leaders[0]
@@ -231,7 +235,8 @@ def test_an_unreachable_api_server_is_one_line_a_loop_not_a_traceback(tmp_path: 
         reader.start()
         try:
             wait_for(lambda: any("serving /metrics" in line for line in lines), what="the start-up line")
-            time.sleep(1.0)  # a few loops against the live server
+            node_metrics = "/apis/metrics.k8s.io/v1beta1/nodes"  # one LIST a loop
+            wait_for(lambda: len(c.kube.requests_to(node_metrics)) >= 3, what="a few loops against the live server")
             c.kube.close()  # the API server goes away
             skipped = "control loop skipped: cannot reach API server"
             wait_for(lambda: sum(skipped in line for line in lines) >= 3, timeout=30, what="three skipped loops")

@@ -488,12 +488,13 @@ def loop_times(loaded: Loaded, ca_args: Iterable[str], scaler_args: Iterable[str
     Raises:
         AssertionError: a process exited, or the loops did not come within ``timeout`` s.
     """
-    port = realk8s.free_port()
+    # scaler binds its metrics port itself (port 0) and logs it: no port is picked ahead and raced for.
     scaler_cmd = ["--dry-run", "--cloud-provider=kubernetes", "--leader-elect=false", f"--namespace={realk8s.CA_NAMESPACE}",
-                  f"--address=127.0.0.1:{port}", *scaler_args]  # fmt: skip
+                  "--address=127.0.0.1:0", *scaler_args]  # fmt: skip
     log = loaded.workdir / "scaler-run.log"
     with running_ca(loaded, ca_args, "cluster-autoscaler-loops.log") as ca, \
             realk8s.scaler_process(loaded.kubeconfig, scaler_cmd, log, python=python) as scaler:  # fmt: skip
+        port = scaler.metrics_port()
 
         def texts() -> tuple[str, str]:
             try:
