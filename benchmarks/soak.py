@@ -74,27 +74,6 @@ def parse_duration(text: str) -> float:
     return float(text)
 
 
-def rbac(name: str) -> list[dict[str, Any]]:
-    """The base overlay's Namespace, ServiceAccount and RBAC, renamed to ``name``."""
-    from test_deploy import rendered  # type: ignore[import-not-found]  # tests/test_deploy.py
-
-    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-    docs: list[dict[str, Any]] = [d for d in rendered("base") if d["kind"] in kinds]
-    for d in docs:
-        d["metadata"].pop("annotations", None)
-        if d["kind"] != "Namespace":
-            d["metadata"]["name"] = name
-        if "roleRef" in d:
-            d["roleRef"]["name"] = name
-            for s in d["subjects"]:
-                s["name"] = name
-    return docs
-
-
-def sa_user(sa: str) -> str:
-    return f"system:serviceaccount:{NAMESPACE}:{sa}"
-
-
 class Soak:
     """The cluster, the two replicas (restarted when they exit) and the fault injector."""
 
@@ -122,7 +101,7 @@ class Soak:
     def setup(self) -> None:
         self.cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS}}])
         for sa in REPLICAS:
-            self.cp.apply(rbac(sa))
+            self.cp.apply(realk8s.deploy_rbac("base", sa))
             self.kubeconfigs[sa] = self.cp.service_account_kubeconfig(
                 sa, NAMESPACE, self.tmp / f"{sa}.kubeconfig", 7 * 86400
             )
@@ -262,7 +241,7 @@ class Soak:
             try:
                 self.wait(10, until + 60)
             finally:
-                self.cp.apply(rbac(sa))
+                self.cp.apply(realk8s.deploy_rbac("base", sa))
         elif fault == "tolerating-pod":
             targets = self.removing()
             if not targets:
@@ -329,7 +308,7 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
                     for proc in soak.procs.values():
                         proc.kill()
             events = cp.audit(since)
-            users = [sa_user(sa) for sa in REPLICAS]
+            users = [realk8s.sa_user(sa, NAMESPACE) for sa in REPLICAS]
             report = faultcheck.violations(events, users, rec, lease_duration=LEASE_SECONDS)
             problems = list(report.violations) + faultcheck.leftovers(cp)
             for node in soak.glitched:  # busy by its pods' metrics, if they ran there

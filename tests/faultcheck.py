@@ -28,7 +28,6 @@ the soak benchmark, not a test.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from realk8s import AuditEvent, ControlPlane
+from realk8s import AuditEvent, ControlPlane, list_and_watch
 
 TAINT = "ToBeDeletedByClusterAutoscaler"  # scaler.model.records.TAINT_TO_BE_DELETED (CA's taint)
 STATUS_ANNOTATION = "scaler.io/scale-down-status"  # the verdict: may stay on a node
@@ -181,44 +180,14 @@ class ClusterRecorder:
 
     def _run(self, path: str, handle: Any) -> None:
         synced = self._synced[0 if path.endswith("/nodes") else 1]
-        rv = ""
-        client = self.cp.client()
-        try:
-            while not self._stop.is_set():
-                try:
-                    if not rv:
-                        rv = self._relist(client, path, handle)
-                        synced.set()
-                    params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "5"}
-                    with client.stream("GET", path, params=params, timeout=15) as resp:
-                        if resp.status_code == 410:
-                            rv = ""
-                            continue
-                        resp.raise_for_status()
-                        for line in resp.iter_lines():
-                            if not line.strip():
-                                continue
-                            event = json.loads(line)
-                            obj = event.get("object") or {}
-                            if event.get("type") == "ERROR":
-                                rv = ""
-                                break
-                            rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                            if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                                handle(event["type"], obj)
-                except (httpx.HTTPError, ValueError, KeyError) as e:
-                    if self._stop.is_set():
-                        break
-                    self.errors.append(f"{path}: {e}")
-                    rv = ""
-                    self._stop.wait(0.5)
-                    try:  # the API server may be restarting: a fresh connection
-                        client.close()
-                        client = self.cp.client()
-                    except OSError:
-                        pass
-        finally:
-            client.close()
+
+        def relist(client: httpx.Client) -> str:
+            rv = self._relist(client, path, handle)
+            synced.set()
+            return rv
+
+        list_and_watch(self.cp, path, relist, lambda _client, event, obj: handle(event, obj), self._stop, self.errors,
+                       reconnect=True)  # fmt: skip
 
     # -- questions ------------------------------------------------------------------------------------
     def deletions(self, name: str) -> list[NodeState]:

@@ -88,6 +88,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def deploy_rbac(overlay: str, name: str) -> list[dict[str, Any]]:
+    """The ``deploy/`` overlay's Namespace, ServiceAccount and RBAC objects (rendered by kubectl,
+    as :func:`test_deploy.rendered` does), renamed to ``name`` (bindings follow), so several
+    overlays can be bound side by side to different ServiceAccounts."""
+    from test_deploy import rendered
+
+    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    docs: list[dict[str, Any]] = [d for d in rendered(overlay) if d["kind"] in kinds]
+    for d in docs:
+        d["metadata"].pop("annotations", None)
+        if d["kind"] != "Namespace":
+            d["metadata"]["name"] = name
+        if "roleRef" in d:
+            d["roleRef"]["name"] = name
+            for s in d["subjects"]:
+                s["name"] = name
+    return docs
+
+
+def sa_user(sa: str, namespace: str = "scaler-system") -> str:
+    """The user name of ServiceAccount ``sa`` of ``namespace``, as audit events name it."""
+    return f"system:serviceaccount:{namespace}:{sa}"
+
+
 def iso(ts: float) -> str:
     """RFC 3339 UTC, seconds."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
@@ -757,43 +781,81 @@ class Kubelet:
             self.errors.append(f"status {path}: {r.status_code} {r.text[:200]}")
 
     def _run(self) -> None:
-        client = self.cp.client()
-        rv = ""
-        try:
-            while not self._stop.is_set():
-                try:
-                    if not rv:
-                        r = client.get("/api/v1/pods")
-                        r.raise_for_status()
-                        doc = r.json()
-                        for pod in doc.get("items") or []:
-                            self._handle(client, pod)
-                        rv = doc["metadata"]["resourceVersion"]
-                    params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "2"}
-                    with client.stream("GET", "/api/v1/pods", params=params, timeout=10) as resp:
-                        if resp.status_code == 410:
-                            rv = ""
+        def relist(client: httpx.Client) -> str:
+            r = client.get("/api/v1/pods")
+            r.raise_for_status()
+            doc = r.json()
+            for pod in doc.get("items") or []:
+                self._handle(client, pod)
+            return str(doc["metadata"]["resourceVersion"])
+
+        def handle(client: httpx.Client, event: str, pod: Mapping[str, Any]) -> None:
+            self._handle(client, pod)
+
+        list_and_watch(self.cp, "/api/v1/pods", relist, handle, self._stop, self.errors, events=("ADDED", "MODIFIED"),
+                       watch_seconds=2, what="watch")  # fmt: skip
+
+
+def list_and_watch(
+    cp: ControlPlane,
+    path: str,
+    relist: Callable[[httpx.Client], str],
+    handle: Callable[[httpx.Client, str, Mapping[str, Any]], None],
+    stop: threading.Event,
+    errors: list[str],
+    *,
+    events: tuple[str, ...] = ("ADDED", "MODIFIED", "DELETED"),
+    watch_seconds: int = 5,
+    what: str = "",
+    reconnect: bool = False,
+) -> None:
+    """LIST then WATCH ``path`` as the admin until ``stop`` is set, as an informer does.
+
+    ``relist(client)`` LISTs (handling every item) and returns the list's resourceVersion; the
+    watch then starts from it (``timeoutSeconds`` ``watch_seconds``, bookmarks on) and hands each
+    event whose type is in ``events`` to ``handle(client, type, object)``. A 410 Gone, an
+    ``ERROR`` event or a failed request starts over with a LIST; a failure is appended to
+    ``errors`` (prefixed ``what``, default ``path``) and waited out for 0.5 s, with a fresh
+    connection when ``reconnect`` (the API server may be restarting)."""
+    client = cp.client()
+    rv = ""
+    try:
+        while not stop.is_set():
+            try:
+                if not rv:
+                    rv = relist(client)
+                params = {"watch": "true", "resourceVersion": rv, "allowWatchBookmarks": "true",
+                          "timeoutSeconds": str(watch_seconds)}  # fmt: skip
+                with client.stream("GET", path, params=params, timeout=watch_seconds + 10) as resp:
+                    if resp.status_code == 410:
+                        rv = ""
+                        continue
+                    resp.raise_for_status()
+                    for line in resp.iter_lines():
+                        if not line.strip():
                             continue
-                        resp.raise_for_status()
-                        for line in resp.iter_lines():
-                            if not line.strip():
-                                continue
-                            event = json.loads(line)
-                            obj = event.get("object") or {}
-                            if event.get("type") == "ERROR":
-                                rv = ""
-                                break
-                            rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                            if event.get("type") in ("ADDED", "MODIFIED"):
-                                self._handle(client, obj)
-                except (httpx.HTTPError, ValueError, KeyError) as e:
-                    if self._stop.is_set():
-                        break
-                    self.errors.append(f"watch: {e}")
-                    rv = ""
-                    self._stop.wait(0.5)
-        finally:
-            client.close()
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            rv = ""
+                            break
+                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        if event.get("type") in events:
+                            handle(client, event["type"], obj)
+            except (httpx.HTTPError, ValueError, KeyError) as e:
+                if stop.is_set():
+                    break
+                errors.append(f"{what or path}: {e}")
+                rv = ""
+                stop.wait(0.5)
+                if reconnect:
+                    try:
+                        client.close()
+                        client = cp.client()
+                    except OSError:
+                        pass
+    finally:
+        client.close()
 
 
 class MetricsServer:

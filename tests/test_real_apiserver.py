@@ -36,11 +36,14 @@ from realk8s import (
     MetricsServer,
     ScalerProcess,
     running_cluster,
+    sa_user,
     scaler_process,
     unavailable,
     wait_for,
 )
-from test_deploy import rendered
+from realk8s import (
+    deploy_rbac as rbac,
+)
 
 from scaler.kube.writer import (
     ANNOTATION_OWNER,
@@ -67,22 +70,6 @@ FAST = [
     "--node-delete-delay-after-taint=0s", "--scale-down-delay-after-add=0s", f"--namespace={NAMESPACE}",
     "--address=127.0.0.1:0",  # a free port the process picks itself (ScalerProcess.metrics_port)
 ]  # fmt: skip
-
-
-def rbac(overlay: str, name: str) -> list[dict[str, Any]]:
-    """The overlay's Namespace, ServiceAccount and RBAC objects, renamed to ``name`` (bindings
-    follow), so several overlays can be bound side by side to different ServiceAccounts."""
-    kinds = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-    docs = [d for d in rendered(overlay) if d["kind"] in kinds]
-    for d in docs:
-        d["metadata"].pop("annotations", None)
-        if d["kind"] != "Namespace":
-            d["metadata"]["name"] = name
-        if "roleRef" in d:
-            d["roleRef"]["name"] = name
-            for s in d["subjects"]:
-                s["name"] = name
-    return docs
 
 
 @dataclass
@@ -670,10 +657,6 @@ def test_a_drain_stops_when_its_node_is_deleted_by_someone_else(w: World) -> Non
 
 REPLICAS = ("scaler-a", "scaler-b")
 LEASE = ("Lease", "scaler", NAMESPACE, "coordination.k8s.io/v1")
-
-
-def sa_user(sa: str) -> str:
-    return f"system:serviceaccount:{NAMESPACE}:{sa}"
 
 
 @dataclass
