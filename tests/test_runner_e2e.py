@@ -127,8 +127,12 @@ def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
 def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
         proc = start_tainting(c, 2.0, "--leader-elect=false")
+        node_metrics = "/apis/metrics.k8s.io/v1beta1/nodes"  # one LIST a loop
+        loops = len(c.kube.requests_to(node_metrics))
         proc.send_signal(signal.SIGUSR1)
-        time.sleep(1.0)
+        # Two more loops after the signal, or the process ended: then it did not go on.
+        wait_for(lambda: len(c.kube.requests_to(node_metrics)) >= loops + 2 or proc.poll() is not None,
+                 what="two more loops after SIGUSR1")  # fmt: skip
         alive = proc.poll() is None
         out = terminate(proc) if alive else proc.communicate()[0]
         assert alive, f"SIGUSR1 stopped the process ({proc.returncode}):\n{out[-3000:]}"
