@@ -359,6 +359,7 @@ def run_scaler(
     request against the overlay's rendered RBAC; returns the Kubernetes and Google requests, the
     IAM permissions the Google ones need, and the RBAC rules exercised."""
     from e2e_cluster import Clock, E2ECluster
+    from waiting import wait_for
 
     docs = rendered(overlay)
     cluster_roles, roles = bound_roles(docs)
@@ -386,11 +387,8 @@ def run_scaler(
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 20
-            while not done(c):
-                assert proc.poll() is None, proc.communicate()[0]
-                assert time.monotonic() < deadline, "the run never got there"
-                time.sleep(0.05)
+            wait_for(lambda: done(c) or proc.poll() is not None, 60, "the run to get there")
+            assert proc.poll() is None, proc.communicate()[0]
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
         finally:
