@@ -23,6 +23,7 @@ SCALER = Path(__file__).resolve().parents[1] / "scaler"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the one exception root
     ("model",),  # records, snapshots, quantities, times: the data everything reads
+    ("specs",),  # the configuration's compact specs (--nodes, budgets) and ConfigError
     ("config", "reasons", "cmdline", "entrypoints", "forked", "kube", "kube.raw"),
     # policy-free building blocks, each on model and config alone
     (
