@@ -12,13 +12,13 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from waiting import wait_for
 
 
 def ensure_prometheus() -> None:
@@ -66,18 +66,16 @@ def prometheus_on(openmetrics: Path, root: Path) -> Iterator[str]:
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
+
+            def ready() -> bool:
                 if proc.poll() is not None:
                     raise RuntimeError(f"prometheus exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
                 try:
-                    if httpx.get(f"{url}/-/ready", timeout=2).status_code == 200:
-                        break
+                    return httpx.get(f"{url}/-/ready", timeout=2).status_code == 200
                 except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("prometheus did not become ready within 60 s")
-                time.sleep(0.2)
+                    return False
+
+            wait_for(ready, 60, "prometheus to become ready", poll=0.2)
             yield url
         finally:
             proc.terminate()

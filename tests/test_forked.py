@@ -6,9 +6,9 @@ import os
 import select
 import signal
 import threading
-import time
 
 import pytest
+from waiting import wait_for
 
 from scaler.forked import Forked, ForkedError
 
@@ -19,11 +19,11 @@ needs_fork = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1)
 def _only_this_thread() -> None:
     """Forked falls back to running in the caller while other threads run; wait for the ones an
     earlier test left (a fake server's last connection) to end, and name any that do not."""
-    deadline = time.monotonic() + 15
-    while threading.active_count() > 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
-    assert not others, f"threads left running by an earlier test: {others}"
+    try:
+        wait_for(lambda: threading.active_count() == 1, 15, "the other threads to end")
+    except AssertionError:
+        others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+        raise AssertionError(f"threads left running by an earlier test: {others}") from None
 
 
 @needs_fork
