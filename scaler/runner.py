@@ -114,7 +114,9 @@ def build_runner(
         missing = missing_permissions(api, permissions)
         optional = [p.display for p in missing if p.call.optional]
         if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
-            log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+            log.warning(
+                "no permission to %s: those kinds are skipped until they become readable", "; ".join(optional)
+            )
         required = [p.display for p in missing if not p.call.optional]
         if not required:
             return ""
