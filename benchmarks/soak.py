@@ -17,13 +17,19 @@ through the Eviction API, delete the Node). At seeded random times one fault of 
 * ``node-deleted``: a node scaler is removing is deleted by someone else;
 * ``binding-revoked``: the leader's ClusterRoleBinding is deleted for 10 s;
 * ``tolerating-pod``: a pod tolerating every taint is bound to a node scaler is removing;
-* ``metrics-glitch``: a node joins whose NodeMetrics say 1m CPU while its pods use 3 cores.
+* ``metrics-glitch``: a node joins whose NodeMetrics say 1m CPU while its two pods' PodMetrics
+  say 3 cores. It joins with scale-down disabled (``cluster-autoscaler.kubernetes.io/
+  scale-down-disabled``), lifted once its pods run there and are in its metrics: before that it
+  is an empty node, or one whose new pods count by their requests, and removable.
 
 A replica that exits is started again a second later (as its Deployment would). At the end the
 replicas are stopped and the invariants of ``tests/faultcheck.py`` are checked over the whole
 audit log: pods only evicted, every node and pod write made by the Lease holder, nodes deleted
 only tainted, cordoned and empty of workload pods, no node left tainted or cordoned, and no
-glitched node ever tainted. Counts and violations are printed and written as JSON.
+glitched node tainted or cordoned while its pods ran there (once their Deployment is deleted it
+is an empty node, rightly removed). Counts, the glitched nodes' verdicts and timelines, and the
+violations are printed and written as JSON. ``--faults`` draws from a subset (``--faults
+metrics-glitch --duration 3m`` to look at one case), ``--workdir`` keeps the replicas' logs.
 """
 
 from __future__ import annotations
@@ -54,6 +60,13 @@ GI, MI = 2**30, 2**20
 BUSY_USAGE = (1000, int(9.6 * GI))  # utilization 0.6 of 4 cpu / 16 GiB
 IDLE_USAGE = (120, GI)
 LEASE_SECONDS = 15.0
+METRICS_WINDOW_SECONDS = (
+    5  # every NodeMetrics/PodMetrics window: pods older than this are in their node's reading
+)
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+GLITCH_SHIELD_MAX_SECONDS = (
+    90.0  # a glitched node's shield is lifted after this even if its pods never ran there
+)
 FAULTS = (
     "pause-leader", "etcd-freeze", "apiserver-restart", "pdb-tighten",
     "node-deleted", "binding-revoked", "tolerating-pod", "metrics-glitch",
@@ -94,7 +107,11 @@ class Soak:
         self.faults: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.added = 0
-        self.glitched: list[str] = []
+        self.glitched: dict[str, str] = {}  # glitched node -> the app whose pods run on it
+        self.glitch_verdicts: dict[str, str] = {}  # glitched node -> its verdict once its pods were measured
+        self.later: list[
+            tuple[float, Callable[[], bool]]
+        ] = []  # (not before, action; False: try again in 1 s)
         self.t0 = time.monotonic()
 
     # -- set-up and replicas ------------------------------------------------------------------------
@@ -141,11 +158,19 @@ class Soak:
         self.added += 1
         name = f"{'glitch' if hot else 'idle'}-{self.added}"
         app = f"web-{self.added}"
-        self.cp.add_node(name)
         self.metrics.node_usage[name] = (1, 512 * MI) if hot else IDLE_USAGE
         if hot:
+            # The glitch is a node whose NodeMetrics say 1m CPU while its pods' PodMetrics say 3
+            # cores. Until its pods run there and are in its metrics it is an empty node (or one
+            # whose new pods count by their requests), rightly removable with the soak's zero
+            # unneeded time: it joins with scale-down disabled, lifted once its pods are measured.
             self.metrics.app_usage[app] = (1500, 256 * MI)
-            self.glitched.append(name)
+            self.glitched[name] = app
+            self.cp.add_node(name, annotations={SCALE_DOWN_DISABLED: "true"})
+            joined = time.monotonic()
+            self.later.append((joined + 5, lambda: self.lift_shield(name, app, joined)))
+        else:
+            self.cp.add_node(name)
         # The scheduler prefers the new node (a preferred affinity; the simulation ignores it).
         affinity = {
             "nodeAffinity": {
@@ -178,6 +203,49 @@ class Soak:
                 self.cp.delete(kind, f"web-{old}", APPS, version)
         return name
 
+    def lift_shield(self, node: str, app: str, joined: float) -> bool:
+        """Enable scale-down on glitched ``node`` once ``app``'s two pods run there and are in
+        its metrics (Running, Ready, started more than a metrics window ago), or after
+        :data:`GLITCH_SHIELD_MAX_SECONDS`; then read its verdict a few scans later. ``False``:
+        not yet."""
+        pods = [p for p in self.cp.pods(APPS, app) if (p.get("spec") or {}).get("nodeName") == node]
+        measured = [
+            p for p in pods
+            if realk8s.pod_ready(p) and p["status"].get("startTime")
+            and time.time() - realk8s._rfc3339(p["status"]["startTime"]) > METRICS_WINDOW_SECONDS + 2
+        ]  # fmt: skip
+        if len(measured) < 2 and time.monotonic() - joined < GLITCH_SHIELD_MAX_SECONDS:
+            return False
+        if self.cp.patch("Node", node, {"metadata": {"annotations": {SCALE_DOWN_DISABLED: None}}}) is None:
+            self.say(f"glitched node {node}: gone before its shield was lifted")
+            return True
+        self.say(f"glitched node {node}: scale-down enabled ({len(measured)} hot pod(s) measured there)")
+        if len(measured) == 2:
+            self.later.append((time.monotonic() + 8, lambda: self.read_verdict(node)))
+        return True
+
+    def read_verdict(self, node: str) -> bool:
+        """Record glitched ``node``'s verdict (its ``scale-down-status`` reason)."""
+        obj = self.cp.get("Node", node)
+        annotations = (obj or {}).get("metadata", {}).get("annotations") or {}
+        verdict = json.loads(annotations.get(faultcheck.STATUS_ANNOTATION) or "{}")
+        self.glitch_verdicts[node] = str(verdict.get("reason") or ("gone" if obj is None else "-"))
+        return True
+
+    def run_due(self) -> None:
+        """Run the deferred actions that are due; those answering ``False`` again in a second."""
+        now = time.monotonic()
+        due = [a for a in self.later if a[0] <= now]
+        self.later = [a for a in self.later if a[0] > now]
+        for _, action in due:
+            try:
+                done = action()
+            except Exception as e:  # the API server restarting or frozen (a fault): again later
+                self.say(f"deferred action failed ({e}); again in 1 s")
+                done = False
+            if not done:
+                self.later.append((now + 1.0, action))
+
     def removing(self) -> list[str]:
         """Nodes carrying scaler's taint now."""
         out = []
@@ -190,6 +258,7 @@ class Soak:
         end = min(time.monotonic() + seconds, until)
         while time.monotonic() < end:
             self.supervise()
+            self.run_due()
             time.sleep(min(1.0, max(0.0, end - time.monotonic())))
 
     # -- faults --------------------------------------------------------------------------------------
@@ -261,8 +330,63 @@ class Soak:
         self.faults[fault] += 1
 
 
-def run(duration: float, seed: int, node_interval: float, fault_interval: float, out: Path | None) -> int:
-    """The soak; returns 0 when no invariant broke, 1 otherwise."""
+def glitch_timeline(rec: Any, node: str, app: str) -> list[str]:
+    """What happened on glitched ``node`` in resourceVersion order: its taint and cordon changes
+    and the binding and deletion of ``app``'s pods (the hot ones) and of other workload pods."""
+    rows: list[tuple[int, str]] = []
+    last = (False, False)
+    for s in rec.nodes.get(node, []):
+        now = (s.tainted, s.cordoned)
+        if now != last or s.event in ("ADDED", "DELETED", "VANISHED"):
+            rows.append((s.rv, f"node {s.event.lower()} tainted={s.tainted} cordoned={s.cordoned}"))
+        last = now
+    for life in rec.pods.values():
+        if life.node != node or not life.workload:
+            continue
+        hot = "hot " if life.name.startswith(f"{APPS}/{app}-") else ""
+        rows.append((life.bound_rv, f"{hot}pod {life.name} bound"))
+        if life.deleted_rv is not None:
+            rows.append((life.deleted_rv, f"{hot}pod {life.name} deleted"))
+    return [f"rv {rv}: {text}" for rv, text in sorted(rows)]
+
+
+def glitch_violations(rec: Any, glitched: dict[str, str]) -> list[str]:
+    """A glitched node tainted or cordoned while one of its hot pods (the app whose PodMetrics
+    say 1.5 cores each) was bound to it: its NodeMetrics (1m CPU) were taken for its usage. Once
+    its pods are gone (their Deployment deleted) it is an empty node, rightly removed."""
+    out = []
+    for node, app in glitched.items():
+        hot = [
+            life for life in rec.pods.values() if life.node == node and life.name.startswith(f"{APPS}/{app}-")
+        ]
+        for s in rec.nodes.get(node, []):
+            if not (s.tainted or s.cordoned) or s.event in ("DELETED", "VANISHED"):
+                continue
+            bound = [
+                h.name for h in hot if h.bound_rv <= s.rv and (h.deleted_rv is None or h.deleted_rv > s.rv)
+            ]
+            if bound:
+                what = "tainted" if s.tainted else "cordoned"
+                out.append(
+                    f"glitched node {node} (NodeMetrics 1m CPU, its pods 3 cores) was {what} at resourceVersion "
+                    f"{s.rv} while its pod(s) {', '.join(sorted(bound))} ran there"
+                )
+                break
+    return out
+
+
+def run(
+    duration: float,
+    seed: int,
+    node_interval: float,
+    fault_interval: float,
+    out: Path | None,
+    faults: tuple[str, ...] = FAULTS,
+    workdir: Path | None = None,
+) -> int:
+    """The soak; returns 0 when no invariant broke, 1 otherwise. ``faults``: the faults drawn
+    from; ``workdir``: where the control plane's state and the replicas' logs go (kept), else
+    a temporary directory."""
     problem = realk8s.unavailable()
     if problem:
         print(f"soak: {problem}", file=sys.stderr)
@@ -274,9 +398,10 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
         print(f"[{time.monotonic() - started:7.1f}s] {text}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="scaler-soak-") as tmpdir:
-        tmp = Path(tmpdir)
+        tmp = Path(tmpdir) if workdir is None else workdir
+        tmp.mkdir(parents=True, exist_ok=True)
         with realk8s.running_cluster(tmp / "control-plane") as (cp, kubelet, metrics):
-            metrics.window_seconds = 5  # pods older than 5 s are in their node's reading
+            metrics.window_seconds = METRICS_WINDOW_SECONDS
             soak = Soak(cp, kubelet, metrics, tmp, rng, say)
             soak.setup()
             since = cp.audit_offset()
@@ -293,7 +418,7 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
                             say(f"node {soak.add_underused()} joins")
                             next_node = now + node_interval
                         if now >= next_fault:
-                            soak.inject(rng.choice(FAULTS), until)
+                            soak.inject(rng.choice(faults), until)
                             next_fault = time.monotonic() + rng.expovariate(1.0 / fault_interval)
                         soak.wait(min(next_node, next_fault) - time.monotonic(), until)
                     say("settling: waiting until no node is being removed")
@@ -311,12 +436,8 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
             users = [realk8s.sa_user(sa, NAMESPACE) for sa in REPLICAS]
             report = faultcheck.violations(events, users, rec, lease_duration=LEASE_SECONDS)
             problems = list(report.violations) + faultcheck.leftovers(cp)
-            for node in soak.glitched:  # busy by its pods' metrics, if they ran there
-                hot = [p for p in rec.pods.values() if p.node == node and p.workload]
-                if hot and rec.ever(node, tainted=True, cordoned=True):
-                    problems.append(
-                        f"node {node} (NodeMetrics 1m CPU, its pods 3 cores) was tainted or cordoned"
-                    )
+            glitches = {node: glitch_timeline(rec, node, app) for node, app in soak.glitched.items()}
+            problems += glitch_violations(rec, soak.glitched)
             deleted = sum(
                 1
                 for e in events
@@ -340,6 +461,9 @@ def run(duration: float, seed: int, node_interval: float, fault_interval: float,
                 "counts": dict(report.counts),
                 "violations": problems,
                 "nodes_left": verdicts,
+                "glitched_nodes": glitches,
+                "glitched_verdicts": dict(Counter(soak.glitch_verdicts.values())),
+                "glitched_removed_after_their_pods_left": sum(1 for n in soak.glitched if rec.deletions(n)),
             }
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
@@ -358,7 +482,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-interval", default="20s", help="a new underused node every (default 20s)")
     parser.add_argument("--fault-interval", default="60s", help="mean time between faults (default 60s)")
     parser.add_argument("--out", type=Path, default=None, help="write the result as JSON here too")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"comma-separated faults to draw from (default all: {','.join(FAULTS)})",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep the control plane's state and the replicas' logs here",
+    )
     args = parser.parse_args(argv)
+    faults = tuple(f.strip() for f in args.faults.split(",") if f.strip())
+    bad = [f for f in faults if f not in FAULTS]
+    if bad or not faults:
+        print(
+            f"soak: error: unknown fault {bad[0] if bad else repr(args.faults)} (known: {', '.join(FAULTS)})",
+            file=sys.stderr,
+        )
+        return 2
     try:
         duration = parse_duration(args.duration)
         node_interval = parse_duration(args.node_interval)
@@ -366,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"soak: error: bad duration: {e}", file=sys.stderr)
         return 2
-    return run(duration, args.seed, node_interval, fault_interval, args.out)
+    return run(duration, args.seed, node_interval, fault_interval, args.out, faults, args.workdir)
 
 
 if __name__ == "__main__":

@@ -184,6 +184,11 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
     },
     "Operations (scaler run)": {
         "leader_elect": "Run leader election on a coordination.k8s.io Lease; only the leader acts.",
+        "leader_elect_lease_duration": "How long a follower waits after the last renewal it saw before it takes "
+        "the Lease over: the longest a stopped leader can hold it (must be longer than the renew deadline).",
+        "leader_elect_renew_deadline": "The leader stops (exits 1) when it could not renew the Lease for this long; "
+        "a write goes out only within this time of the last renewal (must be longer than the retry period).",
+        "leader_elect_retry_period": "How often the leader renews the Lease and a follower tries to take it.",
         "namespace": "Namespace of the Lease and the status ConfigMap.",
         "instance_name": "Name of this scaler installation; its taints and annotations carry it.",
         "status_config_map_name": "Name of the status ConfigMap written every loop.",
@@ -312,6 +317,9 @@ DURATION_KEYS = (
     "node_delete_delay_after_taint",
     "max_inactivity",
     "hot_node_time",
+    "leader_elect_lease_duration",
+    "leader_elect_renew_deadline",
+    "leader_elect_retry_period",
 )
 """Keys holding durations in seconds (the file and flags also take Go strings like ``10m``)."""
 
@@ -392,6 +400,10 @@ class ScalerConfig(BaseModel):
     gke_cluster: str = ""
     # Operations
     leader_elect: bool = True
+    # client-go / component-base leader election (CA's --leader-elect-* flags and defaults)
+    leader_elect_lease_duration: Duration = Field(15.0, gt=0)
+    leader_elect_renew_deadline: Duration = Field(10.0, gt=0, validate_default=True)
+    leader_elect_retry_period: Duration = Field(2.0, gt=0, validate_default=True)
     namespace: str = "scaler-system"
     instance_name: str = Field("scaler", pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     status_config_map_name: str = "scaler-status"
@@ -443,6 +455,29 @@ class ScalerConfig(BaseModel):
                 raise ValueError(f"budget name {b.name!r} used twice")
             seen.add(b.name)
         return named
+
+    @field_validator("leader_elect_renew_deadline", mode="after")
+    @classmethod
+    def _renew_deadline(cls, v: float, info: ValidationInfo) -> float:
+        # client-go's NewLeaderElector: "leaseDuration must be greater than renewDeadline".
+        duration = info.data.get("leader_elect_lease_duration")
+        if duration is not None and not v < duration:
+            raise ValueError(
+                f"must be shorter than --leader-elect-lease-duration ({format_duration(duration)})"
+            )
+        return v
+
+    @field_validator("leader_elect_retry_period", mode="after")
+    @classmethod
+    def _retry_period(cls, v: float, info: ValidationInfo) -> float:
+        # client-go's NewLeaderElector asks renewDeadline > 1.2 x retryPeriod (its jitter factor);
+        # scaler's elector does not jitter: a renewal must get at least one retry in the deadline.
+        deadline = info.data.get("leader_elect_renew_deadline")
+        if deadline is not None and not v < deadline:
+            raise ValueError(
+                f"must be shorter than --leader-elect-renew-deadline ({format_duration(deadline)})"
+            )
+        return v
 
     @field_validator("filter_plugins", "score_plugins", mode="before")
     @classmethod
@@ -517,6 +552,11 @@ class ScalerConfig(BaseModel):
             # Name the value as given ("0s"), not as converted by a before-validator (0.0).
             value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
             msg = str(err["msg"]).removeprefix("Value error, ")
+            if field not in data and field in DURATION_KEYS and isinstance(value, (int, float)):
+                # A default checked against a given key (--leader-elect-lease-duration=8s).
+                raise ConfigError(
+                    f"invalid value {format_duration(value)} (the default) for {key}: {msg}"
+                ) from None
             if err["type"] == "finite_number":  # allow_inf_nan=False: "nan" is no number, "inf" no finite one
                 nan = isinstance(value, float) and math.isnan(value)
                 nan = nan or str(value).strip().lower().lstrip("+-") == "nan"

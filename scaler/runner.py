@@ -157,7 +157,9 @@ def _kube_permission_problem(config: ScalerConfig, api: ApiClient, dry_run: bool
     missing = missing_permissions(api, required_permissions(config, provider_calls, dry_run))
     optional = [p.display for p in missing if p.call.optional]
     if optional:  # kinds the source skips when refused (PVs, PVCs): say so, go on
-        log.warning("no permission to %s: those kinds will be skipped", "; ".join(optional))
+        log.warning(
+            "no permission to %s: those kinds are skipped until they become readable", "; ".join(optional)
+        )
     required = [p.display for p in missing if not p.call.optional]
     if not required:
         return ""
@@ -248,7 +250,9 @@ class Runner:
         dry_run: decide and report only.
         clock: Unix-seconds clock (tests pass a fake one).
         writer: the Kubernetes writer (default: one on ``api`` for ``--instance-name``).
-        lease: leader-election timings ``(duration, renew deadline, retry period)`` in seconds.
+        lease: leader-election timings ``(duration, renew deadline, retry period)`` in seconds
+            (default: ``--leader-elect-lease-duration``, ``--leader-elect-renew-deadline``,
+            ``--leader-elect-retry-period`` from ``config``).
         controller_factory: builds the :class:`Controller` (tests tune the actuator).
         cache: the watch cache, possibly already started and synced (default: a new one on
             ``api``, started by :meth:`start`).
@@ -269,7 +273,7 @@ class Runner:
         dry_run: bool = False,
         clock: Callable[[], float] = time.time,
         writer: KubeWriter | None = None,
-        lease: tuple[float, float, float] = (15.0, 10.0, 2.0),
+        lease: tuple[float, float, float] | None = None,
         controller_factory: Callable[..., Controller] = Controller,
         cache: WatchCache | None = None,
         permission_check: Callable[[], str] | None = None,
@@ -286,7 +290,11 @@ class Runner:
         self.metrics = Metrics()
         self.elector: LeaderElector | None = None
         if config.leader_elect:
-            duration, deadline, period = lease
+            duration, deadline, period = lease or (
+                config.leader_elect_lease_duration,
+                config.leader_elect_renew_deadline,
+                config.leader_elect_retry_period,
+            )
             self.elector = LeaderElector(
                 api, config.namespace, config.instance_name, identity,
                 lease_duration=duration, renew_deadline=deadline, retry_period=period,

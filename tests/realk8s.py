@@ -492,10 +492,11 @@ class ControlPlane:
         cpu_millicores: int = 4000,
         memory_bytes: int = 16 * GI,
         labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Register a Ready node as a kubelet would: create it, set its status (capacity,
-        allocatable, Ready) through the ``status`` subresource, and remove the
-        ``node.kubernetes.io/not-ready`` taint admission put on it."""
+        """Register a Ready node as a kubelet would: create it (with ``annotations``, if any),
+        set its status (capacity, allocatable, Ready) through the ``status`` subresource, and
+        remove the ``node.kubernetes.io/not-ready`` taint admission put on it."""
         all_labels = {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
@@ -503,7 +504,10 @@ class ControlPlane:
             "topology.kubernetes.io/zone": zone,
             **(labels or {}),
         }
-        self.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels}})
+        meta: dict[str, Any] = {"name": name, "labels": all_labels}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        self.create({"apiVersion": "v1", "kind": "Node", "metadata": meta})
         now = iso(time.time())
         resources = {"cpu": f"{cpu_millicores}m", "memory": str(memory_bytes), "pods": "110"}
         status = {

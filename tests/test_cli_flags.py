@@ -154,3 +154,23 @@ def test_nan_in_the_config_file_too(tmp_path: Path, capsys: pytest.CaptureFixtur
     cfg.write_text("portrait-quantile: .nan\n")
     line = error_line(capsys, "dry-run", "--snapshot", EXAMPLE, "--config", str(cfg))
     assert line.endswith("for portrait-quantile: not a number")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--leader-elect-renew-deadline=20s"],
+         "invalid value '20s' for leader-elect-renew-deadline: must be shorter than --leader-elect-lease-duration (15s)"),
+        (["--leader-elect-lease-duration=8s"],
+         "invalid value 10s (the default) for leader-elect-renew-deadline: must be shorter than --leader-elect-lease-duration (8s)"),
+        (["--leader-elect-retry-period=10s"],
+         "invalid value '10s' for leader-elect-retry-period: must be shorter than --leader-elect-renew-deadline (10s)"),
+        (["--leader-elect-retry-period=0s"], "invalid value '0s' for leader-elect-retry-period: "),
+    ],
+)  # fmt: skip
+def test_lease_timings_out_of_order_are_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    """client-go's rules (NewLeaderElector): renew deadline < lease duration, retry period <
+    renew deadline; refused before anything is contacted (no --kubeconfig is needed)."""
+    assert error_line(capsys, "run", *argv).startswith(f"scaler: error: {message}")

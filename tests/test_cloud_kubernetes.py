@@ -201,3 +201,49 @@ def test_both_providers_satisfy_the_protocol(api: Any) -> None:
         assert isinstance(
             GKEProvider("p", "l", "c", container_client=container, compute_clients=compute), CloudProvider
         )
+
+
+def test_three_deletions_with_room_for_three_all_go(fake: FakeKubeAPI, api: Any) -> None:
+    """Pool a has five nodes and a minimum of two: room for three deletions. Three drained
+    nodes reach the delete step together (each DELETE answered 0.5 s late, so the calls
+    overlap): each must count the others once (under way in the actuator, or already inside
+    the provider's delete), not twice, and all three go."""
+    import threading
+
+    from scaler.actuation.actuator import Actuator, NodeOutcome
+    from scaler.config import ScalerConfig
+    from scaler.kube.writer import STATE_DRAINED, KubeWriter
+    from scaler.observability import Metrics
+
+    fake.load_objects([node_obj(f"a-{i}", "a") for i in (3, 4)])
+    fake.delay(NODES + "/", 0.5, method="DELETE")
+    cloud = provider(api, limits=GroupLimits({"a": NodeGroupSpec(min_size=2, max_size=10, name="a")}))
+    cloud.refresh()
+    writer = KubeWriter(api, "scaler", replica="r-0")
+    names = ["a-0", "a-1", "a-2"]
+    for name in names:
+        writer.mark_to_be_deleted(name, 1_800_000_000.0)
+        writer.set_state(name, STATE_DRAINED)
+    config = ScalerConfig(cloud_provider="kubernetes")
+
+    def no_snapshot() -> Any:
+        raise AssertionError("a completed drain needs no snapshot")
+
+    actuator = Actuator(config, writer, cloud, no_snapshot, Metrics(), lambda outcome: None,
+                        rollback_backoff=(0.01, 0.01))  # fmt: skip
+    outcomes: list[NodeOutcome] = []
+    start = threading.Barrier(len(names))
+
+    def remove(name: str) -> None:
+        start.wait()
+        outcomes.append(actuator.complete_deletion(node(name, "a")))
+
+    threads = [threading.Thread(target=remove, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted((o.node, o.ok, o.message) for o in outcomes) == [(n, True, "") for n in names]
+    assert sorted(o["metadata"]["name"] for o in fake.objects("Node") if o["metadata"]["name"].startswith("a-")) == [
+        "a-3", "a-4"
+    ]

@@ -48,6 +48,8 @@ def test_defaults_are_cluster_autoscalers() -> None:
     assert c.score_plugins == ()
     assert c.max_scale_down_parallelism == 10
     assert c.max_drain_parallelism == 1
+    # component-base's leader election flags, as CA registers them
+    assert (c.leader_elect_lease_duration, c.leader_elect_renew_deadline, c.leader_elect_retry_period) == (15, 10, 2)
 
 
 def test_empty_mapping_gives_the_defaults() -> None:

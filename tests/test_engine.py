@@ -465,6 +465,24 @@ def test_the_recheck_words_a_refusal_as_the_evaluation_does() -> None:
         assert again.reason == f"{r[name].reason.value}: {r[name].detail}"
 
 
+def test_the_recheck_refuses_a_node_whose_metrics_are_far_below_its_pods() -> None:
+    """A node tainted while its pods were not yet in the metrics (judged by their requests) whose
+    pods' PodMetrics then say 3 cores while its NodeMetrics say 1m: the recheck, on the fresh
+    state, refuses it as the evaluation does (``MetricsUnavailable``), though its pods fit
+    elsewhere: a node whose metrics are not trusted is never drained."""
+    nodes = [make_node("n1"), make_node("n2"), make_node("n3")]
+    pods = [make_pod(f"hot-{i}", node="n1") for i in range(2)]
+    pod_metrics = [PodMetrics("default", f"hot-{i}", NOW - 30, 30.0, 1500, 256 * MI) for i in range(2)]
+    s = snap(nodes, pods, {"n1": (1, GI), "n2": (100, GI), "n3": (100, GI)}, pod_metrics=pod_metrics)
+    r = by_name(evaluate(s, CFG))["n1"]
+    assert r.reason is UnremovableReason.MetricsUnavailable, r
+    again = recheck(s, CFG, "n1", expect_empty=False)
+    assert again.reason == f"MetricsUnavailable: {r.detail}"
+    # The same pods with PodMetrics matching the node's: the recheck lets the node go.
+    s = snap(nodes, pods, {"n1": (3100, GI), "n2": (100, GI), "n3": (100, GI)}, pod_metrics=pod_metrics)
+    assert recheck(s, CFG, "n1", expect_empty=False).ok
+
+
 # ---- node-group minimums are per zone ----------------------------------------------------------
 
 

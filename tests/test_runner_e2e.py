@@ -143,10 +143,12 @@ def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path: Pa
 
 def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
-        cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=3600)
+        # The lease timings come from the configuration (--leader-elect-lease-duration etc.).
+        cfg = c.config(leader_elect=True, scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=3600,
+                       leader_elect_lease_duration=1.0, leader_elect_renew_deadline=0.8,
+                       leader_elect_retry_period=0.1)  # fmt: skip
         runners = [
-            Runner(cfg, c.api, c.provider(), identity=f"replica-{i}", lease=(1.0, 0.8, 0.1)).start(sync_timeout=10)
-            for i in range(2)
+            Runner(cfg, c.api, c.provider(), identity=f"replica-{i}").start(sync_timeout=10) for i in range(2)
         ]
         try:
             wait_for(lambda: any(r.controller.leader.is_set() for r in runners), what="a leader")
@@ -159,6 +161,8 @@ def test_two_replicas_elect_one_leader_and_fail_over(tmp_path: Path) -> None:
             assert len(leaders) == 1
             leader = leaders[0]
             follower = next(r for r in runners if r is not leader)
+            lease = c.kube.get_object("Lease", "scaler", "scaler-system")
+            assert lease is not None and lease["spec"]["leaseDurationSeconds"] == 1, lease
             wait_for(lambda: c.kube.get_object("ConfigMap", "scaler-status", "scaler-system") is not None,
                      what="the status ConfigMap")  # fmt: skip
             status = c.kube.get_object("ConfigMap", "scaler-status", "scaler-system")

@@ -309,6 +309,32 @@ def test_list_errors_and_optional_kinds(
     assert any("persistentvolumes" in r.getMessage() and "403" in r.getMessage() for r in caplog.records)
 
 
+def test_an_optional_kind_refused_is_listed_again_later_and_cached_once_allowed(
+    make_cache: Callable[..., WatchCache], fake: FakeKubeAPI, caplog: Any
+) -> None:
+    """After a kube-apiserver restart RBAC may answer 403 for a while: an optional kind refused
+    (its LIST twice, another's WATCH once) is skipped, with one warning, and LISTed again with
+    backoff; once allowed it is cached and watched like any kind."""
+    fake.load_objects([{"kind": "PersistentVolume", "metadata": {"name": f"pv-{i}"}} for i in range(3)])
+    fake.load_objects(
+        [{"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "x"}}]
+    )
+    fake.fail("/api/v1/persistentvolumes", 403, times=2)
+    fake.fail("/api/v1/persistentvolumeclaims", 404, times=1, match=lambda r: r.watch)
+    with caplog.at_level(logging.DEBUG, logger="scaler.sources.watch"):
+        cache = make_cache(optional_retry_initial=0.05, optional_retry_max=0.1)
+        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolume"]) == 3)
+        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolumeClaim"]) == 1)
+        pv, pvc = cache.stats["PersistentVolume"], cache.stats["PersistentVolumeClaim"]
+        assert (pv.skips, pv.skipped, pvc.skips, pvc.skipped) == (2, False, 1, False)
+        assert wait_until(lambda: fake.open_watches("/api/v1/persistentvolumes") == 1)
+        fake.put_object({"kind": "PersistentVolume", "metadata": {"name": "pv-new"}})
+        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolume"]) == 4)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len([m for m in warnings if "persistentvolumes" in m]) == 1, warnings  # once per run of refusals
+    assert any("readable again" in r.getMessage() for r in caplog.records)
+
+
 def test_snapshot_needs_a_synced_cache(
     make_cache: Callable[..., WatchCache], api: Any, fake: FakeKubeAPI
 ) -> None:

@@ -18,7 +18,9 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
    ``enable-ds-eviction`` annotation) say so (a DaemonSet pod is not lost for a node that
    stays); then **delete** through the cloud provider, with the resourceVersion verified as
    precondition where the provider can (the Node object's delete: a node changed since is
-   verified again, up to three times). Expendable pods (priority below
+   verified again, up to three times). The provider is told the other deletions of the node's
+   group (and zone) under way here that it has not been handed yet; the ones it runs it counts
+   itself (pending, then in its target size), so each deletion counts once against the minimum. Expendable pods (priority below
    ``--expendable-pods-priority-cutoff``) are ignored here as everywhere else: they are never
    evicted and go down with the node, as in CA.
 4. **Any failure or exception** before the deletion: the outcome is recorded at once (Warning
@@ -223,6 +225,9 @@ class Actuator:
         self._relief_threads: dict[str, threading.Thread] = {}
         self.in_flight: dict[str, str] = {}
         self._zones: dict[str, str] = {}  # node in flight -> its zone
+        # Nodes in flight whose cloud delete has been called: counted by the provider (its own
+        # pending deletions, then its target size), so never again as in flight elsewhere.
+        self._deleting: set[str] = set()
         self.drains: set[str] = set()
         self.relieving: dict[str, NodeRelief] = {}
         """Nodes whose relief is under way (taint put, evictions running)."""
@@ -458,6 +463,7 @@ class Actuator:
         with self._lock:
             self.in_flight.pop(node.name, None)
             self._zones.pop(node.name, None)
+            self._deleting.discard(node.name)
             self.drains.discard(node.name)
             if rollback:
                 self.rollbacks[node.name] = "not rolled back yet"
@@ -589,16 +595,25 @@ class Actuator:
                 )
             if attempt == 1:
                 self._evict_daemonsets(daemonset_pods, occupied)
-            with self._lock:
-                others = [n for n, g in self.in_flight.items() if g == node.node_group and n != node.name]
-                in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
             self.fence()
+            with self._lock:
+                # The deletions under way elsewhere: in flight here, and not yet handed to the
+                # provider (those it counts itself, as pending, then in its target size).
+                others = [n for n, g in self.in_flight.items()
+                          if g == node.node_group and n != node.name and n not in self._deleting]  # fmt: skip
+                in_zone = sum(1 for n in others if self._zones.get(n) == node.zone)
+                self._deleting.add(node.name)
             try:
-                self.cloud.delete_nodes(
-                    node.node_group, [replace(node, resource_version=version)], in_flight=len(others),
-                    zone_in_flight={node.zone: in_zone},
-                )  # fmt: skip
-                return
+                try:
+                    self.cloud.delete_nodes(
+                        node.node_group, [replace(node, resource_version=version)], in_flight=len(others),
+                        zone_in_flight={node.zone: in_zone},
+                    )  # fmt: skip
+                except BaseException:
+                    with self._lock:
+                        self._deleting.discard(node.name)
+                    raise
+                return  # stays in _deleting (the provider's target size counts it) until _finish
             except NodeChanged as e:
                 if attempt == DELETE_VERIFY_ATTEMPTS:
                     raise _Abort(f"delete: {e}") from None

@@ -7,6 +7,13 @@ drain rules with a fresh PDB view, then the move of the node's pods through the 
 scorers and usage accounting, the other nodes being deleted excluded as destinations. A
 refusal is worded as the evaluation words it. An "empty" node that gained movable pods is not
 emptied.
+
+The node's own usage is not judged again against the threshold (CA's recheck does not either),
+with one exception: a node whose usage has become unknown although its metrics are fresh (its
+NodeMetrics far below the sum of its pods' PodMetrics, or a new pod of unknown usage:
+:attr:`~scaler.utilization.NodeUtilization.usage_unknown`) is refused as ``MetricsUnavailable``,
+as the evaluation refuses it. A node can be chosen while its new pods are not yet in the
+metrics (they count by their requests) and be found busy by their PodMetrics a scan later.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from scaler.config import ScalerConfig
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.reasons import UnremovableReason
 from scaler.simulator.cluster import RemovalContext, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import Tier
@@ -76,6 +84,10 @@ def recheck(
         load_filters(config) if filters is None else filters,
         load_scorers(config) if scorers is None else scorers,
     )
+    util = ctx.utils.get(node_name)
+    # As eligibility judges it (scaler.eligibility): GPU nodes and requests mode aside.
+    if util is not None and util.value is None and util.usage_unknown and util.gpu is None:
+        return RecheckResult(f"{UnremovableReason.MetricsUnavailable.value}: {util.usage_unknown}")
     for name in excluded:
         if name in ctx.state.nodes and name != node_name:
             ctx.state.set_flags(name, removed=True)

@@ -17,8 +17,13 @@ Recovery, per kind:
 * any other failure (HTTP errors, ``ERROR`` events, connection errors, malformed lines): back
   off exponentially with jitter (``backoff_initial`` doubling up to ``backoff_max``) and retry
   where it failed. A stream that ends cleanly but at once, with nothing delivered, backs off too.
-* optional kinds (PVs, PVCs) that answer 403/404 to the LIST or the WATCH are skipped (empty,
-  synced).
+* optional kinds (PVs, PVCs, Namespaces) that answer 403/404 to the LIST or the WATCH are
+  skipped (empty, synced: the loop goes on without them), with one warning, and LISTed again
+  later: after ``optional_retry_initial`` (30 s), then twice as long each time up to
+  ``optional_retry_max`` (10 min). Once readable again they are cached as any kind, with an
+  info line. RBAC that is still warming up after a kube-apiserver restart, or a ClusterRole
+  granted later, therefore costs those kinds for a while, not until the process restarts
+  (client-go's reflector likewise retries a forbidden LIST with backoff).
 
 RBAC: ``list`` (:data:`WATCHED_CALLS`) and ``watch`` (:data:`WATCH_CALLS`) on every cached kind.
 
@@ -119,7 +124,9 @@ class KindStats:
         errors: failed LIST/WATCH requests, ``ERROR`` events (other than 410), broken streams.
         consecutive_errors: failures since the last successful LIST or established WATCH: while
             it is above zero the kind's cached objects may be stale (a controller may hold off).
-        skipped: an optional kind the API refused (403/404); it stays empty.
+        skipped: an optional kind the API refused (403/404); it stays empty until a later LIST
+            succeeds (:class:`WatchCache` ``optional_retry_*``).
+        skips: how many times the kind was refused (for tests and metrics).
         resource_version: the last resourceVersion seen (``""`` before the first LIST).
     """
 
@@ -131,6 +138,7 @@ class KindStats:
     errors: int = 0
     consecutive_errors: int = 0
     skipped: bool = False
+    skips: int = 0
     resource_version: str = ""
 
 
@@ -138,7 +146,7 @@ class KindStats:
 class _LoopState:
     need_list: bool = True
     failures: int = 0  # consecutive
-    done: bool = False  # an optional kind was skipped
+    refusals: int = 0  # consecutive 403/404 of an optional kind
 
 
 class _Gone(Exception):
@@ -169,6 +177,9 @@ class WatchCache:
             stream then and the cache watches again from where it was.
         request_timeout: client-side timeout of each LIST page, and the connect timeout of a
             WATCH, seconds (> 0). A WATCH's read timeout is ``watch_timeout_seconds`` plus this.
+        optional_retry_initial: seconds before an optional kind refused 403/404 is LISTed
+            again (> 0); each further refusal in a row doubles it (with jitter), up to
+            ``optional_retry_max`` seconds (>= ``optional_retry_initial``).
 
     Raises:
         ValueError: an argument is out of range, or ``calls`` holds a metrics call or a kind
@@ -186,11 +197,18 @@ class WatchCache:
         backoff_max: float = 30.0,
         watch_timeout_seconds: int = 300,
         request_timeout: float = 30.0,
+        optional_retry_initial: float = 30.0,
+        optional_retry_max: float = 600.0,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if not 0 < backoff_initial <= backoff_max:
             raise ValueError(f"need 0 < backoff_initial <= backoff_max, got {backoff_initial}, {backoff_max}")
+        if not 0 < optional_retry_initial <= optional_retry_max:
+            raise ValueError(
+                "need 0 < optional_retry_initial <= optional_retry_max, "
+                f"got {optional_retry_initial}, {optional_retry_max}"
+            )
         if watch_timeout_seconds < 1 or request_timeout <= 0:
             raise ValueError("need watch_timeout_seconds >= 1 (whole seconds) and request_timeout > 0")
         kinds = [c.kind for c in calls]
@@ -206,6 +224,8 @@ class WatchCache:
         self.backoff_max = backoff_max
         self.watch_timeout_seconds = watch_timeout_seconds
         self.request_timeout = request_timeout
+        self.optional_retry_initial = optional_retry_initial
+        self.optional_retry_max = optional_retry_max
         self.stats: dict[str, KindStats] = {c.kind: KindStats() for c in self.calls}
         """Counters per kind (``stats["Pod"].relists``); updated live by the worker threads."""
         self._lock = threading.Lock()
@@ -314,7 +334,7 @@ class WatchCache:
 
     def _run(self, call: ApiCall) -> None:
         state = _LoopState()
-        while not self._stop.is_set() and not state.done:
+        while not self._stop.is_set():
             try:
                 self._step(call, state)
             except Exception as e:  # a bug or an unexpected answer: never let the thread die
@@ -329,8 +349,7 @@ class WatchCache:
                 self._list(call)
             except _HttpStatusError as e:
                 if call.optional and e.status in (403, 404):
-                    self._skip(call, e.describe(call))
-                    state.done = True
+                    self._skip(call, e.describe(call), state)
                 else:
                     state.failures = self._failed(call, state.failures, e.describe(call))
                 return
@@ -339,6 +358,10 @@ class WatchCache:
                 return
             state.need_list, state.failures = False, 0
             self.stats[call.kind].consecutive_errors = 0
+            if state.refusals:
+                state.refusals = 0
+                self.stats[call.kind].skipped = False
+                logger.info("%s is readable again: cached from now on", call.display)
         started = time.monotonic()
         try:
             delivered = self._watch(call)
@@ -351,8 +374,7 @@ class WatchCache:
                 state.failures = self._failed(call, state.failures, str(e))
             return
         except _Skip as e:
-            self._skip(call, str(e))
-            state.done = True
+            self._skip(call, str(e), state)
             return
         if delivered or time.monotonic() - started >= _MIN_WATCH_SECONDS:
             state.failures = 0
@@ -361,12 +383,28 @@ class WatchCache:
             state.failures += 1
             self._stop.wait(self._backoff(state.failures))
 
-    def _skip(self, call: ApiCall, message: str) -> None:
-        logger.warning("skipping %s: %s", call.display, message)
+    def _skip(self, call: ApiCall, message: str, state: _LoopState) -> None:
+        """An optional kind refused (403/404): empty it, count it synced, and wait before the
+        next LIST (one warning for a run of refusals; the retries are logged at debug level)."""
         with self._lock:
             self._store[call.kind] = {}
-        self.stats[call.kind].skipped = True
+            self._bad[call.kind] = {}
+        stats = self.stats[call.kind]
+        stats.skipped = True
+        stats.skips += 1
+        state.refusals += 1
+        state.need_list = True
         self._synced[call.kind].set()
+        base = min(self.optional_retry_max, self.optional_retry_initial * 2.0 ** min(state.refusals - 1, 30))
+        delay = base * random.uniform(0.75, 1.0)
+        if state.refusals == 1:
+            logger.warning(
+                "skipping %s: %s; listing it again in %.0fs, then less and less often (at most every %.0fs)",
+                call.display, message, delay, self.optional_retry_max,
+            )  # fmt: skip
+        else:
+            logger.debug("%s still refused (%s); again in %.0fs", call.display, message, delay)
+        self._stop.wait(delay)
 
     def _failed(self, call: ApiCall, failures: int, message: str) -> int:
         stats = self.stats[call.kind]
