@@ -169,7 +169,7 @@ def _add_cloud_flags(parser: argparse.ArgumentParser) -> None:
         choices=("gke", "kubernetes"),
         default=argparse.SUPPRESS,
         help="gke: read every node pool's and MIG's size limits from the GKE API, as scaler run does "
-        "(needs GKE credentials: gcloud auth application-default login, with container.nodePools.list and "
+        "(needs GKE credentials: gcloud auth application-default login, with container.clusters.get and "
         "compute.instanceGroupManagers.get). Not given, or kubernetes: limits come only from --nodes and the "
         "config file's node-pools (min 0 otherwise).",
     )
