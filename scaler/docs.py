@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import json
 import sys
@@ -214,12 +215,27 @@ def _collectors() -> list[Any]:
     return [v for v in vars(metrics).values() if hasattr(v, "_labelnames") and hasattr(v, "_name")]
 
 
+@functools.cache
+def _sources() -> tuple[tuple[str, str], ...]:
+    """``(module, source text)`` of every module of ``scaler``, read once."""
+    return tuple(
+        (".".join(p.relative_to(ROOT).with_suffix("").parts), p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "scaler").rglob("*.py"))
+    )
+
+
+@functools.cache
+def _tree(module: str) -> ast.Module:
+    return ast.parse(dict(_sources())[module])
+
+
 def _constants(prefixes: tuple[str, ...]) -> Iterator[tuple[str, str, str, str]]:
     """``(module, name, value, docstring)`` of every module-level string constant of ``scaler``
     whose name starts with one of ``prefixes``, with the string literal that follows it."""
-    for path in sorted((ROOT / "scaler").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        body = tree.body
+    for module, text in _sources():
+        if not any(f"\n{p}" in text for p in prefixes):
+            continue
+        body = _tree(module).body
         for i, node in enumerate(body):
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
                 continue
@@ -236,7 +252,6 @@ def _constants(prefixes: tuple[str, ...]) -> Iterator[tuple[str, str, str, str]]
                 and isinstance(nxt.value.value, str)
             ):
                 doc = nxt.value.value
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
             yield module, target.id, node.value.value, doc
 
 
@@ -251,16 +266,16 @@ def _rst(text: str) -> str:
 def _events() -> list[tuple[str, str, str]]:
     """``(reason, type, module)`` of every ``event(ref, "Normal"|"Warning", "Reason", ...)`` call."""
     found: set[tuple[str, str, str]] = set()
-    for path in sorted((ROOT / "scaler").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+    for module, text in _sources():
+        if ".event(" not in text:
+            continue
+        for node in ast.walk(_tree(module)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             if node.func.attr != "event" or len(node.args) < 3:
                 continue
             kind, reason = node.args[1], node.args[2]
             if isinstance(kind, ast.Constant) and isinstance(reason, ast.Constant):
-                module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
                 found.add((str(reason.value), str(kind.value), module))
     return sorted(found)
 
@@ -467,7 +482,8 @@ def plugin_api_page() -> str:
         obj = getattr(api, name)
         kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
         doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else ""
-        summary = (doc or "").split("\n\n")[0]
+        # The first paragraph, without its "Source:" (the design a class follows, for developers).
+        summary = " ".join((doc or "").split("\n\n")[0].split()).split(" Source:")[0]
         lines.append(f"| `{name}` | {kind} | {_rst(summary) or '—'} |")
     return "\n".join([*lines, ""])
 
