@@ -88,7 +88,10 @@ def flags_page() -> str:
         "seconds or Go strings (`10m`, `1h30m`). Boolean flags take `--flag`, `--flag=true` or `--flag=false`. "
         "Flags are never abbreviated: an unknown flag is an error naming the closest one, and a flag of "
         "`scaler run` given to `scaler dry-run` says it only affects `scaler run`. Any bad value prints one "
-        "line `scaler: error: …` and exits 2 before anything is done ([Exit codes](exit-codes.md)).",
+        "line `scaler: error: …` and exits 2 before anything is done ([Exit codes](exit-codes.md)): `nan` is "
+        "not a number and `inf` not a finite one. `--help` shows each flag's type (`float`, `int`, `duration`, "
+        "`true|false`), the choices of every enum flag and the defaults, durations as Go prints them "
+        "(`10m0s`); `scaler --version` prints the version.",
         "",
     ]
     config_flags: set[str] = set()
