@@ -170,8 +170,9 @@ def _add_cloud_flags(parser: argparse.ArgumentParser) -> None:
         default=argparse.SUPPRESS,
         help="gke: read every node pool's and MIG's size limits from the GKE API, as scaler run does "
         "(needs GKE credentials: gcloud auth application-default login, with container.clusters.get and "
-        "compute.instanceGroupManagers.get). Not given, or kubernetes: limits come only from --nodes and the "
-        "config file's node-pools (min 0 otherwise).",
+        "compute.instanceGroupManagers.get). Not given (a config file's cloud-provider key, read by scaler run, "
+        "does not count), or kubernetes: limits come only from --nodes and the config file's node-pools (min 0 "
+        "otherwise).",
     )
     for key, what in (("gke_project", "GCP project"), ("gke_location", "location (region or zone)"),
                       ("gke_cluster", "name")):  # fmt: skip
@@ -276,14 +277,10 @@ def unknown_argument(parser: argparse.ArgumentParser, command: str | None, extra
 
 
 def _cloud_provider_given(args: argparse.Namespace) -> bool:
-    """Whether ``--cloud-provider`` was given, as a flag or as a key of the ``--config`` file (a
-    dry-run reads the cloud only when asked: its default is the live controller's)."""
-    if "cloud_provider" in vars(args):
-        return True
-    if getattr(args, "config", None):
-        keys = {k.replace("-", "_") for k in load_config_file(args.config)}
-        return "cloud_provider" in keys
-    return False
+    """Whether ``--cloud-provider`` was given on the command line: a dry-run reads the cloud only
+    when asked so. A ``--config`` file's ``cloud-provider`` key does not count: every config
+    file rendered from the defaults holds ``cloud-provider: gke`` for ``scaler run``."""
+    return "cloud_provider" in vars(args)
 
 
 def _config(args: argparse.Namespace) -> ScalerConfig:

@@ -85,3 +85,16 @@ def test_gke_refusing_is_one_line_exit_2(
             and lines[0].startswith("scaler: error: --cloud-provider gke:")
             and "other" in lines[0]
         )
+
+
+def test_a_config_file_rendered_from_the_defaults_does_not_make_a_dry_run_read_gke(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # config/default.yaml holds `cloud-provider: gke` for scaler run; a dry-run with it reads no cloud.
+    root = Path(__file__).resolve().parent.parent
+    with E2ECluster(tmp_path, min_per_zone=2) as c:
+        monkeypatch.setenv("SCALER_GCE_API_ENDPOINT", c.gce.url)
+        kubeconfig = c.kube.write_kubeconfig(tmp_path / "kubeconfig")
+        report = _dry_run(capsys, c, kubeconfig, "--config", str(root / "config" / "default.yaml"))
+        assert "removable-drain" in _verdicts(report, c.underused).values()
+        assert not c.gce.requests
