@@ -388,8 +388,8 @@ def absent_kinds(snapshot: ClusterSnapshot) -> list[str]:
 
 
 def _check_input(config: ScalerConfig, snapshot: ClusterSnapshot, from_files: bool) -> str:
-    """Refuse input a dry-run would silently misjudge, and say what it lacks (see the README's
-    *Incomplete input*): no NodeMetrics with ``--utilization-source=usage`` and a pool, MIG or
+    """Refuse input a dry-run would silently misjudge, and say what it lacks (*Incomplete input*
+    in docs/getting-started/dry-run.md): no NodeMetrics with ``--utilization-source=usage`` and a pool, MIG or
     machine-type name matching nothing are errors (:class:`UsageError`, exit 2); the kinds
     absent from snapshot files are returned as one warning line (``""`` when none is), for
     stderr once the evaluation has run."""

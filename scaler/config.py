@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-# Help text of every key, grouped as the README and `scaler dry-run --help` present them.
+# Help text of every key, grouped as `--help` and the generated docs/reference/flags.md present them.
 FLAG_GROUPS: dict[str, dict[str, str]] = {
     "Utilization and eligibility": {
         "scale_down_utilization_threshold": "A node is underutilized when its utilization (max of cpu and memory, "
