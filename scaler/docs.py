@@ -283,6 +283,13 @@ def _events() -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
+def _grouped(events: list[tuple[str, str, str]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for reason, kind, module in events:
+        out.setdefault((reason, kind), set()).add(module)
+    return out
+
+
 def kubernetes_page() -> str:
     """Taints, labels, annotations, events and the status ConfigMap's fields."""
     from scaler.observability import status_document
@@ -304,7 +311,10 @@ def kubernetes_page() -> str:
         "",
         "| reason | type | emitted by |",
         "|---|---|---|",
-        *[f"| `{r}` | {k} | `{m}` |" for r, k, m in _events()],
+        *[
+            f"| `{r}` | {k} | {', '.join(f'`{m}`' for m in sorted(ms))} |"
+            for (r, k), ms in _grouped(_events()).items()
+        ],
         "",
         "## Status ConfigMap",
         "",
