@@ -99,6 +99,13 @@ def test_the_readme_is_a_first_screen_not_the_manual() -> None:
         assert heading in text
 
 
+def test_the_readme_links_only_to_pages_that_exist() -> None:
+    targets = re.findall(r"\]\(((?!https?://)[^)#]+)", (ROOT / "README.md").read_text())
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).is_file()]
+    assert not missing, missing
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``mkdocs build --strict`` of the repository's site, once for this module."""
