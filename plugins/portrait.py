@@ -364,7 +364,7 @@ class PodFitsResourceOnPortrait:
        Seed 001 bounds the portrait by the node's capacity; the targets
        (``--portrait-target-cpu-usage`` / ``--portrait-target-memory-usage``) default to
        TargetUsage's 0.45 and 0.75, so the two filters keep the same headroom, one for now and
-       one for every hour (the README's replay findings compare capacity). Both comparisons are
+       one for every hour (docs/tasks/replay.md's findings compare capacity). Both comparisons are
        ``<=`` (the seed's "不超过", does not exceed).
 
     Reasons name the resource and the limit, never per-node figures. ``filter_nodes`` answers

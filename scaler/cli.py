@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
 
-from scaler.cmdline import UsageError, bundled_example
+from scaler.cmdline import HelpFormatter, UsageError, bundled_example
 from scaler.config import (
     DRY_RUN_KEYS,
     DURATION_KEYS,
@@ -48,6 +48,7 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -65,6 +66,19 @@ def _shown_default(key: str, value: Any) -> str | None:
     if isinstance(value, str):
         return value or None
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+_METAVARS = {
+    "prices": "FILE",
+    "prometheus_url": "URL",
+    "prometheus_auth_file": "FILE",
+    "prometheus_selector": "MATCHERS",
+    "gke_project": "NAME",
+    "gke_location": "NAME",
+    "gke_cluster": "NAME",
+}
+"""Metavars of the string flags whose value is a file, a URL or label matchers: the same words
+``scaler replay`` and ``scaler history export`` use for the same flags."""
 
 
 def _metavar(annotation: Any) -> str:
@@ -108,7 +122,9 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
             elif get_origin(annotation) is Literal:
                 kwargs.update(choices=get_args(annotation))
             else:
-                kwargs.update(metavar="duration" if key in DURATION_KEYS else _metavar(annotation))
+                kwargs.update(
+                    metavar="duration" if key in DURATION_KEYS else _METAVARS.get(key) or _metavar(annotation)
+                )
             group.add_argument(flag, **kwargs)
     # CA's own spelling of this flag.
     parser.add_argument(
@@ -143,6 +159,33 @@ def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
     g.add_argument("--context", metavar="NAME", help="kubeconfig context")
 
 
+def _add_cloud_flags(parser: argparse.ArgumentParser) -> None:
+    """``scaler dry-run``'s cloud flags: with ``--cloud-provider gke`` the dry-run reads the node
+    pools' size limits from the GKE API, as ``scaler run`` does (:func:`_cloud_limits`)."""
+    g = parser.add_argument_group("Node-pool limits from the cloud")
+    g.add_argument(
+        "--cloud-provider",
+        dest="cloud_provider",
+        choices=("gke", "kubernetes"),
+        default=argparse.SUPPRESS,
+        help="gke: read every node pool's and MIG's size limits from the GKE API, as scaler run does "
+        "(needs GKE credentials: gcloud auth application-default login, with container.clusters.get and "
+        "compute.instanceGroupManagers.get). Not given (a config file's cloud-provider key, read by scaler run, "
+        "does not count), or kubernetes: limits come only from --nodes and the config file's node-pools (min 0 "
+        "otherwise).",
+    )
+    for key, what in (("gke_project", "GCP project"), ("gke_location", "location (region or zone)"),
+                      ("gke_cluster", "name")):  # fmt: skip
+        g.add_argument(
+            flag_name(key) or "",
+            dest=key,
+            metavar="NAME",
+            default=argparse.SUPPRESS,
+            help=f"with --cloud-provider gke: the cluster's {what} (default: from a kubeconfig context "
+            "named gke_PROJECT_LOCATION_CLUSTER, as gcloud writes it, else the GKE metadata server)",
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``scaler`` argument parser (one line of error and exit 2 on bad flags)."""
     parser = _Parser(prog="scaler", description="Usage-based scale-down for Kubernetes on GKE.")
@@ -160,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reason), json or yaml (the versioned report, see `scaler schema`)",
     )
     _add_config_flags(dry, DRY_RUN_KEYS)
+    _add_cloud_flags(dry)
     run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
     _add_source_flags(run, offline=False)
     run.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
@@ -168,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(run)
     snap = sub.add_parser("snapshot", help="save the live cluster state as snapshot files")
     _add_source_flags(snap, offline=False)
-    snap.add_argument("--out", required=True, help="output directory (must be new or empty)")
+    snap.add_argument("--out", required=True, metavar="DIR", help="output directory (must be new or empty)")
     snap.add_argument("--overwrite", action="store_true", help="replace files in a non-empty --out")
     from scaler.replay.cli import add_parser as add_replay_parser
 
@@ -230,6 +274,13 @@ def unknown_argument(parser: argparse.ArgumentParser, command: str | None, extra
         else difflib.get_close_matches(name, starting or known, n=1, cutoff=0.6)
     )
     return f"{message} (did you mean {close[0]}?)" if close else message
+
+
+def _cloud_provider_given(args: argparse.Namespace) -> bool:
+    """Whether ``--cloud-provider`` was given on the command line: a dry-run reads the cloud only
+    when asked so. A ``--config`` file's ``cloud-provider`` key does not count: every config
+    file rendered from the defaults holds ``cloud-provider: gke`` for ``scaler run``."""
+    return "cloud_provider" in vars(args)
 
 
 def _config(args: argparse.Namespace) -> ScalerConfig:
@@ -337,8 +388,8 @@ def absent_kinds(snapshot: ClusterSnapshot) -> list[str]:
 
 
 def _check_input(config: ScalerConfig, snapshot: ClusterSnapshot, from_files: bool) -> str:
-    """Refuse input a dry-run would silently misjudge, and say what it lacks (see the README's
-    *Incomplete input*): no NodeMetrics with ``--utilization-source=usage`` and a pool, MIG or
+    """Refuse input a dry-run would silently misjudge, and say what it lacks (*Incomplete input*
+    in docs/getting-started/dry-run.md): no NodeMetrics with ``--utilization-source=usage`` and a pool, MIG or
     machine-type name matching nothing are errors (:class:`UsageError`, exit 2); the kinds
     absent from snapshot files are returned as one warning line (``""`` when none is), for
     stderr once the evaluation has run."""
@@ -360,6 +411,87 @@ def _check_input(config: ScalerConfig, snapshot: ClusterSnapshot, from_files: bo
     return f"scaler: warning: the snapshot holds {'; '.join(absent)}\n" if absent else ""
 
 
+def _gke_cluster_from_context(args: argparse.Namespace) -> tuple[str, str, str] | None:
+    """``(project, location, cluster)`` from the kubeconfig context the dry-run reads (``--context``,
+    else the current one) when gcloud named it ``gke_PROJECT_LOCATION_CLUSTER``; ``None`` otherwise
+    (no kubeconfig, another name)."""
+    try:
+        from kubernetes import config as kube_config
+
+        contexts, current = kube_config.list_kube_config_contexts(args.kubeconfig)  # type: ignore[no-untyped-call]
+    except Exception:  # no kubeconfig at all: in-cluster, or the metadata server will say
+        return None
+    name = args.context or (current or {}).get("name", "")
+    if not any(c.get("name") == name for c in contexts or ()):
+        return None
+    parts = str(name).split("_")
+    if len(parts) != 4 or parts[0] != "gke" or not all(parts[1:]):
+        return None
+    return parts[1], parts[2], parts[3]
+
+
+def _cloud_limits(
+    args: argparse.Namespace, config: ScalerConfig, snapshot: ClusterSnapshot
+) -> tuple[ScalerConfig, str]:
+    """``config`` with the size limits of every MIG the GKE API lists for the cluster as
+    ``--nodes`` entries naming the MIG, for ``scaler dry-run --cloud-provider gke``: the limits
+    the GKE provider gives each MIG in ``scaler run`` (:func:`scaler.cloud.gke.zone_limits`:
+    ``minNodeCount``/``maxNodeCount`` per zone, the target size of a pool without autoscaling).
+    Pools named by a ``--nodes`` entry or with ``min-size``/``max-size`` in ``node-pools``, and
+    MIGs named by a ``--nodes`` entry, keep those (explicit settings win, as in ``scaler run``).
+    A pool's whole-pool minimum (``totalMinNodeCount``) is not a per-MIG limit: ``scaler run``
+    applies it when it plans deletions, the dry-run does not.
+
+    The cluster is ``--gke-project``/``--gke-location``/``--gke-cluster``, else the kubeconfig
+    context's ``gke_PROJECT_LOCATION_CLUSTER`` name, else the metadata server. The Google
+    clients use Application Default Credentials (``$SCALER_GCE_API_ENDPOINT`` points them at an
+    emulator, for tests). Returns the new config and the cluster's name.
+
+    Raises:
+        UsageError: the cluster cannot be told, no credentials, or the GKE API refused or failed.
+    """
+    import os
+
+    from scaler.cloud.gke import GKEProvider, make_clients
+    from scaler.cloud.metadata import MetadataUnavailable
+    from scaler.config import NodeGroupSpec
+    from scaler.eligibility import node_group_limits
+
+    project, location, cluster = config.gke_project, config.gke_location, config.gke_cluster
+    if not (project and location and cluster):
+        named = _gke_cluster_from_context(args)
+        if named is not None:
+            project, location, cluster = project or named[0], location or named[1], cluster or named[2]
+    limits = node_group_limits(config, snapshot.nodes)
+    try:
+        endpoint = os.environ.get("SCALER_GCE_API_ENDPOINT") or None
+        container, compute = make_clients(endpoint)
+        provider = GKEProvider.from_environment(
+            project or None, location or None, cluster or None,
+            limits=limits, container_client=container, compute_clients=compute, max_attempts=2,
+        )  # fmt: skip
+        groups = provider.node_groups()
+    except MetadataUnavailable as e:
+        raise UsageError(
+            f"--cloud-provider gke: which cluster? give --gke-project, --gke-location and --gke-cluster ({e})"
+        ) from None
+    except Exception as e:  # CloudError, or no Application Default Credentials
+        raise UsageError(
+            f"--cloud-provider gke: cannot read the node pools of {cluster or '?'}: {e}"
+        ) from None
+    explicit_pools = {s.name for s in config.nodes} | {
+        name for name, p in config.node_pools.items() if p.min_size is not None or p.max_size is not None
+    }
+    added = [
+        NodeGroupSpec(min_size=m.min_size, max_size=max(m.max_size, m.min_size), name=m.name)
+        for g in groups
+        if g.id not in explicit_pools
+        for m in g.migs
+        if m.name not in explicit_pools
+    ]
+    return config.model_copy(update={"nodes": (*config.nodes, *added)}), provider.cluster
+
+
 def _dry_run(args: argparse.Namespace) -> int:
     from scaler.engine import evaluate
     from scaler.report.build import build_report, report_json, report_yaml
@@ -369,6 +501,9 @@ def _dry_run(args: argparse.Namespace) -> int:
     config = _config(args)
     prices = _prices(config)
     snapshot, source = _load_state(args)
+    if config.cloud_provider == "gke" and _cloud_provider_given(args):
+        config, cluster = _cloud_limits(args, config, snapshot)
+        source += f"; node-pool limits from GKE cluster {cluster}"
     gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
     warning = _check_input(config, snapshot, bool(args.snapshot))
     if config.history != "none":

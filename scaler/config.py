@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from scaler.model.times import parse_duration_seconds
+from scaler.model.times import format_duration, parse_duration_seconds
 from scaler.specs import (
     ConfigError,
     DisruptionReasonName,
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-# Help text of every key, grouped as the README and `scaler dry-run --help` present them.
+# Help text of every key, grouped as `--help` and the generated docs/reference/flags.md present them.
 FLAG_GROUPS: dict[str, dict[str, str]] = {
     "Utilization and eligibility": {
         "scale_down_utilization_threshold": "A node is underutilized when its utilization (max of cpu and memory, "
@@ -95,15 +95,15 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "neither block nor move. A pod without spec.priority never is.",
     },
     "Simulation": {
-        "target_cpu_usage": "TargetUsage: a destination's cpu (usage + moved requests + pod request) must stay "
-        "<= this fraction of allocatable.",
-        "target_memory_usage": "TargetUsage: a destination's memory (usage + moved requests + pod request) must "
-        "stay < this fraction of allocatable.",
+        "target_cpu_usage": "TargetUsage: a destination's cpu (its usage + the load of every pod moved there + this "
+        "pod's load, a pod's load being max(request, real usage)) must stay <= this fraction of allocatable.",
+        "target_memory_usage": "TargetUsage: a destination's memory (its usage + the load of every pod moved there + "
+        "this pod's load, a pod's load being max(request, real usage)) must stay < this fraction of allocatable.",
         "filter_plugins": "Extra Filter plugins (comma-separated entry-point names).",
         "score_plugins": "Score plugins (comma-separated entry-point names); default none: first fit.",
     },
     "History and portraits": {
-        "history": "Where 24-hour workload profiles (resource portraits, seed 001) come from: none (default; "
+        "history": "Where 24-hour workload profiles (resource portraits) come from: none (default; "
         "instantaneous usage only, the portrait plugins then check requests only and score every node alike) "
         "or prometheus (range queries to --prometheus-url).",
         "prometheus_url": "Base URL of the Prometheus query API (the part before /api/v1), e.g. "

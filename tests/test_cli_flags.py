@@ -69,7 +69,10 @@ def test_unknown_flags_without_a_close_one_and_stray_values(capsys: pytest.Captu
         "scaler: error: unexpected argument"
     )
     line = error_line(capsys, "dry-run", "--scale-down-unneeded-time=5m")
-    assert line == "scaler: error: unknown flag --scale-down-unneeded-time: it only affects `scaler run`, not a dry-run"
+    assert (
+        line
+        == "scaler: error: unknown flag --scale-down-unneeded-time: it only affects `scaler run`, not a dry-run"
+    )
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,7 +80,9 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.strip() == f"scaler {version('scaler')}"
-    proc = subprocess.run([sys.executable, "-m", "scaler.cli", "--version"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaler.cli", "--version"], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == f"scaler {version('scaler')}"
 
 
@@ -90,12 +95,16 @@ def test_help_durations_are_time_duration_strings(seconds: float, text: str) -> 
     assert format_duration(seconds) == text
 
 
-def test_help_shows_go_durations_and_the_choices_of_every_enum_flag(capsys: pytest.CaptureFixture[str]) -> None:
+def test_help_shows_go_durations_and_the_choices_of_every_enum_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     run_help = help_text(capsys, "run")
     defaults = ScalerConfig()
     for key in DURATION_KEYS:
         flag = "--" + key.replace("_", "-")
-        assert re.search(rf"{flag} duration .*?\(default {re.escape(format_duration(getattr(defaults, key)))}\)", run_help), flag
+        assert re.search(
+            rf"{flag} duration .*?\(default {re.escape(format_duration(getattr(defaults, key)))}\)", run_help
+        ), flag
     assert "(default 10m0s)" in run_help and "(default 1h0m0s)" in run_help
     assert "600.0" not in run_help and "3600.0" not in run_help, "durations in seconds"
     for key, field in ScalerConfig.model_fields.items():
@@ -127,16 +136,21 @@ def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest
     # Everything scaler dry-run runs: utilization, eligibility, drain rules, simulation, the
     # plugins it loads, the history it may read, the budgets that hold nodes, hot-node relief,
     # and the command itself (the price table).
-    files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "limits.py", "utilization.py", "budgets.py", "relief.py")]
+    files = [
+        ROOT / "scaler" / f
+        for f in ("engine.py", "eligibility.py", "limits.py", "utilization.py", "budgets.py", "relief.py")
+    ]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
         files += sorted((ROOT / folder).rglob("*.py"))
-    functions = [planner.relief_admission, cli._dry_run, cli._prices]
+    functions = [planner.relief_admission, cli._dry_run, cli._prices, cli._cloud_limits]
     sources = [f.read_text() for f in files] + [inspect.getsource(f) for f in functions]
-    assert _keys_read(sources) == set(DRY_RUN_KEYS)
+    # --cloud-provider gke and the cluster's names: the node-pool limits read from GKE.
+    cloud = {"cloud_provider", "gke_project", "gke_location", "gke_cluster"}
+    assert _keys_read(sources) == set(DRY_RUN_KEYS) | cloud
     dry_help = help_text(capsys, "dry-run")  # node-pools is a config-file key: no flag
     flags = {k: f for k in ScalerConfig.model_fields if (f := flag_name(k)) is not None}
     shown = {k for k, f in flags.items() if f + " " in dry_help}
-    assert shown == set(DRY_RUN_KEYS) - {"node_pools"}
+    assert shown == (set(DRY_RUN_KEYS) | cloud) - {"node_pools"}
     run_help = help_text(capsys, "run")
     assert all(f + " " in run_help for f in flags.values())
 
@@ -144,7 +158,9 @@ def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest
 @pytest.mark.parametrize("value", ["nan", "NaN", "-nan"])
 def test_nan_is_not_a_number(capsys: pytest.CaptureFixture[str], value: str) -> None:
     line = error_line(capsys, "dry-run", "--snapshot", EXAMPLE, f"--scale-down-utilization-threshold={value}")
-    assert line == f"scaler: error: invalid value {value!r} for scale-down-utilization-threshold: not a number"
+    assert (
+        line == f"scaler: error: invalid value {value!r} for scale-down-utilization-threshold: not a number"
+    )
     line = error_line(capsys, "dry-run", "--snapshot", EXAMPLE, "--target-cpu-usage", "inf")
     assert line.endswith("target-cpu-usage: not a finite number")
 

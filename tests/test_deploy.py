@@ -618,11 +618,11 @@ def test_no_secret_or_key_file_anywhere_under_deploy() -> None:
 
 
 def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> None:
-    """docs/gke.md has the user write a small overlay (image, project) beside deploy/ on top of
+    """The install guide (docs/getting-started/install-gke.md) has the user write a small overlay (image, project) beside deploy/ on top of
     the repository's; it must render as the guide says."""
-    guide = (REPO / "docs" / "gke.md").read_text()
+    guide = (REPO / "docs" / "getting-started" / "install-gke.md").read_text()
     m = re.search(r"cat > scaler-install/kustomization\.yaml <<EOF\n(.*?)\nEOF\n", guide, re.S)
-    assert m, "docs/gke.md: the scaler-install/kustomization.yaml heredoc is missing"
+    assert m, "install-gke.md: the scaler-install/kustomization.yaml heredoc is missing"
     values = {
         "PROJECT_ID": "acme-prod", "IMAGE": "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler",
         "TAG": "0.1.0", "LOCATION": "europe-west1", "CLUSTER": "prod",
@@ -716,7 +716,7 @@ def test_every_dependency_is_pinned_with_hashes_in_the_lock_file() -> None:
             continue
         name = canonicalize_name(req.name)
         assert name in pins, (
-            f"{req.name} is not in requirements.lock: regenerate it (see its header or README 'Container image')"
+            f"{req.name} is not in requirements.lock: regenerate it (see its header or docs/contributing.md)"
         )
         assert req.specifier.contains(pins[name][0], prereleases=True), f"{name}=={pins[name][0]} vs {req}"
 
@@ -724,4 +724,31 @@ def test_every_dependency_is_pinned_with_hashes_in_the_lock_file() -> None:
 def test_lock_file_says_how_to_regenerate_it() -> None:
     head = (REPO / "requirements.lock").read_text().split("\n\n")[0][:2000]
     assert "pip-compile --generate-hashes" in head and "pyproject.toml" in head
-    assert "requirements.lock" in (REPO / "README.md").read_text()
+    assert "requirements.lock" in (REPO / "docs" / "contributing.md").read_text()
+
+
+# -- GKE's self-hosted cluster-autoscaler mode -------------------------------------------------------
+
+
+def test_self_hosted_ca_pairing_is_scaler_for_scale_down_and_ca_for_scale_up_only() -> None:
+    """deploy/self-hosted-ca: the gke overlay's scaler (real deletions) beside an upstream
+    cluster-autoscaler with scale-down off, its RBAC, all valid Kubernetes objects."""
+    docs = kustomize(DEPLOY / "self-hosted-ca")
+    for doc in docs:
+        validate(doc, SCHEMA_VERSIONS[0])
+    gke = rendered("overlays/gke")
+    assert [d for d in docs if d["metadata"].get("namespace") != "kube-system" and d["kind"] != "ClusterRole"
+            and d["kind"] != "ClusterRoleBinding"] == [d for d in gke if d["kind"] not in ("ClusterRole", "ClusterRoleBinding")]  # fmt: skip
+    assert "--dry-run" not in container(docs)["args"]
+    ca = one(docs, "Deployment", "cluster-autoscaler")
+    (c,) = ca["spec"]["template"]["spec"]["containers"]
+    args = c["command"]
+    assert "--scale-down-enabled=false" in args and "--cloud-provider=gce" in args
+    assert re.fullmatch(r"registry\.k8s\.io/autoscaling/cluster-autoscaler:v\d+\.\d+\.\d+", c["image"])
+    assert ca["spec"]["template"]["spec"]["serviceAccountName"] == "cluster-autoscaler"
+    binding = one(docs, "ClusterRoleBinding", "cluster-autoscaler")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cluster-autoscaler", "namespace": "kube-system"}]
+    # Scale-up only: CA may not evict or delete anything.
+    rules = one(docs, "ClusterRole", "cluster-autoscaler")["rules"]
+    granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    assert not {("pods/eviction", "create"), ("nodes", "delete"), ("pods", "delete")} & granted

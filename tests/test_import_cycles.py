@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("controller",),  # the live loop
     ("runner", "replay"),  # the live process; the what-if replay drives the controller
     ("cli",),  # the command line
+    ("docs",),  # the reference pages, generated from the command line and the code
 )  # fmt: skip
 """The intended package order of ``scaler``, lowest layer first."""
 

@@ -335,17 +335,19 @@ def test_example_readme_names_the_builder_and_rebuilds_the_files(folder: str, tm
         assert (tmp_path / f.name).read_bytes() == f.read_bytes(), f.name
 
 
-# ---- the README's set-up section --------------------------------------------------------------------
+# ---- the README's and the docs' set-up and dry-run examples -------------------------------------------
 
 
-def _readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
+def _section(title: str, path: str = "README.md") -> str:
+    """The ``## title...`` section of ``path`` (a page under docs/, or the README)."""
+    text = (ROOT / path).read_text()
     start = text.index(f"## {title}")
-    return text[start : text.index("\n## ", start + 1)]
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
 
 
-def test_readme_setup_says_what_make_test_installs_as_root_and_what_happens_without() -> None:
-    section = _readme_section("Set-up")
+def test_contributing_says_what_make_test_installs_as_root_and_what_happens_without() -> None:
+    section = _section("Set-up and tests", "docs/contributing.md")
     recipe = (ROOT / "Makefile").read_text().split("\ntest-deps:", 1)[1].split("\n\n", 1)[0]
     packages = set(re.findall(r"\$\(APT_INSTALL\) ([\w-]+)", recipe))
     assert packages == {"prometheus", "chromium", "etcd-server"}
@@ -357,8 +359,12 @@ def test_readme_setup_says_what_make_test_installs_as_root_and_what_happens_with
     assert "skipped with that reason" in section
 
 
-def test_readme_demo_output_is_what_make_demo_prints() -> None:
-    section = _readme_section("Set-up")
+@pytest.mark.parametrize(
+    ("path", "title"),
+    [("README.md", "A dry-run in one minute"), ("docs/getting-started/dry-run.md", "Try it on the bundled example")],
+)
+def test_demo_output_in_the_readme_and_the_docs_is_what_make_demo_prints(path: str, title: str) -> None:
+    section = _section(title, path)
     assert f"`scaler {' '.join(_demo_argv())}`" in " ".join(section.split())
     block = re.search(r"```\n(NAME .*?)```", section, re.S)
     assert block is not None
@@ -367,15 +373,15 @@ def test_readme_demo_output_is_what_make_demo_prints() -> None:
     lines = out.splitlines()
     for line in block[1].splitlines():
         if line != "…":
-            assert line in lines, f"README line not in make demo's output: {line!r}"
+            assert line in lines, f"{path} line not in make demo's output: {line!r}"
 
 
-def test_readme_what_blocks_example_is_what_the_day1_dry_run_prints() -> None:
-    section = _readme_section("`scaler dry-run`")
+def test_docs_what_blocks_example_is_what_the_day1_dry_run_prints() -> None:
+    section = _section("All the ways to run it", "docs/getting-started/dry-run.md")
     block = re.search(r"```\n(What blocks: .*?)```", section, re.S)
     assert block is not None
     code, out = run_in_pty(["dry-run", "--snapshot", arg(DAY1)], 80)
     assert code == 0
     lines = out.splitlines()
     for line in block[1].splitlines():
-        assert line in lines, f"README line not in the day-1 dry-run's output: {line!r}"
+        assert line in lines, f"docs line not in the day-1 dry-run's output: {line!r}"

@@ -323,13 +323,13 @@ def test_an_optional_kind_refused_is_listed_again_later_and_cached_once_allowed(
     fake.fail("/api/v1/persistentvolumeclaims", 404, times=1, match=lambda r: r.watch)
     with caplog.at_level(logging.DEBUG, logger="scaler.sources.watch"):
         cache = make_cache(optional_retry_initial=0.05, optional_retry_max=0.1)
-        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolume"]) == 3)
-        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolumeClaim"]) == 1)
+        wait_for(lambda: len(cache.records().by_kind["PersistentVolume"]) == 3)
+        wait_for(lambda: len(cache.records().by_kind["PersistentVolumeClaim"]) == 1)
         pv, pvc = cache.stats["PersistentVolume"], cache.stats["PersistentVolumeClaim"]
         assert (pv.skips, pv.skipped, pvc.skips, pvc.skipped) == (2, False, 1, False)
-        assert wait_until(lambda: fake.open_watches("/api/v1/persistentvolumes") == 1)
+        wait_for(lambda: fake.open_watches("/api/v1/persistentvolumes") == 1)
         fake.put_object({"kind": "PersistentVolume", "metadata": {"name": "pv-new"}})
-        assert wait_until(lambda: len(cache.records().by_kind["PersistentVolume"]) == 4)
+        wait_for(lambda: len(cache.records().by_kind["PersistentVolume"]) == 4)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([m for m in warnings if "persistentvolumes" in m]) == 1, warnings  # once per run of refusals
     assert any("readable again" in r.getMessage() for r in caplog.records)

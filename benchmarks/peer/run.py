@@ -30,6 +30,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,12 @@ def _others(workdir: Path) -> list[str]:
 
 
 # -- decisions ----------------------------------------------------------------------------------------
+
+
+def _without_dirs(process: str) -> str:
+    """A process line of :func:`_others` with the directories of its absolute paths dropped
+    (``/home/x/.venv/bin/python`` → ``python``): the machine's layout says nothing to a reader."""
+    return re.sub(r"(?<!\S)/\S*/", "", process)
 
 
 def order_only(ca_set: set[str], our_set: set[str], cross: Mapping[str, Any]) -> bool:
@@ -387,7 +394,7 @@ def markdown(results: Mapping[str, Any]) -> str:
                          f"window of {e['ca']['loops']} CA loops and {e['scaler']['loops']} scaler loops "
                          f"({e['ca']['window_seconds']:.0f} s); peak RSS {gib or 'not recorded'}; machine "
                          f"{e['machine']['nproc']} cores, load average {e['machine']['loadavg'][0]:.1f} at the end; "
-                         f"also running: {'; '.join(e['othersAfter']) or 'nothing busy'}.")  # fmt: skip
+                         f"also running: {'; '.join(map(_without_dirs, e['othersAfter'])) or 'nothing busy'}.")  # fmt: skip
         lines.append("")
     lines.append(END)
     return "\n".join(lines) + "\n"

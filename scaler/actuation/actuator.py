@@ -82,6 +82,8 @@ __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "Dispatcher", "NodeOutco
 log = logging.getLogger(__name__)
 
 ANNOTATION_ENABLE_DS_EVICTION = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
+"""On a DaemonSet pod, ``"true"`` or ``"false"``: whether it is evicted before its node is
+deleted, over ``--daemonset-eviction-for-empty-nodes``/``--daemonset-eviction-for-occupied-nodes``."""
 POD_EVICTION_HEADROOM_SECONDS = 30.0  # CA DefaultPodEvictionHeadroom
 ROLLBACK_BACKOFF_SECONDS = (1.0, 60.0)
 """A failed rollback is retried after 1 s, then twice as long each time, at most 60 s apart."""

@@ -75,7 +75,7 @@ CHECK_CALLS: tuple[str, ...] = ("cloudresourcemanager.projects.testIamPermission
 """Google API methods that check permissions before acting: Resource Manager's
 ``projects.testIamPermissions`` (needs no permission of its own). Compute Engine v1 offers no
 ``testIamPermissions`` for managed instance groups and GKE none for clusters, so the project is
-what can be asked; the IAM role is granted on the project (docs/gke.md)."""
+what can be asked; the IAM role is granted on the project (docs/getting-started/install-gke.md)."""
 
 IAM_PERMISSIONS: Mapping[str, str] = {
     "container.clusters.nodePools.list": "container.clusters.get",

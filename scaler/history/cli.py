@@ -73,8 +73,8 @@ def add_parser(subparsers: Any) -> None:
         help="start: RFC 3339, Unix seconds, or relative to now (-14d, now-6h)",
     )
     p.add_argument("--to", dest="end", default="now", metavar="TIME", help="end, included (default now)")
-    p.add_argument("--step", default="5m", help="time between samples (default 5m0s)")
-    p.add_argument("--out", required=True, metavar="FILE.parquet", help="the Parquet file to write")
+    p.add_argument("--step", default="5m", metavar="duration", help="time between samples (default 5m0s)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the Parquet file to write")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress and no summary on stderr")
 
 

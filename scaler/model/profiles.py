@@ -33,8 +33,9 @@ def _check_hours(name: str, values: Sequence[object]) -> None:
 
 @dataclass(frozen=True)
 class WorkloadProfile:
-    """One workload's 24-hour resource portrait, per replica (seed 001 §4.6).
+    """One workload's 24-hour resource portrait, per replica.
 
+    Source: the resource-portrait design (seed 001 §4.6).
     Every field holds 24 values, one per UTC hour of the day (index 0 is 00:00–00:59 UTC).
     CPU in millicores, memory in bytes.
 

@@ -53,18 +53,34 @@ __all__ = [
     "missing_containers",
 ]
 
-# Well-known keys (cluster-autoscaler's names; see reference §1c).
+# Well-known keys (cluster-autoscaler's names).
 ANNOTATION_SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+"""On a node, ``"true"``: neither scaler nor cluster-autoscaler removes it (``ScaleDownDisabledAnnotation``)."""
 ANNOTATION_SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+"""On a pod: ``"true"`` lets it move whatever the drain rules say (PDBs still hold), ``"false"``
+keeps its node (``NotSafeToEvictAnnotation``), ``"on-completion"`` keeps its node until it ends
+(``BlockedByOnCompletionPod``)."""
 ANNOTATION_SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+"""On a pod: comma-separated local volumes whose data may be lost, so that they do not block its
+node (``LocalStorageRequested``)."""
 ANNOTATION_DAEMONSET_POD = "cluster-autoscaler.kubernetes.io/daemonset-pod"
+"""On a pod, ``"true"``: treated as a DaemonSet pod (not moved, evicted only as DaemonSet pods are)."""
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
+"""On a static pod's mirror: never moved, and a node holding only such pods and DaemonSet pods is empty."""
 TAINT_TO_BE_DELETED = "ToBeDeletedByClusterAutoscaler"
+"""``ToBeDeletedByClusterAutoscaler=<unix ts>:NoSchedule``, put by scaler (or any
+cluster-autoscaler) on a node it removes: nothing is placed there, and a node carrying a fresh one
+is ``CurrentlyBeingDeleted``."""
 TAINT_DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
+"""cluster-autoscaler's soft ``PreferNoSchedule`` taint on unneeded nodes; scaler never sets it."""
 LABEL_NODEPOOL = "cloud.google.com/gke-nodepool"
+"""A node's GKE node pool, its node group; a node without it is ``NotAutoscaled``."""
 LABEL_ZONE = "topology.kubernetes.io/zone"
+"""A node's zone: node-group minimums hold per zone, and topology spread counts by it."""
 LABEL_ZONE_BETA = "failure-domain.beta.kubernetes.io/zone"
+"""The deprecated zone label, read where ``topology.kubernetes.io/zone`` is absent."""
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+"""A node's hostname label, the usual topology key of pod anti-affinity."""
 
 _EMPTY: Mapping[str, str] = {}
 _EMPTY_INT: Mapping[str, int] = {}

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scaler.cmdline import UsageError, bundled_example
+from scaler.cmdline import ParagraphHelpFormatter, UsageError, bundled_example
 from scaler.errors import InputError
 from scaler.model.times import format_time, parse_duration_seconds, timestamp_seconds
 
@@ -44,8 +44,9 @@ usage history: --prometheus-url URL (pod CPU and working set from Prometheus or 
 Prometheus over --from..--to, default the last 7 days; cached in --cache-dir), or --trace PATH.
 
 trace formats: Bitbrains GWA-T-12 (a .tar.gz or directory of <vm>.csv files; "Timestamp [ms]" holds
-Unix seconds), or a long CSV/Parquet with columns timestamp,namespace,pod_or_workload,cpu_cores,
-memory_bytes (timestamp in Unix seconds or RFC 3339; a workload row gives each of its pods' usage).
+Unix seconds), or a long CSV/Parquet with columns
+timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes (timestamp in Unix seconds or RFC 3339;
+a workload row gives each of its pods' usage).
 """
 
 
@@ -58,7 +59,7 @@ def add_parser(subparsers: Any) -> None:
         "(node-hours, cost, evictions, overload risk), each on an identical replay driven by the live "
         "controller's code.",
         epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ParagraphHelpFormatter,
     )
     _add_input_flags(p)
     _add_run_flags(p)
@@ -86,7 +87,11 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --prometheus-url: where the export is kept and reused (default $XDG_CACHE_HOME/scaler)",
     )
-    p.add_argument("--kubeconfig", help="with --prometheus-url and no --snapshot: kubeconfig of the cluster")
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="with --prometheus-url and no --snapshot: kubeconfig of the cluster",
+    )
     p.add_argument("--context", metavar="NAME", help="kubeconfig context")
     p.add_argument(
         "--trace-map", metavar="FILE", help="CSV namespace,pod,series: which pod follows which trace series"
@@ -108,7 +113,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="end of the replay, exclusive (default: the trace's last sample, or now with --prometheus-url)",
     )
-    p.add_argument("--step", default="5m", help="time between controller loops (default 5m0s)")
+    p.add_argument(
+        "--step", default="5m", metavar="duration", help="time between controller loops (default 5m0s)"
+    )
     p.add_argument(
         "--policies",
         action="append",
@@ -121,6 +128,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--provision-delay",
         default="2m",
+        metavar="duration",
         help="scale-up: time from pods pending to the new node joining (default 2m0s)",
     )
     p.add_argument(
@@ -136,11 +144,16 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
     p.add_argument(
-        "--processes", type=int, default=None, help="policies replayed in parallel (default: CPU count)"
+        "--processes",
+        type=int,
+        default=None,
+        metavar="int",
+        help="policies replayed in parallel (default: CPU count)",
     )
     p.add_argument(
         "--profile-refresh",
         default="1h",
+        metavar="duration",
         help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
     )
     p.add_argument(

@@ -31,7 +31,9 @@ TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 """Taint key the scheduler treats as equivalent to ``spec.unschedulable`` (``v1.TaintNodeUnschedulable``)."""
 
 LABEL_REGION = "topology.kubernetes.io/region"
+"""A node's region: VolumeZone matches it against a PersistentVolume's region, and prices are per region."""
 LABEL_REGION_BETA = "failure-domain.beta.kubernetes.io/region"
+"""The deprecated region label, read where ``topology.kubernetes.io/region`` is absent."""
 # VolumeZone's topologyLabels, in kube-scheduler's order (beta first), and beta → GA fallbacks.
 _VOLUME_TOPOLOGY_LABELS = (LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_ZONE, LABEL_REGION)
 _TO_GA = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}

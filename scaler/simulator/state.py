@@ -146,8 +146,9 @@ class ScorePlugin(Protocol):
 @runtime_checkable
 class BatchScorePlugin(ScorePlugin, Protocol):
     """A Score plugin that scores every feasible node of a pod at once: needed when a score is
-    normalised across the candidates (seed 001's min-max normalisation), and faster. The
-    simulator calls :meth:`score_nodes` when a plugin has it, else :meth:`ScorePlugin.score`."""
+    normalised across the candidates (a min-max normalisation), and faster. The simulator calls
+    :meth:`score_nodes` when a plugin has it, else :meth:`ScorePlugin.score`. Source: the
+    resource-portrait design's score (seed 001)."""
 
     def score_nodes(self, pod: Pod, nodes: Sequence[NodeState], state: ClusterState) -> Sequence[float]:
         """Scores of ``nodes`` for ``pod``, in the same order (higher is better)."""
