@@ -181,12 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """scaler's version: :data:`scaler.__version__`, the one source the wheel's metadata is
+    built from (pyproject ``[tool.setuptools.dynamic]``)."""
+    from scaler import __version__
 
-    try:
-        return version("scaler")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
+    return __version__
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
