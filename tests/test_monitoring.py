@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
