@@ -130,7 +130,7 @@ def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest
     files = [ROOT / "scaler" / f for f in ("engine.py", "eligibility.py", "utilization.py", "budgets.py", "relief.py")]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
         files += sorted((ROOT / folder).rglob("*.py"))
-    functions = [planner.relief_admission, cli._dry_run, cli._prices]
+    functions = [planner.relief_admission, cli._dry_run, cli._report, cli._prices]
     sources = [f.read_text() for f in files] + [inspect.getsource(f) for f in functions]
     assert _keys_read(sources) == set(DRY_RUN_KEYS)
     dry_help = help_text(capsys, "dry-run")  # node-pools is a config-file key: no flag
