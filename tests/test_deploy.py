@@ -878,3 +878,49 @@ def test_custom_resource_validation_is_not_vacuous(tmp_path: Path) -> None:
     for bad in (bad_monitor, bad_rule, bad_managed):
         with pytest.raises(jsonschema.ValidationError):
             validate(bad, SCHEMA_VERSIONS[0])
+
+
+# -- sizing ------------------------------------------------------------------------------------------
+
+# Peak resident memory of `scaler run` (bytes) for the largest cluster each install covers:
+# measured against a real API server at 1,000 and 5,000 nodes (docs/benchmarks.md, scaler beside
+# cluster-autoscaler: 259 and 818 MiB), extrapolated at 15,000 (2.2 GiB).
+MI_B = 2**20
+SIZING = {
+    "small": ("../deploy/sizing/small", 259 * MI_B),
+    "default": (None, 818 * MI_B),
+    "large": ("../deploy/sizing/large", int(2.2 * 1024 * MI_B)),
+}
+
+
+def memory_bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity[: -len(suffix)]) * factor)
+    return int(quantity)
+
+
+def sized(tmp_path: Path, size: str) -> dict[str, Any]:
+    component, _ = SIZING[size]
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "install").mkdir()
+    text = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy/overlays/gke\n"
+    if component:
+        text += f"components:\n  - {component}\n"
+    (tmp_path / "install" / "kustomization.yaml").write_text(text)
+    return container(kustomize(tmp_path / "install"))["resources"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("size", list(SIZING))
+def test_each_size_holds_its_benchmarked_peak_with_headroom(tmp_path: Path, size: str) -> None:
+    resources = sized(tmp_path, size)
+    peak = SIZING[size][1]
+    limit, request = memory_bytes(resources["limits"]["memory"]), memory_bytes(resources["requests"]["memory"])
+    assert limit >= 1.5 * peak, f"{size}: limit {resources['limits']['memory']} is not 1.5x the peak"
+    assert peak <= request <= limit, f"{size}: request {resources['requests']['memory']} below the peak"
+    # The sizing page's table says the same.
+    page = (REPO / "docs" / "getting-started" / "sizing.md").read_text()
+    row = f"{resources['requests']['memory']} / {resources['limits']['memory']} | "
+    row += f"{resources['requests']['cpu']} / {resources['limits']['cpu']} |"
+    assert row in page, f"docs/getting-started/sizing.md has no row ending {row!r}"
