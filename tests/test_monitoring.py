@@ -135,6 +135,22 @@ def test_promtool_unit_tests_fail_for_a_broken_rule(tmp_path: Path) -> None:
     assert out.returncode != 0 and "ScalerMetricsUnavailable" in out.stdout + out.stderr
 
 
+def test_every_error_type_the_code_counts_is_exported_from_the_start() -> None:
+    """The alerts' increase()/rate() over scaler_errors_total see the first error only if its
+    series exists before it: every type the code increments is pre-initialised at 0."""
+    from scaler.observability import ERROR_TYPES, Metrics
+
+    used = set()
+    for path in (REPO / "scaler").rglob("*.py"):
+        used |= set(re.findall(r"\berrors\.labels\(\"([a-z_]+)\"\)", path.read_text()))
+    assert used and used <= set(ERROR_TYPES), f"not in ERROR_TYPES: {used - set(ERROR_TYPES)}"
+    text = Metrics().exposition().decode()
+    for kind in ERROR_TYPES:
+        assert f'scaler_errors_total{{type="{kind}"}} 0.0' in text
+    for result in ("succeeded", "failed"):
+        assert f'scaler_evicted_pods_total{{eviction_result="{result}"}} 0.0' in text
+
+
 # -- the dashboard -----------------------------------------------------------------------------------
 
 
