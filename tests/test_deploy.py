@@ -924,3 +924,21 @@ def test_each_size_holds_its_benchmarked_peak_with_headroom(tmp_path: Path, size
     row = f"{resources['requests']['memory']} / {resources['limits']['memory']} | "
     row += f"{resources['requests']['cpu']} / {resources['limits']['cpu']} |"
     assert row in page, f"docs/getting-started/sizing.md has no row ending {row!r}"
+
+
+def test_the_monitoring_page_patch_drops_the_managed_prometheus_objects(tmp_path: Path) -> None:
+    """docs/operations/monitoring.md tells users without managed collection how to drop the
+    PodMonitoring and the Rules; the patch must render and leave everything else."""
+    page = (REPO / "docs" / "operations" / "monitoring.md").read_text()
+    m = re.search(r"drop both objects in your overlay:\n\n```yaml\n(.*?)```", page, re.S)
+    assert m, "docs/operations/monitoring.md: the patch dropping PodMonitoring and Rules is missing"
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "install").mkdir()
+    (tmp_path / "install" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy/overlays/gke\n"
+        + m[1]
+    )
+    docs = kustomize(tmp_path / "install")
+    assert sorted(d["kind"] for d in docs) == sorted(
+        d["kind"] for d in rendered("overlays/gke") if d["kind"] not in ("PodMonitoring", "Rules")
+    )

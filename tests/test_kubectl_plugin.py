@@ -162,6 +162,9 @@ def test_kubectl_scaler_why_and_status_through_kubectl(tmp_path: Path) -> None:
         # $KUBECONFIG, as kubectl reads it.
         out = kubectl_scaler("why", c.busy[1], env={"KUBECONFIG": kubeconfig})
         assert out.returncode == 0 and f"Node:         {c.busy[1]}" in out.stdout, out.stderr
+        out = kubectl_scaler("dry-run", "-o", "json", "--context", "fake", "--kubeconfig", kubeconfig)
+        assert out.returncode == 0, out.stderr
+        assert {n["name"] for n in json.loads(out.stdout)["nodes"]} == set(c.nodes)
         out = kubectl_scaler("--kubeconfig", kubeconfig, "--context", "nope", "why", c.busy[0])
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and "nope" in out.stderr
         out = kubectl_scaler("--kubeconfig", kubeconfig, "why", "ghost")
