@@ -153,26 +153,33 @@ def kubectl_scaler(*args: str, env: dict[str, str] | None = None) -> subprocess.
                           env=environment, check=False)  # fmt: skip
 
 
-def test_kubectl_scaler_why_and_status_through_kubectl(tmp_path: Path) -> None:
+def test_kubectl_scaler_through_kubectl(tmp_path: Path) -> None:
     with E2ECluster(tmp_path) as c:
         kubeconfig = str(c.kube.write_kubeconfig(tmp_path / "kubeconfig", context="fake"))
         out = kubectl_scaler("--kubeconfig", kubeconfig, "--context", "fake", "why", c.busy[0], "-o", "json")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["reason"] == "NotUnderutilized"
-        # $KUBECONFIG, as kubectl reads it.
-        out = kubectl_scaler("why", c.busy[1], env={"KUBECONFIG": kubeconfig})
-        assert out.returncode == 0 and f"Node:         {c.busy[1]}" in out.stdout, out.stderr
-        out = kubectl_scaler("dry-run", "-o", "json", "--context", "fake", "--kubeconfig", kubeconfig)
+        # $KUBECONFIG, as kubectl reads it; the flags after the command.
+        out = kubectl_scaler("dry-run", "-o", "json", "--context", "fake", env={"KUBECONFIG": kubeconfig})
         assert out.returncode == 0, out.stderr
         assert {n["name"] for n in json.loads(out.stdout)["nodes"]} == set(c.nodes)
         out = kubectl_scaler("--kubeconfig", kubeconfig, "--context", "nope", "why", c.busy[0])
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and "nope" in out.stderr
         out = kubectl_scaler("--kubeconfig", kubeconfig, "why", "ghost")
         assert out.returncode == 2 and out.stderr == "scaler: error: node 'ghost' not found in live cluster (6 nodes)\n"
-        out = kubectl_scaler("--kubeconfig", kubeconfig, "status")
-        assert out.returncode == 2 and "no ConfigMap scaler-system/scaler-status" in out.stderr
-        out = kubectl_scaler("--kubeconfig", kubeconfig, "run")
-        assert out.returncode == 2 and "unknown command 'run'" in out.stderr
+
+
+def test_kubectl_scaler_offers_only_the_read_only_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.kubectl_plugin import main as plugin
+
+    assert plugin(["--kubeconfig", "/nowhere", "run"]) == 2
+    assert capsys.readouterr().err == "kubectl scaler: error: unknown command 'run' (one of: dry-run, why, status)\n"
+    assert plugin(["why", "n1", "-n", "ops"]) == 2
+    assert capsys.readouterr().err == "kubectl scaler: error: --namespace applies to status only\n"
+    assert plugin(["status", "--context"]) == 2
+    assert capsys.readouterr().err == "kubectl scaler: error: flag needs an argument: --context\n"
+    assert plugin([]) == 2 and "kubectl scaler why NODE" in capsys.readouterr().err
+    assert plugin(["--help"]) == 0 and "kubectl scaler status" in capsys.readouterr().out
 
 
 def test_kubectl_scaler_is_a_console_script_and_the_krew_manifest_matches() -> None:
