@@ -6,10 +6,13 @@
 #   docker build -t scaler:dev .
 #
 # Dependencies come only from requirements.lock (pip-compile --generate-hashes, checked in), so
-# every file pip installs is checked against a pinned sha256, build tools included. For a
-# reproducible base, pin it by digest:
-#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest> -t scaler:dev .
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# every file pip installs is checked against a pinned sha256, build tools included.
+#
+# The base is pinned to a Python patch release on Debian bookworm. To pin it byte for byte, add
+# its digest (the digest of the tag on the day you build, for every platform):
+#   docker buildx imagetools inspect python:3.11.13-slim-bookworm --format '{{json .Manifest.Digest}}'
+#   docker build --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:<digest> -t scaler:dev .
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 
 # ---- builder: a virtualenv with the locked dependencies and the scaler wheel ------------------
 FROM ${PYTHON_IMAGE} AS builder
@@ -32,7 +35,7 @@ COPY pyproject.toml README.md ./
 COPY scaler/ scaler/
 COPY plugins/ plugins/
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels . \
- && pip install --no-deps /wheels/scaler-*.whl \
+ && pip install --no-deps /wheels/gke_scaler-*.whl \
  && pip uninstall -y setuptools wheel packaging \
  && pip check \
  && python -m compileall -q -f --invalidation-mode unchecked-hash /opt/venv/lib \

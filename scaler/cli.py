@@ -1,5 +1,5 @@
-"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler history export``,
-``scaler snapshot``, ``scaler schema``.
+"""Command line: ``scaler dry-run``, ``scaler why``, ``scaler status``, ``scaler run``,
+``scaler replay``, ``scaler history export``, ``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
 :class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
@@ -35,6 +35,7 @@ from scaler.model.times import format_duration, timestamp_seconds
 
 if TYPE_CHECKING:
     from scaler.prices import PriceTable
+    from scaler.report.models import DryRunReport
 
 __all__ = ["OUTPUT_FORMATS", "main", "unknown_argument"]
 
@@ -204,6 +205,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_flags(dry, DRY_RUN_KEYS)
     _add_cloud_flags(dry)
+    why = sub.add_parser(
+        "why", help="one node's verdict, its reason, what blocks it and what would change it"
+    )
+    why.add_argument("node", metavar="NODE", help="the node's name")
+    _add_source_flags(why, offline=True)
+    why.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
+    why.add_argument("--output", "-o", choices=("text", "json", "yaml"), default="text",
+                     help="text (default), json or yaml")  # fmt: skip
+    _add_config_flags(why, DRY_RUN_KEYS)
+    _add_cloud_flags(why)
+    status = sub.add_parser(
+        "status", help="the status of a running `scaler run`: its ConfigMap and node verdicts"
+    )
+    _add_source_flags(status, offline=False)
+    status.add_argument("--namespace", "-n", metavar="string", default=ScalerConfig().namespace,
+                        help=f"scaler's namespace (default {ScalerConfig().namespace})")  # fmt: skip
+    status.add_argument("--status-config-map-name", metavar="string", default=ScalerConfig().status_config_map_name,
+                        help=f"the status ConfigMap (default {ScalerConfig().status_config_map_name})")  # fmt: skip
+    status.add_argument("--output", "-o", choices=("table", "wide", "json", "yaml"), default="table",
+                        help="table (default), wide (adds cost and detail), json or yaml")  # fmt: skip
     run = sub.add_parser("run", help="the controller: remove unneeded nodes (leader-elected)")
     _add_source_flags(run, offline=False)
     run.add_argument("--config", metavar="FILE", help="YAML file with flag-named keys (flags win)")
@@ -225,12 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """scaler's version: :data:`scaler.__version__`, the one source the wheel's metadata is
+    built from (pyproject ``[tool.setuptools.dynamic]``)."""
+    from scaler import __version__
 
-    try:
-        return version("scaler")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
+    return __version__
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -493,10 +513,67 @@ def _cloud_limits(
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    from scaler.engine import evaluate
-    from scaler.report.build import build_report, report_json, report_yaml
-    from scaler.report.compare import start_variants
+    from scaler.report.build import report_json, report_yaml
     from scaler.report.table import print_table
+
+    report, warning = _report(args)
+    sys.stderr.write(warning)
+    if args.output == "json":
+        sys.stdout.write(report_json(report) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(report_yaml(report))
+    else:
+        print_table(report, sys.stdout, wide=args.output == "wide")
+    return 0
+
+
+def _why(args: argparse.Namespace) -> int:
+    """``scaler why NODE``: the dry-run of the same input, reduced to one node's answer."""
+    import yaml
+
+    from scaler.why import answer, answer_lines, find_node
+
+    report, warning = _report(args)
+    node = find_node(report, args.node)
+    if node is None:
+        raise UsageError(f"node {args.node!r} not found in {report.source} ({len(report.nodes)} nodes)")
+    sys.stderr.write(warning)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(answer(node), indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(answer(node), sort_keys=False))
+    else:
+        sys.stdout.write("\n".join(answer_lines(node)) + "\n")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    """``scaler status``: the status ConfigMap and node verdicts of a running ``scaler run``."""
+    import yaml
+
+    from scaler.sources.kube import ClusterUnreachable, NoClusterConfig, make_api_client
+    from scaler.status import StatusError, read_status, status_lines, status_object
+
+    try:
+        api = make_api_client(args.kubeconfig, args.context)
+        view = read_status(api, args.namespace, args.status_config_map_name)
+    except (ClusterUnreachable, NoClusterConfig, StatusError) as e:
+        raise UsageError(str(e)) from None
+    if args.output == "json":
+        sys.stdout.write(json.dumps(status_object(view), indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(status_object(view), sort_keys=False))
+    else:
+        sys.stdout.write("\n".join(status_lines(view, wide=args.output == "wide")) + "\n")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> tuple[DryRunReport, str]:
+    """The dry-run report of ``args`` (snapshot files, the live cluster or the bundled example)
+    and the warning line about what snapshot files lack (``""`` when nothing)."""
+    from scaler.engine import evaluate
+    from scaler.report.build import build_report
+    from scaler.report.compare import start_variants
 
     config = _config(args)
     prices = _prices(config)
@@ -530,15 +607,7 @@ def _dry_run(args: argparse.Namespace) -> int:
 
         admit = relief_admission(evaluation)
         relief = plan_relief(evaluation, [n.name for n in snapshot.nodes], admit=admit)
-    report = build_report(evaluation, snapshot, source, prices, variants=variants, relief=relief)
-    sys.stderr.write(warning)
-    if args.output == "json":
-        sys.stdout.write(report_json(report) + "\n")
-    elif args.output == "yaml":
-        sys.stdout.write(report_yaml(report))
-    else:
-        print_table(report, sys.stdout, wide=args.output == "wide")
-    return 0
+    return build_report(evaluation, snapshot, source, prices, variants=variants, relief=relief), warning
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -620,6 +689,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(unknown_argument(parser, getattr(args, "command", None), extras))
         if args.command == "dry-run":
             return _dry_run(args)
+        if args.command == "why":
+            return _why(args)
+        if args.command == "status":
+            return _status(args)
         if args.command == "snapshot":
             return _snapshot(args)
         if args.command == "run":

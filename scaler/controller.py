@@ -580,6 +580,8 @@ class Controller:
         nodes = snapshot.nodes if snapshot is not None else ()
         priced = {n.name: self.prices.node_price(n) for n in nodes if n.name in decision.unneeded}
         costs = {name: p.monthly_usd for name, p in priced.items()}
+        if snapshot is not None:
+            self.metrics.unneeded_monthly_cost.set(sum(c for c in costs.values() if c is not None))
         price_source = ", ".join(self.prices.attribution(p.origin for p in priced.values()))
         doc = status_document(
             decision, self._groups, self.actuator.in_flight, leader=self.identity, dry_run=self.dry_run, costs=costs,

@@ -56,6 +56,28 @@ def prometheus_on(openmetrics: Path, root: Path) -> Iterator[str]:
     )  # fmt: skip
     config = root / "minimal.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
+    with _serve(tsdb, config, root) as url:
+        yield url
+
+
+@contextmanager
+def prometheus_scraping(targets: list[str], root: Path, interval: str = "1s") -> Iterator[str]:
+    """A Prometheus under ``root`` scraping ``/metrics`` of ``targets`` (``host:port``) every
+    ``interval`` as job ``scaler``; yields its URL."""
+    ensure_prometheus()
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "scrape.yml"
+    config.write_text(
+        f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+        f"scrape_configs:\n  - job_name: scaler\n    static_configs:\n      - targets: {targets!r}\n"
+    )
+    with _serve(root / "tsdb", config, root) as url:
+        yield url
+
+
+@contextmanager
+def _serve(tsdb: Path, config: Path, root: Path) -> Iterator[str]:
+    """Run ``prometheus`` on ``tsdb`` with ``config`` until ready; yields its URL, stops it after."""
     port = free_port()
     log_path = root / "prometheus.log"
     with log_path.open("wb") as log:

@@ -142,7 +142,7 @@ def test_dry_run_help_shows_exactly_the_flags_an_evaluation_reads(capsys: pytest
     ]
     for folder in ("scaler/drain", "scaler/simulator", "scaler/history", "plugins"):
         files += sorted((ROOT / folder).rglob("*.py"))
-    functions = [planner.relief_admission, cli._dry_run, cli._prices, cli._cloud_limits]
+    functions = [planner.relief_admission, cli._dry_run, cli._report, cli._prices, cli._cloud_limits]
     sources = [f.read_text() for f in files] + [inspect.getsource(f) for f in functions]
     # --cloud-provider gke and the cluster's names: the node-pool limits read from GKE.
     cloud = {"cloud_provider", "gke_project", "gke_location", "gke_cluster"}

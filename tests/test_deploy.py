@@ -111,7 +111,7 @@ def test_overlay_renders(overlay: str) -> None:
         "PodDisruptionBudget", "ResourceQuota", "Role", "RoleBinding", "Service", "ServiceAccount",
     ]  # fmt: skip
     if overlay != "base":
-        expected.append("PodMonitoring")
+        expected += ["PodMonitoring", "Rules"]
     assert kinds == sorted(expected)
     for d in docs:
         if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
@@ -159,9 +159,87 @@ POD_MONITORING_SCHEMA: dict[str, Any] = {
 }
 
 
+def _custom_resource(api_version: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "additionalProperties": False,
+        "properties": {
+            "apiVersion": {"const": api_version},
+            "kind": {"const": kind},
+            "metadata": {"type": "object", "required": ["name", "namespace"]},
+            "spec": spec,
+        },
+    }
+
+
+# Prometheus rule groups, as Prometheus' rules files, PrometheusRule and managed Rules hold them.
+_RULE_GROUPS: dict[str, Any] = {
+    "type": "array",
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "required": ["name", "rules"],
+        "additionalProperties": False,
+        "properties": {
+            "name": {"type": "string"},
+            "interval": {"type": "string"},
+            "rules": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["alert", "expr"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "alert": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                        "expr": {"type": "string", "minLength": 1},
+                        "for": {"type": "string", "pattern": r"^(\d+(ms|s|m|h|d))+$"},
+                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                    },
+                },
+            },
+        },
+    },
+}
+# The monitoring component's custom resources (their CRDs' schemas are not in
+# kubernetes-validate): the fields used here, structure checked, unknown fields refused.
+CUSTOM_RESOURCE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "PodMonitoring": POD_MONITORING_SCHEMA,
+    "Rules": _custom_resource("monitoring.googleapis.com/v1", "Rules", {
+        "type": "object", "required": ["groups"], "additionalProperties": False,
+        "properties": {"groups": _RULE_GROUPS},
+    }),
+    "PrometheusRule": _custom_resource("monitoring.coreos.com/v1", "PrometheusRule", {
+        "type": "object", "required": ["groups"], "additionalProperties": False,
+        "properties": {"groups": _RULE_GROUPS},
+    }),
+    "ServiceMonitor": _custom_resource("monitoring.coreos.com/v1", "ServiceMonitor", {
+        "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+        "properties": {
+            "selector": {"type": "object", "properties": {"matchLabels": {"type": "object"}}},
+            "namespaceSelector": {"type": "object", "properties": {"matchNames": {"type": "array"}}},
+            "endpoints": {
+                "type": "array", "minItems": 1,
+                "items": {
+                    "type": "object", "required": ["port"], "additionalProperties": False,
+                    "properties": {
+                        "port": {"type": "string"},
+                        "path": {"type": "string", "pattern": "^/"},
+                        "interval": {"type": "string", "pattern": r"^(\d+(ms|s|m|h))+$"},
+                        "scrapeTimeout": {"type": "string"},
+                        "scheme": {"enum": ["http", "https"]},
+                    },
+                },
+            },
+        },
+    }),
+}  # fmt: skip
+
+
 def validate(doc: dict[str, Any], version: str) -> None:
-    if doc["kind"] == "PodMonitoring":
-        jsonschema.validate(doc, POD_MONITORING_SCHEMA)
+    if doc["kind"] in CUSTOM_RESOURCE_SCHEMAS:
+        jsonschema.validate(doc, CUSTOM_RESOURCE_SCHEMAS[doc["kind"]])
     else:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -610,7 +688,9 @@ def test_no_secret_or_key_file_anywhere_under_deploy() -> None:
     for path in DEPLOY.rglob("*"):
         if not path.is_file():
             continue
-        assert path.suffix in {".yaml", ".yml"}, f"unexpected file {path}"
+        assert path.suffix in {".yaml", ".yml"} or path in (
+            DEPLOY / "monitoring" / "dashboard.json", DEPLOY / "krew" / "kubectl-scaler"
+        ), f"unexpected file {path}"
         text = path.read_text()
         for needle in ("private_key", "BEGIN PRIVATE KEY", '"type": "service_account"', "secretGenerator",
                        "kind: Secret", "GOOGLE_APPLICATION_CREDENTIALS"):  # fmt: skip
@@ -665,7 +745,10 @@ def test_dockerfile_is_multi_stage_locked_non_root_and_runs_scaler_run() -> None
     preamble, stages = dockerfile_stages()
     assert len(stages) >= 2, "multi-stage build"
     builder, runtime = stages[0], stages[-1]
-    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in preamble, "python:3.11-slim base"
+    # A slim Python base pinned to its patch release (and optionally its digest), Python 3.11
+    # as requirements.lock was compiled for.
+    base = next((s.split("=", 1)[1] for s in preamble if s.startswith("ARG PYTHON_IMAGE=")), "")
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
     assert builder[0] == "FROM ${PYTHON_IMAGE} AS builder"
     assert runtime[0] == "FROM ${PYTHON_IMAGE}", "slim runtime stage"
     installs = [s for s in builder if s.startswith("RUN") and "-r requirements.lock" in s]
@@ -677,6 +760,15 @@ def test_dockerfile_is_multi_stage_locked_non_root_and_runs_scaler_run() -> None
     assert any(s.startswith("COPY --from=builder /opt/venv") for s in runtime)
     users = [s.split()[1] for s in runtime if s.startswith("USER ")]
     assert users and users[-1] == "65532:65532"
+    # Numeric and not root, so that the Deployment's runAsNonRoot can verify it.
+    assert all(int(part) != 0 for part in users[-1].split(":"))
+    # No pip cache in any layer: the builder disables it for every pip command.
+    builder_env = " ".join(s for s in builder if s.startswith("ENV "))
+    pips = [s for s in builder if s.startswith("RUN") and "pip " in s]
+    assert "PIP_NO_CACHE_DIR=1" in builder_env or all("--no-cache-dir" in s for s in pips)
+    # The wheel installed is this project's distribution.
+    dist = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
+    assert any(f"/wheels/{canonicalize_name(dist).replace('-', '_')}-*.whl" in s for s in pips), "installs the wheel of " + dist
     env = " ".join(s for s in runtime if s.startswith("ENV "))
     assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
     assert runtime[-1] == 'ENTRYPOINT ["scaler", "run"]'
@@ -752,3 +844,126 @@ def test_self_hosted_ca_pairing_is_scaler_for_scale_down_and_ca_for_scale_up_onl
     rules = one(docs, "ClusterRole", "cluster-autoscaler")["rules"]
     granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
     assert not {("pods/eviction", "create"), ("nodes", "delete"), ("pods", "delete")} & granted
+
+
+# -- the monitoring component -----------------------------------------------------------------------
+
+
+def with_monitoring(tmp_path: Path, overlay: str) -> list[dict[str, Any]]:
+    """``overlay`` plus the Prometheus Operator monitoring component, as the component's
+    comment tells a user to write it."""
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "install").mkdir()
+    (tmp_path / "install" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - ../deploy/{overlay}\ncomponents:\n  - ../deploy/monitoring\n"
+    )
+    return kustomize(tmp_path / "install")
+
+
+@pytest.mark.parametrize("overlay", ["base", "overlays/gke"])
+def test_monitoring_component_adds_servicemonitor_rules_and_dashboard(tmp_path: Path, overlay: str) -> None:
+    docs = with_monitoring(tmp_path, overlay)
+    plain = rendered(overlay)
+    added = sorted(d["kind"] for d in docs if d not in plain)
+    assert added == ["ConfigMap", "PrometheusRule", "ServiceMonitor"]
+    for doc in docs:
+        for version in SCHEMA_VERSIONS:
+            validate(doc, version)
+        if doc["kind"] != "Namespace" and not doc["kind"].startswith("Cluster"):
+            assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
+    # The ServiceMonitor scrapes the metrics Service's named port.
+    monitor = one(docs, "ServiceMonitor")
+    service = one(docs, "Service", "scaler-metrics")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert {e["port"] for e in monitor["spec"]["endpoints"]} <= {p["name"] for p in service["spec"]["ports"]}
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    # The dashboard ConfigMap is dashboard.json, byte for byte, labelled for Grafana's sidecar.
+    dashboard = one(docs, "ConfigMap", "scaler-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["data"]["scaler.json"] == (DEPLOY / "monitoring" / "dashboard.json").read_text()
+    rules = yaml.safe_load((DEPLOY / "monitoring" / "scaler-rules.yaml").read_text())["groups"]
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == rules
+
+
+def test_gke_overlay_carries_the_managed_prometheus_rules() -> None:
+    rules = yaml.safe_load((DEPLOY / "monitoring" / "scaler-rules.yaml").read_text())["groups"]
+    for overlay in ("overlays/gke", "overlays/dry-run"):
+        assert one(rendered(overlay), "Rules")["spec"]["groups"] == rules
+
+
+def test_custom_resource_validation_is_not_vacuous(tmp_path: Path) -> None:
+    docs = with_monitoring(tmp_path, "base")
+    bad_monitor = copy.deepcopy(one(docs, "ServiceMonitor"))
+    bad_monitor["spec"]["endpoints"][0]["intervall"] = "30s"
+    bad_rule = copy.deepcopy(one(docs, "PrometheusRule"))
+    bad_rule["spec"]["groups"][0]["rules"][0]["for"] = "five minutes"
+    bad_managed = copy.deepcopy(one(rendered("overlays/gke"), "Rules"))
+    del bad_managed["spec"]["groups"][0]["rules"][0]["expr"]
+    for bad in (bad_monitor, bad_rule, bad_managed):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad, SCHEMA_VERSIONS[0])
+
+
+# -- sizing ------------------------------------------------------------------------------------------
+
+# Peak resident memory of `scaler run` (bytes) for the largest cluster each install covers:
+# measured against a real API server at 1,000 and 5,000 nodes (docs/benchmarks.md, scaler beside
+# cluster-autoscaler: 259 and 818 MiB), extrapolated at 15,000 (2.2 GiB).
+MI_B = 2**20
+SIZING = {
+    "small": ("../deploy/sizing/small", 259 * MI_B),
+    "default": (None, 818 * MI_B),
+    "large": ("../deploy/sizing/large", int(2.2 * 1024 * MI_B)),
+}
+
+
+def memory_bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(float(quantity[: -len(suffix)]) * factor)
+    return int(quantity)
+
+
+def sized(tmp_path: Path, size: str) -> dict[str, Any]:
+    component, _ = SIZING[size]
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "install").mkdir()
+    text = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy/overlays/gke\n"
+    if component:
+        text += f"components:\n  - {component}\n"
+    (tmp_path / "install" / "kustomization.yaml").write_text(text)
+    return container(kustomize(tmp_path / "install"))["resources"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("size", list(SIZING))
+def test_each_size_holds_its_benchmarked_peak_with_headroom(tmp_path: Path, size: str) -> None:
+    resources = sized(tmp_path, size)
+    peak = SIZING[size][1]
+    limit, request = memory_bytes(resources["limits"]["memory"]), memory_bytes(resources["requests"]["memory"])
+    assert limit >= 1.5 * peak, f"{size}: limit {resources['limits']['memory']} is not 1.5x the peak"
+    assert peak <= request <= limit, f"{size}: request {resources['requests']['memory']} below the peak"
+    # The sizing page's table says the same.
+    page = (REPO / "docs" / "getting-started" / "sizing.md").read_text()
+    row = f"{resources['requests']['memory']} / {resources['limits']['memory']} | "
+    row += f"{resources['requests']['cpu']} / {resources['limits']['cpu']} |"
+    assert row in page, f"docs/getting-started/sizing.md has no row ending {row!r}"
+
+
+def test_the_monitoring_page_patch_drops_the_managed_prometheus_objects(tmp_path: Path) -> None:
+    """docs/operations/monitoring.md tells users without managed collection how to drop the
+    PodMonitoring and the Rules; the patch must render and leave everything else."""
+    page = (REPO / "docs" / "operations" / "monitoring.md").read_text()
+    m = re.search(r"drop both objects in your overlay:\n\n```yaml\n(.*?)```", page, re.S)
+    assert m, "docs/operations/monitoring.md: the patch dropping PodMonitoring and Rules is missing"
+    (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
+    (tmp_path / "install").mkdir()
+    (tmp_path / "install" / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../deploy/overlays/gke\n"
+        + m[1]
+    )
+    docs = kustomize(tmp_path / "install")
+    assert sorted(d["kind"] for d in docs) == sorted(
+        d["kind"] for d in rendered("overlays/gke") if d["kind"] not in ("PodMonitoring", "Rules")
+    )

@@ -35,10 +35,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine", "plugin_api", "cloud", "kube.permissions"),  # the pure loop; cloud adapters
     ("planner", "relief"),  # what to remove, which hot node to relieve
     ("actuation", "report"),  # acting on a plan; the dry-run report
-    ("controller",),  # the live loop
+    ("controller", "why", "status"),  # the live loop; one node's answer and a running scaler's status, read
     ("runner", "replay"),  # the live process; the what-if replay drives the controller
     ("cli",),  # the command line
-    ("docs",),  # the reference pages, generated from the command line and the code
+    ("docs", "kubectl_plugin"),  # the reference pages; kubectl scaler, both on the command line
 )  # fmt: skip
 """The intended package order of ``scaler``, lowest layer first."""
 

@@ -17,6 +17,8 @@ import json
 import re
 import signal
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -656,6 +658,42 @@ def test_a_drain_stops_when_its_node_is_deleted_by_someone_else(w: World) -> Non
     ]
     assert nodes == [], nodes
 
+# -- kubectl scaler why -------------------------------------------------------------------------------
+
+
+def test_why_explains_a_node_kept_by_a_pdb_with_read_only_rbac(w: World) -> None:
+    """``scaler why`` with the dry-run overlay's read-only ServiceAccount: the underused node is
+    kept because its pods' PDB allows no disruption (the blocking pod named); a busy node is
+    above the threshold; an unknown node is one line and exit 2. Nothing is written."""
+    busy = w.busy_nodes("why")
+    under = w.node("why-under", IDLE_USAGE)
+    w.cp.place(lambda: w.cp.deployment("guarded", APPS, 2), APPS, "guarded", 2, on=[under])
+    w.cp.pdb("guarded", APPS, "guarded", max_unavailable=0)
+    wait_for(lambda: w.cp.pdb_allows("guarded", APPS) == 0, 30, "PDB guarded to allow 0")
+    pods = {p["metadata"]["name"] for p in w.cp.pods(APPS, "guarded")}
+
+    def why(node: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "scaler.cli", "why", node, "--kubeconfig", str(w.kubeconfigs["scaler-dry-run"]),
+                "-o", "json"]  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+    out = why(under)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert (answer["verdict"], answer["reason"], answer["blockingPodReason"]) == (
+        "unremovable", "BlockedByPod", "NotEnoughPdb",
+    ), answer  # fmt: skip
+    namespace, _, pod = answer["blockingPod"].partition("/")
+    assert namespace == APPS and pod in pods
+    assert "PodDisruptionBudget" in answer["change"]
+    out = why(busy[0])
+    assert out.returncode == 0 and json.loads(out.stdout)["reason"] == "NotUnderutilized", out.stderr
+    out = why("why-ghost")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "'why-ghost' not found" in out.stderr
+    written = [e.display for e in w.audit("system:serviceaccount:scaler-system:scaler-dry-run")
+               if e.verb in WRITE_VERBS]  # fmt: skip
+    assert written == [], written
+
 
 # -- the fault matrix: two replicas, each its own ServiceAccount, checked from the audit log ---------
 #
@@ -875,3 +913,4 @@ def test_fault_node_metrics_glitch_is_not_an_idle_node(fx: Faults) -> None:
     assert not evictions(fx.events()), [e.display for e in evictions(fx.events())]
     assert verdict["reason"] == "MetricsUnavailable", verdict
     fx.check()
+

@@ -133,6 +133,13 @@ class NodeOutcome:
     time: float = 0.0
 
 
+def refused_by_pdb(error: str) -> bool:
+    """Whether a failed eviction's ``error`` is the Eviction API refusing it for a
+    PodDisruptionBudget: HTTP 429 with the API server's "disruption budget" message
+    (``pkg/registry/core/pod/storage/eviction.go``), not a 429 of API priority and fairness."""
+    return "HTTP 429" in error and "disruption budget" in error
+
+
 def _workload_pods(objs: Sequence[dict[str, object]], expendable_cutoff: int) -> list[str]:
     """Names of pods that must not be on a node being deleted: anything but DaemonSet, mirror,
     finished and expendable pods (:meth:`Pod.is_expendable` at ``expendable_cutoff``, which CA neither moves
@@ -519,6 +526,7 @@ class Actuator:
             self.metrics.evicted_pods.labels("failed").inc(
                 len([f for f in result.failed if "not attempted" not in f[1]])
             )
+            self.metrics.evictions_refused_by_pdb.inc(len([f for f in result.failed if refused_by_pdb(f[1])]))
             if result.failed:
                 self.fence()  # an eviction refused by the fence: LeaseLost, and nothing more is written
             if gone.is_set():

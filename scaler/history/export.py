@@ -414,13 +414,10 @@ def default_cache_dir() -> Path:
 
 
 def scaler_version() -> str:
-    """The installed scaler's version, ``unknown`` in a source tree never installed."""
-    from importlib.metadata import PackageNotFoundError, version
+    """scaler's version (:data:`scaler.__version__`, its single source)."""
+    from scaler import __version__
 
-    try:
-        return version("scaler")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def now() -> float:

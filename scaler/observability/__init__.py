@@ -12,11 +12,12 @@ below the planner. The names are re-exported here.
 
 from scaler.observability.health import HealthServer
 from scaler.observability.logs import JsonFormatter, configure_logging
-from scaler.observability.metrics import Metrics
+from scaler.observability.metrics import ERROR_TYPES, Metrics
 from scaler.observability.plan import PlanView
 from scaler.observability.status import node_status, status_document, status_label, status_yaml
 
 __all__ = [
+    "ERROR_TYPES",
     "HealthServer",
     "JsonFormatter",
     "Metrics",

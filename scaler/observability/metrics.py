@@ -12,7 +12,15 @@ from prometheus_client import Counter as PromCounter
 from scaler.observability.plan import PlanView
 from scaler.reasons import NodeStatus
 
-__all__ = ["Metrics"]
+__all__ = ["ERROR_TYPES", "Metrics"]
+
+
+ERROR_TYPES = (
+    "loop", "unreachable", "stale_cache", "metrics_unavailable", "status", "node_status", "relief", "rollback",
+)  # fmt: skip
+"""The ``type`` values of ``scaler_errors_total``: a loop that failed (``loop``), the API server
+unreachable, the watch cache stale, metrics.k8s.io unavailable, the status ConfigMap or a
+node's status not written, a relief step or a rollback that failed."""
 
 
 class Metrics:
@@ -25,7 +33,14 @@ class Metrics:
     ``last_activity{activity}`` (Unix seconds), ``errors_total{type}``, plus ``is_leader``,
     ``metrics_api_available`` (0 during a metrics.k8s.io outage), and hot-node relief's
     ``relief_evictions_total{eviction_result=succeeded|failed}`` and ``hot_nodes_count`` (nodes
-    above a hot-node waterline in the last loop).
+    above a hot-node waterline in the last loop); ``evictions_refused_by_pdb_total`` (drain
+    evictions that a PodDisruptionBudget still refused after ``--max-pod-eviction-time`` of
+    retries) and ``unneeded_nodes_monthly_cost_usd`` (the priced unneeded nodes' cost, USD per
+    month: what removing them saves).
+
+    The counters' fixed label values (eviction results, scale-down reasons) are exported at 0
+    from the start, so that a rate over them has data before the first event (Prometheus'
+    instrumentation practice for known label values).
     """
 
     def __init__(self) -> None:
@@ -79,6 +94,23 @@ class Metrics:
             ["budget"],
             registry=r,
         )
+        self.evictions_refused_by_pdb = PromCounter(
+            "scaler_evictions_refused_by_pdb_total",
+            "Drain evictions a PodDisruptionBudget refused until --max-pod-eviction-time ran out.",
+            registry=r,
+        )
+        self.unneeded_monthly_cost = Gauge(
+            "scaler_unneeded_nodes_monthly_cost_usd",
+            "Monthly cost (USD, 730 hours) of the unneeded nodes whose price is known: the savings of removing them.",
+            registry=r,
+        )
+        for result in ("succeeded", "failed"):
+            self.evicted_pods.labels(result)
+            self.relief_evictions.labels(result)
+        for reason in ("empty", "underutilized", "unready"):
+            self.scaled_down_nodes.labels(reason)
+        for kind in ERROR_TYPES:
+            self.errors.labels(kind)
         self._reasons: set[str] = set()
 
     def observe_plan(self, plan: PlanView, budgets: Sequence[str] = ()) -> None:
