@@ -71,6 +71,7 @@ from scaler.relief import NodeRelief
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
 from scaler.simulator.registry import Plugins
+from scaler.simulator.reuse import VerdictCache
 
 T = TypeVar("T")
 
@@ -564,6 +565,7 @@ def _run_policy(
         actuator_factory=partial(ReplayActuator, world=world),
     )
     controller.leader.set()
+    controller.verdicts = VerdictCache()  # the world keeps its objects while nothing moved
     actuator = cast(ReplayActuator, controller.actuator)
     window = policy.usage_window
     trim = window is not None and window < cfg.scale_down_unneeded_time
