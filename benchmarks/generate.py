@@ -1238,9 +1238,7 @@ class Cluster:
     def pod_series(self) -> dict[str, str]:
         """``namespace/name`` → the Bitbrains VM id (a series of the "Rnd" trace) whose usage
         shape each application pod took, for a replay that follows the trace."""
-        return {
-            f"{self.workloads[p.workload].namespace}/{p.name}": str(p.vm) for p in self.pods if p.vm >= 0
-        }
+        return {f"{self.workloads[p.workload].namespace}/{p.name}": str(p.vm) for p in self.pods if p.vm >= 0}
 
     def snapshot(self) -> ClusterSnapshot:
         """The cluster as the engine sees it, built object by object (no files)."""

@@ -62,10 +62,16 @@ def _input(snapshot_dir: str | None, series_file: str | None, steps: int) -> Any
     else:
         wanted = known_map(path.name)
     trace = load_trace(str(TRACE), wanted=set(wanted.values()))
-    pod_series = {k: v for k, v in wanted.items() if v in trace.series} if series_file else map_pods(snap, trace, {}, path.name)
+    pod_series = (
+        {k: v for k, v in wanted.items() if v in trace.series}
+        if series_file
+        else map_pods(snap, trace, {}, path.name)
+    )
     used = set(pod_series.values())
     grid = build_grid(trace, used, START, START + steps * STEP, STEP)
-    return ReplayInput(snap, usage_table(trace, used, grid), pod_series, STEP, 120.0, load_prices(None), 3600.0, 0)
+    return ReplayInput(
+        snap, usage_table(trace, used, grid), pod_series, STEP, 120.0, load_prices(None), 3600.0, 0
+    )
 
 
 def _full_evaluation_seconds(inp: Any, runs: int) -> float:
@@ -89,7 +95,11 @@ def _work(args: argparse.Namespace) -> dict[str, Any]:
     from scaler.replay.simulate import run_policy
 
     inp = _input(args.snapshot, args.series, args.steps)
-    out: dict[str, Any] = {"steps": len(inp.usage.times), "nodes": len(inp.snapshot.nodes), "pods": len(inp.snapshot.pods)}
+    out: dict[str, Any] = {
+        "steps": len(inp.usage.times),
+        "nodes": len(inp.snapshot.nodes),
+        "pods": len(inp.snapshot.pods),
+    }
     out["pods_following"] = len(inp.pod_series)
     if args.evaluate:
         out["evaluate_seconds"] = _full_evaluation_seconds(inp, 3)
@@ -98,7 +108,11 @@ def _work(args: argparse.Namespace) -> dict[str, Any]:
         policy = parse_policies([name], {})[0]
         t = time.perf_counter()
         r = run_policy(inp, policy)
-        per_policy[name] = {"seconds": time.perf_counter() - t, "removed": r.nodes_removed, "evicted": r.pods_evicted}
+        per_policy[name] = {
+            "seconds": time.perf_counter() - t,
+            "removed": r.nodes_removed,
+            "evicted": r.pods_evicted,
+        }
     out["policies"] = per_policy
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return out
@@ -119,14 +133,18 @@ def _run(args: list[str], pythonpath: Path | None = None) -> dict[str, Any]:
     proc = subprocess.run(cmd, cwd=pythonpath or ROOT, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"replay-bench worker failed ({' '.join(args)}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def _median_run(args: list[str], runs: int, pythonpath: Path | None = None) -> dict[str, Any]:
     results = [_run(args, pythonpath) for _ in range(runs)]
     best = dict(results[0])
     best["policies"] = {
-        name: {**results[0]["policies"][name], "seconds": statistics.median(r["policies"][name]["seconds"] for r in results)}
+        name: {
+            **results[0]["policies"][name],
+            "seconds": statistics.median(r["policies"][name]["seconds"] for r in results),
+        }
         for name in results[0]["policies"]
     }
     best["peak_rss_bytes"] = max(r["peak_rss_bytes"] for r in results)
@@ -151,12 +169,24 @@ def measure_sizes(sizes: list[int], steps: dict[int, int], policy: str, runs: in
             k = steps.get(n, 48)
             _log(f"{n} nodes: {k} steps of {policy} × {runs} …")
             r = _median_run(
-                ["--snapshot", f"{tmp}/snap", "--series", str(series), "--steps", str(k), "--policies", policy, "--evaluate"],
+                [
+                    "--snapshot",
+                    f"{tmp}/snap",
+                    "--series",
+                    str(series),
+                    "--steps",
+                    str(k),
+                    "--policies",
+                    policy,
+                    "--evaluate",
+                ],
                 runs,
             )
         per_step = r["policies"][policy]["seconds"] / r["steps"]
         rows.append({**r, "policy": policy, "seconds_per_step": per_step})
-        _log(f"{n} nodes: {per_step * 1000:.1f} ms/step, full evaluation {r['evaluate_seconds'] * 1000:.0f} ms")
+        _log(
+            f"{n} nodes: {per_step * 1000:.1f} ms/step, full evaluation {r['evaluate_seconds'] * 1000:.0f} ms"
+        )
     return rows
 
 
@@ -187,7 +217,7 @@ def markdown(saved: dict[str, Any]) -> str:
         "## Replay",
         "",
         "`scaler replay` of one policy over generated clusters whose application pods follow the Bitbrains",
-        "\"Rnd\" series of the VM their usage shape was drawn from, 5-minute steps from 2013-07-01"
+        '"Rnd" series of the VM their usage shape was drawn from, 5-minute steps from 2013-07-01'
         f" (`python -m benchmarks.replay`; {saved['machine']}). Week (2,016 steps) and month (8,640",
         "steps) are extrapolated from the time per step of the steps measured. A full evaluation is one",
         "`evaluate()` of the starting cluster, as a live loop would run it.",
@@ -252,11 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m benchmarks.replay``."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000,5000", help="node counts, comma-separated (0: none)")
-    ap.add_argument("--steps", help="steps measured per size, e.g. 100=2016,1000=288,5000=48 or one number for all")
+    ap.add_argument(
+        "--steps", help="steps measured per size, e.g. 100=2016,1000=288,5000=48 or one number for all"
+    )
     ap.add_argument("--policy", default="scaler", help="the policy replayed over the generated clusters")
     ap.add_argument("--runs", type=int, default=3, help="runs per measure (median reported)")
-    ap.add_argument("--baseline", default="3c01bc1", help="revision to compare with on the bundled example ('' to skip)")
-    ap.add_argument("--baseline-steps", type=int, default=288, help="steps of the bundled example (2016: a week)")
+    ap.add_argument(
+        "--baseline", default="3c01bc1", help="revision to compare with on the bundled example ('' to skip)"
+    )
+    ap.add_argument(
+        "--baseline-steps", type=int, default=288, help="steps of the bundled example (2016: a week)"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--snapshot", help=argparse.SUPPRESS)
@@ -280,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             steps = {n: int(a.steps) for n in sizes}
     a.out.mkdir(parents=True, exist_ok=True)
     saved_path = a.out / "replay-bench.json"
-    saved = {"machine": _machine(), "sizes": measure_sizes(sizes, steps, a.policy, a.runs) if sizes else []}
+    saved: dict[str, Any] = {"machine": _machine(), "sizes": measure_sizes(sizes, steps, a.policy, a.runs) if sizes else []}
     if a.baseline:
         saved["baseline"] = measure_baseline(a.baseline, a.baseline_steps, a.runs)
     saved_path.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
