@@ -293,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--baseline-steps", type=int, default=288, help="steps of the bundled example (2016: a week)"
     )
+    ap.add_argument("--baseline-runs", type=int, help="runs of the bundled comparison (default: --runs)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--snapshot", help=argparse.SUPPRESS)
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     saved_path = a.out / "replay-bench.json"
     saved: dict[str, Any] = {"machine": _machine(), "sizes": measure_sizes(sizes, steps, a.policy, a.runs) if sizes else []}
     if a.baseline:
-        saved["baseline"] = measure_baseline(a.baseline, a.baseline_steps, a.runs)
+        saved["baseline"] = measure_baseline(a.baseline, a.baseline_steps, a.baseline_runs or a.runs)
     saved_path.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
     if saved["sizes"]:
         _plot(saved, a.out / "replay-bench.png")

@@ -96,7 +96,7 @@ def _same(full: Evaluation, reused: Evaluation) -> None:
     assert reused.context.simulator.rotation() == full.context.simulator.rotation()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cluster=clusters(), data=st.data())
 def test_incremental_evaluation_equals_a_full_one_at_every_step(
     cluster: tuple[list, list[Pod]], data: st.DataObject
