@@ -55,10 +55,14 @@ test-deps:
 ## Benchmarks (tens of minutes): at 1k, 5k and 15k nodes the end-to-end `scaler dry-run` beside its
 ## msgspec floor, the steady `scaler run` loop against the fake API in another process, and the
 ## evaluation; writes docs/benchmarks.md/.json/.png. BENCH_ARGS="--sizes 1000,5000" for fewer sizes,
-## "--sizes 15000 --merge" to add one size to the saved results.
+## "--sizes 15000 --merge" to add one size to the saved results. Then the replay benchmark
+## (benchmarks/replay.py: steps per second of one policy over generated 100, 1k and 5k-node clusters
+## following the Bitbrains trace, a full evaluation beside it, peak RSS, and the bundled example
+## against 3c01bc1); REPLAY_ARGS="--sizes 1000 --steps 1000=2016" for other sizes or durations.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m benchmarks $(BENCH_ARGS)
+	$(PY) -m benchmarks.replay $(REPLAY_ARGS)
 
 ## Soak (30 minutes; needs ../shared/k8s and etcd): two `scaler run` replicas on a real control
 ## plane under the fault matrix at seeded random times; the safety invariants checked over the

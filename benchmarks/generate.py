@@ -208,6 +208,7 @@ class _Pod:
     usage_cpu_n: int  # nanocores
     usage_mem_ki: int
     created: int
+    vm: int = -1  # the trace VM whose shape the pod's usage took (-1: none)
 
 
 class Cluster:
@@ -363,6 +364,7 @@ class Cluster:
                     int(shape_c * max(w.cpu, 10) * 1e6),  # nanocores, scaled per node later
                     int(shape_m * max(w.mem, 32 * MiB) / 1024),
                     int(self.now - rng.randint(3600, 30 * 86400)),
+                    vm.vm,
                 )
             )
             n.pods.append(len(self.pods) - 1)
@@ -1232,6 +1234,11 @@ class Cluster:
         """Every API object of the cluster, file by file."""
         for make in self.objects().values():
             yield from make()
+
+    def pod_series(self) -> dict[str, str]:
+        """``namespace/name`` → the Bitbrains VM id (a series of the "Rnd" trace) whose usage
+        shape each application pod took, for a replay that follows the trace."""
+        return {f"{self.workloads[p.workload].namespace}/{p.name}": str(p.vm) for p in self.pods if p.vm >= 0}
 
     def snapshot(self) -> ClusterSnapshot:
         """The cluster as the engine sees it, built object by object (no files)."""

@@ -343,13 +343,17 @@ def _target(ok: bool | None, text: str) -> str:
 
 def _with_peer(text: str, out: Path) -> str:
     """``text`` followed by the side-by-side section that ``python -m benchmarks.peer`` renders
-    from ``peer.json`` (kept when this command rewrites ``benchmarks.md``)."""
+    from ``peer.json`` and the replay section of ``python -m benchmarks.replay`` from
+    ``replay-bench.json`` (both kept when this command rewrites ``benchmarks.md``)."""
+    from benchmarks.replay import with_replay
+
     peer = out / "peer.json"
     if not peer.exists():
-        return text
+        return with_replay(text, out)
     from benchmarks.peer.run import markdown
 
-    return text.rstrip("\n") + "\n\n" + markdown(json.loads(peer.read_text(encoding="utf-8")))
+    text = text.rstrip("\n") + "\n\n" + markdown(json.loads(peer.read_text(encoding="utf-8")))
+    return with_replay(text, out)
 
 
 def _markdown(

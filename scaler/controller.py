@@ -78,6 +78,7 @@ from scaler.prices import PriceTable, load_price_table
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.relief import ReliefPlan, hot_nodes, plan_relief
 from scaler.simulator.registry import Plugins, resolve_plugins
+from scaler.simulator.reuse import VerdictCache
 
 __all__ = ["NO_STATUS", "Controller", "StatusSink", "WriterStatus"]
 
@@ -225,6 +226,9 @@ class Controller:
         self._node_labels: dict[str, str] = {}  # node -> status label last written
         self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
         self._prices: PriceTable | None = None
+        self.verdicts: VerdictCache | None = None
+        """Failed removal checks reused from loop to loop (:mod:`scaler.simulator.reuse`);
+        ``None`` (live) re-checks every candidate each loop. The replay sets one."""
         self.actuator = actuator_factory(
             config,
             writer,
@@ -375,6 +379,7 @@ class Controller:
             scorers=scorers,
             recently_unremovable=self.state.recently_unremovable(now),
             disrupted={*in_flight, *self.actuator.relieving},
+            verdicts=self.verdicts,
         )
         # Pods whose usage history the next loops keep: those of the nodes that may be candidates
         # (and of the hot nodes, whose pods relief may evict by that usage).

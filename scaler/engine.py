@@ -63,6 +63,7 @@ from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.simulator.cluster import RemovalContext, counted_pods, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import Tier
+from scaler.simulator.reuse import VerdictCache
 from scaler.simulator.state import FilterPlugin, ScorePlugin
 from scaler.utilization import NodeUtilization
 
@@ -147,6 +148,7 @@ def evaluate(
     scorers: Sequence[ScorePlugin] | None = None,
     recently_unremovable: Collection[str] = (),
     disrupted: Collection[str] = (),
+    verdicts: VerdictCache | None = None,
 ) -> Evaluation:
     """Decide, for every node of ``snapshot`` at ``snapshot.now``, whether it can be removed.
 
@@ -159,12 +161,15 @@ def evaluate(
         disrupted: nodes whose removal or relief is under way (live mode): the disruption
             budgets count them as disrupted, beside the NotReady nodes and those tainted
             ``ToBeDeletedByClusterAutoscaler``.
+        verdicts: failed checks kept from the previous evaluations of the same controller,
+            reused where their inputs are unchanged (:mod:`scaler.simulator.reuse`); the result
+            is the same with or without.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin name is unknown.
     """
     with no_cycle_collector():
-        return _evaluate(snapshot, config, filters, scorers, recently_unremovable, disrupted)
+        return _evaluate(snapshot, config, filters, scorers, recently_unremovable, disrupted, verdicts)
 
 
 def _evaluate(
@@ -174,6 +179,7 @@ def _evaluate(
     scorers: Sequence[ScorePlugin] | None,
     recently_unremovable: Collection[str],
     disrupted: Collection[str],
+    verdicts: VerdictCache | None = None,
 ) -> Evaluation:
     if filters is None:
         filters = load_filters(config)
@@ -206,7 +212,7 @@ def _evaluate(
     }
     while True:
         ledger = budgets.copy()
-        results, newly_held = _simulate(ctx, candidates, held, ledger, group_sizes, limits)
+        results, newly_held = _simulate(ctx, candidates, held, ledger, group_sizes, limits, verdicts)
         if not newly_held:
             break
         # A budget spent by this pass's removals held more candidates: simulate again with them
@@ -262,11 +268,13 @@ def _simulate(
     ledger: BudgetLedger,
     group_sizes: Counter[tuple[str, str, str]],
     limits: GroupLimits,
+    verdicts: VerdictCache | None = None,
 ) -> tuple[dict[str, NodeResult], dict[str, BudgetHold]]:
     """One pass over ``candidates`` in removal order, the nodes of ``held`` held by the budgets
     (not simulated, destinations like the nodes that are not candidates). Returns the verdicts,
     and the candidates a budget held that were not in ``held`` (when there are any, the pass's
-    removals are not final: the caller simulates again)."""
+    removals are not final: the caller simulates again). ``verdicts`` answers the checks run
+    before the pass commits its first removal (:mod:`scaler.simulator.reuse`, rule 2)."""
     utils = ctx.utils
     state = ctx.state
     movable = [n for n in candidates if n.name not in held]
@@ -314,7 +322,10 @@ def _simulate(
             unremovable(UnremovableReason.ScaleDownBudgetExhausted, hold.detail)
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
-        removal = simulate_node_removal(ctx, node.name, tiers)
+        if verdicts is not None and rank == 0:  # rank: the removals committed in this pass
+            removal = verdicts.removal(ctx, node.name, tiers)
+        else:
+            removal = simulate_node_removal(ctx, node.name, tiers)
         if not removal.removable:
             unremovable(removal.reason, removal.detail, removal.blocking)
             continue

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config", "reasons", "cmdline", "entrypoints", "forked", "kube", "kube.raw"),
     # policy-free building blocks, each on model and config alone
     (
-        "utilization", "limits", "prices", "budgets", "drain", "eviction", "observability",
+        "utilization", "usage_history", "limits", "prices", "budgets", "drain", "eviction", "observability",
         "kube.client", "kube.leader",
     ),
     # reading the cluster and its history, the scheduler simulation, node eligibility, writes

@@ -67,6 +67,7 @@ from scaler.observability import Metrics
 from scaler.replay.actuation import ReplayActuation
 from scaler.replay.policies import Policy
 from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
+from scaler.simulator.reuse import VerdictCache
 
 T = TypeVar("T")
 
@@ -506,6 +507,7 @@ def _build_policy(inp: ReplayInput, policy: Policy) -> tuple[World, SimWriter, C
         status_sink=NO_STATUS,
     )
     controller.leader.set()
+    controller.verdicts = VerdictCache()  # the world keeps its objects while nothing moved
     return world, writer, controller, actuation
 
 

@@ -368,6 +368,7 @@ class World:
         self._cached: tuple[int, float, ClusterSnapshot] | None = None
         self._structure: tuple[int, ClusterSnapshot] | None = None
         self._arrays: tuple[int, IntArray, IntArray, list[str]] | None = None
+        self._bound: tuple[int, list[tuple[str, str]], IntArray] | None = None
         self._node_counter = 0
         # Usage slots: one per pod (uid), a series row or a constant.
         rows = {s: i for i, s in enumerate(usage.series)}
@@ -564,17 +565,25 @@ class World:
         }
         pod_metrics: Mapping[tuple[str, str], PodMetrics] = {}
         if self.with_pod_metrics:
-            usage = self.pod_usage()
+            cpu, mem = self._usage_now()
+            keys, slots = self._bound_slots()
+            # int() of each float64, as truncation toward zero, for every pod at once.
+            cpu_i, mem_i = cpu[slots].astype(np.int64).tolist(), mem[slots].astype(np.int64).tolist()
             pod_metrics = {
-                (p.namespace, p.name): PodMetrics(
-                    p.namespace, p.name, t, 30.0, int(usage[p.uid][0]), int(usage[p.uid][1])
-                )
-                for p in self.pods.values()
-                if p.node_name
+                k: PodMetrics(k[0], k[1], t, 30.0, c, m) for k, c, m in zip(keys, cpu_i, mem_i, strict=True)
             }
         snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics)
         self._cached = (self._version, t, snap)
         return snap
+
+    def _bound_slots(self) -> tuple[list[tuple[str, str]], IntArray]:
+        """``(namespace, name)`` of every pod bound to a node, in pod order, and its usage slot
+        (cached until the pods change)."""
+        if self._bound is None or self._bound[0] != self._version:
+            bound = [p for p in self.pods.values() if p.node_name]
+            slots = np.asarray([self._slot_of[p.uid] for p in bound], dtype=np.int64)
+            self._bound = (self._version, [(p.namespace, p.name) for p in bound], slots)
+        return self._bound[1], self._bound[2]
 
     # ---- Kubernetes writes (through SimWriter) -----------------------------------------------------
     def mark_to_be_deleted(self, name: str, now: float, instance: str) -> None:

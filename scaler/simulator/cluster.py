@@ -23,7 +23,7 @@ from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
-from scaler.simulator.removal import RemovalSimulator
+from scaler.simulator.removal import PlacementFailure, RemovalSimulator
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 from scaler.utilization import NodeUtilization, no_usage_words, node_utilization, pod_load
 
@@ -185,8 +185,9 @@ def _simulate_node_removal(
     sim = ctx.simulator.simulate(node_name, pods, tiers, keep=keep)
     if sim.failure is not None:
         tracker.revert(mark)
-        detail = f"pod {sim.failure.pod.key} fits nowhere: {sim.failure.summary(limit=2)}"
-        return NodeRemoval(node_name, UnremovableReason.NoPlaceToMovePods, detail, None, pods, ds)
+        return NodeRemoval(
+            node_name, UnremovableReason.NoPlaceToMovePods, nowhere_detail(sim.failure), None, pods, ds
+        )
     if to_move.on_completion_pods:
         tracker.revert(mark)
         first = to_move.on_completion_pods[0]
@@ -197,6 +198,11 @@ def _simulate_node_removal(
     else:
         tracker.revert(mark)
     return NodeRemoval(node_name, UnremovableReason.NoReason, "", None, pods, ds, sim.moves)
+
+
+def nowhere_detail(failure: PlacementFailure) -> str:
+    """The detail of a ``NoPlaceToMovePods`` verdict: the pod and the reasons nodes refused it."""
+    return f"pod {failure.pod.key} fits nowhere: {failure.summary(limit=2)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,11 +33,28 @@ from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
+import numpy.typing as npt
 
 from scaler.model.records import Pod
 from scaler.simulator.state import ClusterState, Codes, FilterPlugin, NodeState, Positions, ScorePlugin
 
-__all__ = ["PlacementFailure", "RemovalResult", "RemovalSimulator", "Tier", "placement_order", "score_totals"]
+__all__ = [
+    "STRUCTURAL_FILTERS",
+    "PlacementFailure",
+    "RemovalResult",
+    "RemovalSimulator",
+    "StructuralRefusal",
+    "Tier",
+    "placement_order",
+    "score_totals",
+]
+
+STRUCTURAL_FILTERS = frozenset(
+    {"NodeUnschedulable", "NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodePorts", "VolumeZone"}
+)
+"""The built-in filters whose answer depends on the cluster's structure alone (nodes, their
+allocatable, labels and taints, the pods bound to them and their requests, ports and volumes),
+never on usage or time. :func:`scaler.simulator.registry.load_filters` runs them first."""
 
 _FIRST_CHUNK = 256
 _MAX_CHUNK = 8192
@@ -140,6 +157,21 @@ class RemovalResult:
         return self.failure is None
 
 
+@dataclass(frozen=True, slots=True)
+class StructuralRefusal:
+    """How every live node refused one pod by a :data:`STRUCTURAL_FILTERS` filter
+    (:meth:`RemovalSimulator.structural_refusal`).
+
+    Attributes:
+        codes: per row of the state's node table, the index in ``labels`` of the node's first
+            failing filter's reason, ``-1`` for the rows that were not live destinations.
+        labels: the reasons, worded as a placement failure words them.
+    """
+
+    codes: npt.NDArray[np.int32]
+    labels: tuple[str, ...]
+
+
 class RemovalSimulator:
     """Re-places pods of nodes under removal on a :class:`ClusterState`.
 
@@ -240,6 +272,76 @@ class RemovalSimulator:
             base += n
         for label in sorted(counts, key=first.__getitem__):
             reasons[label] += counts[label]
+
+    def structural_refusal(self, node_name: str, pods: Sequence[Pod], pod: Pod) -> StructuralRefusal | None:
+        """Whether every live node but ``node_name`` refuses ``pod`` by a structural filter.
+
+        The state is taken as :meth:`simulate` takes it before placing its first pod
+        (``node_name`` a ghost, ``pods`` unscheduled from it) and given back unchanged. Each
+        node is judged by the configured filters in order, as :meth:`_count_refusals` judges it,
+        but only over the leading filters of :data:`STRUCTURAL_FILTERS`: a node that passes
+        them all (the next filters may read usage) makes the answer ``None``.
+
+        Returns:
+            The refusal of every live node, or ``None``.
+        """
+        lead = 0
+        for f in self.filters:
+            if f.name not in STRUCTURAL_FILTERS or type(f).__module__ != "scaler.simulator.filters":
+                break
+            lead += 1
+        state = self.state
+        mark = state.checkpoint()
+        state.set_flags(node_name, ghost=True)
+        state.unschedule_all(pods, node_name)
+        try:
+            t = state.table
+            rows = np.arange(len(state.names), dtype=np.intp)
+            remaining = rows[~(t.ghost[rows] | t.removed[rows])]
+            codes = np.full(len(rows), -1, dtype=np.int32)
+            labels: dict[str, int] = {}
+            for f in self.filters[:lead]:
+                if len(remaining) == 0:
+                    break
+                res = f.filter_nodes(pod, remaining, state) if f in self._vector else None  # type: ignore[attr-defined]
+                found, texts = res if res is not None else _each(f, pod, remaining, state)
+                failed = found != 0
+                for code in np.unique(found[failed]).tolist():
+                    label = labels.setdefault(self._label(f, texts[code - 1]), len(labels))
+                    codes[remaining[found == code]] = label
+                remaining = remaining[~failed]
+            if len(remaining):
+                return None
+            return StructuralRefusal(codes, tuple(labels))
+        finally:
+            state.revert(mark)
+
+    def refusals_from(
+        self, refusal: StructuralRefusal, tiers: Sequence[Sequence[str]]
+    ) -> Counter[str] | None:
+        """The refusal counts :meth:`_count_refusals` would find for the pod of ``refusal``
+        over ``tiers`` now (per reason, in the order a node-by-node scan from each tier's
+        round-robin position meets them), read from ``refusal``; ``None`` when a live node of
+        ``tiers`` has no reason there. Exact while the structure, the live nodes and their
+        requests are those ``refusal`` was taken on."""
+        t = self.state.table
+        scan = []
+        for ti, tier in enumerate(tiers):
+            pos = self._positions(tier)
+            n = len(pos)
+            if n == 0:
+                continue
+            start = self._offsets.get(ti, 0) % n
+            order = np.concatenate((pos[start:], pos[:start])) if start else pos
+            scan.append(order[~(t.ghost[order] | t.removed[order])])
+        found = refusal.codes[np.concatenate(scan)] if scan else refusal.codes[:0]
+        if (found < 0).any():
+            return None
+        codes, first, counts = np.unique(found, return_index=True, return_counts=True)
+        reasons: Counter[str] = Counter()
+        for k in np.argsort(first, kind="stable").tolist():
+            reasons[refusal.labels[int(codes[k])]] += int(counts[k])
+        return reasons
 
     def _find_destination(
         self, pod: Pod, tiers: Sequence[Sequence[str]], reasons: Counter[str]

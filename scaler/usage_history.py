@@ -1,0 +1,272 @@
+"""Usage history: the NodeMetrics and PodMetrics readings a controller keeps over the unneeded
+window, and their aggregate (``--usage-aggregation``), which is what a candidate is judged by.
+
+:func:`record_usage` and :func:`record_pod_usage` append each loop's readings and drop those
+older than the window (per node pool); :func:`aggregate_usage` reduces a window to one reading
+(``max``, nearest-rank ``p95``, ``ewma``); :func:`with_aggregated_usage` gives the evaluation a
+snapshot whose metrics are the aggregates, the newest readings kept beside them (a destination,
+and a pod moved there, is judged by the larger of the two: :mod:`scaler.utilization`). See
+:mod:`scaler.planner` for how the unneeded timers use them.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
+from enum import StrEnum
+from functools import cache
+from operator import attrgetter
+
+import msgspec
+
+from scaler.model.records import NodeMetrics, PodMetrics
+from scaler.model.snapshot import ClusterSnapshot
+
+__all__ = [
+    "AggregatedPodMetrics",
+    "Aggregation",
+    "UsageSample",
+    "aggregate_usage",
+    "record_pod_usage",
+    "record_usage",
+    "with_aggregated_usage",
+]
+
+
+class Aggregation(StrEnum):
+    """How node usage is aggregated over the unneeded window (``--usage-aggregation``)."""
+
+    MAX = "max"
+    P95 = "p95"
+    EWMA = "ewma"
+
+
+class UsageSample(msgspec.Struct, frozen=True, gc=False):
+    """One NodeMetrics (or PodMetrics) reading: time (Unix s), CPU millicores, memory bytes. A
+    frozen Struct, as the metrics records: a loop keeps one per sampled pod."""
+
+    timestamp: float
+    cpu_millicores: int
+    memory_bytes: int
+
+
+def record_usage(
+    history: Mapping[str, tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    pool_windows: Mapping[str, float] | None = None,
+) -> dict[str, tuple[UsageSample, ...]]:
+    """Append the snapshot's NodeMetrics to ``history`` and drop samples older than the window
+    (``window_seconds``, or ``pool_windows[node pool]`` for a pool listed there).
+
+    A sample with the same timestamp as the node's last one is not added twice (metrics-server
+    refreshes every 15–60 s; loops run every 10 s). Nodes that left the cluster are forgotten.
+    """
+    out: dict[str, tuple[UsageSample, ...]] = {}
+    windows = pool_windows or {}
+    for node in snapshot.nodes:
+        horizon = snapshot.now - windows.get(node.node_group, window_seconds)
+        past = _within(history.get(node.name, ()), horizon)
+        m = snapshot.node_metrics.get(node.name)
+        if m is not None and (not past or past[-1].timestamp < m.timestamp):
+            past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+        if past:
+            out[node.name] = past
+    return out
+
+
+def _within(samples: tuple[UsageSample, ...], horizon: float) -> tuple[UsageSample, ...]:
+    """The samples (oldest first) taken at or after ``horizon`` (Unix seconds): a slice found by
+    bisection, not a pass over the window (40 samples a pod at metrics-server's 15 s)."""
+    if not samples or samples[0].timestamp >= horizon:
+        return samples
+    return samples[bisect_left(samples, horizon, key=_TIMESTAMP) :]
+
+
+def record_pod_usage(
+    history: Mapping[tuple[str, str], tuple[UsageSample, ...]],
+    snapshot: ClusterSnapshot,
+    window_seconds: float,
+    nodes: Collection[str] | None = None,
+    pool_windows: Mapping[str, float] | None = None,
+) -> dict[tuple[str, str], tuple[UsageSample, ...]]:
+    """Append the snapshot's PodMetrics of the pods on ``nodes`` to ``history`` and drop samples
+    older than the window (their node's pool's in ``pool_windows``, else ``window_seconds``), as
+    :func:`record_usage` does for nodes.
+
+    ``nodes`` ``None`` records every bound pod. The controller passes the nodes its last
+    evaluation did not find ``NotUnderutilized``: only their pods can be moved soon, and keeping
+    every pod's samples would cost memory in proportion to the cluster (a pod without history is
+    judged by its newest reading alone). Pods elsewhere, or gone, are forgotten.
+    """
+    out: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
+    wanted = None if nodes is None else set(nodes)
+    windows = pool_windows or {}
+    metrics = snapshot.pod_metrics
+    for node_name, pods in snapshot.pods_by_node.items():
+        if wanted is not None and node_name not in wanted:
+            continue
+        node = snapshot.node_by_name.get(node_name)
+        horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
+        for p in pods:
+            key = (p.namespace, p.name)
+            past = _within(history.get(key, ()), horizon)
+            m = metrics.get(key)
+            if m is not None and (not past or past[-1].timestamp < m.timestamp):
+                past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
+            if past:
+                out[key] = past
+    return out
+
+
+def _p95(values: Sequence[int]) -> int:
+    ordered = sorted(values)
+    # Nearest-rank percentile: the smallest value with at least 95% of samples at or below it.
+    rank = max(1, math.ceil(0.95 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _ewma(values: Sequence[int], alpha: float) -> int:
+    acc = float(values[0])
+    for v in values[1:]:
+        acc = alpha * v + (1 - alpha) * acc
+    return round(acc)
+
+
+_CPU = attrgetter("cpu_millicores")
+_MEMORY = attrgetter("memory_bytes")
+_TIMESTAMP = attrgetter("timestamp")
+
+
+def aggregate_usage(
+    samples: Sequence[UsageSample], method: Aggregation, ewma_alpha: float = 0.3
+) -> tuple[int, int]:
+    """Aggregate usage samples (oldest first) into one (CPU millicores, memory bytes) reading.
+
+    ``max`` is the most conservative (any spike in the window counts); ``p95`` ignores isolated
+    spikes (up to 5% of samples) but follows sustained load; ``ewma`` smooths with weight
+    ``ewma_alpha`` on the newest sample.
+
+    Raises:
+        ValueError: ``samples`` is empty.
+    """
+    if not samples:
+        raise ValueError("no usage samples to aggregate")
+    if method is Aggregation.MAX or (method is Aggregation.P95 and len(samples) < 20):
+        # The nearest-rank p95 of fewer than 20 samples is their maximum (rank ceil(0.95 n) = n).
+        return max(map(_CPU, samples)), max(map(_MEMORY, samples))
+    cpu = list(map(_CPU, samples))
+    mem = list(map(_MEMORY, samples))
+    if method is Aggregation.P95:
+        return _p95(cpu), _p95(mem)
+    return _ewma(cpu, ewma_alpha), _ewma(mem, ewma_alpha)
+
+
+def with_aggregated_usage(
+    snapshot: ClusterSnapshot,
+    history: Mapping[str, tuple[UsageSample, ...]],
+    method: Aggregation,
+    pool_methods: Mapping[str, Aggregation] | None = None,
+    pod_history: Mapping[tuple[str, str], tuple[UsageSample, ...]] | None = None,
+) -> ClusterSnapshot:
+    """The snapshot with each NodeMetrics (and each PodMetrics in ``pod_history``) replaced by
+    the aggregate of its history, by ``method`` (or ``pool_methods[node pool]`` for a pool
+    listed there; a pod's pool is its node's), the newest readings kept in
+    ``newest_node_metrics`` / ``newest_pod_metrics``.
+
+    A candidate is judged by its aggregate; a destination, and a pod moved there, by the larger
+    of the aggregate and the newest reading (:mod:`scaler.utilization`), so that smoothing never
+    hides a spike where pods would land. Freshness is unchanged: the newest sample's timestamp
+    is kept, so stale or missing metrics still make a non-empty node ``MetricsUnavailable``.
+    A pod's aggregate is computed when the pod is first read (:class:`AggregatedPodMetrics`).
+    """
+    metrics: dict[str, NodeMetrics] = dict(snapshot.node_metrics)
+    pool_of = {n.name: n.node_group for n in snapshot.nodes} if pool_methods else {}
+    for name, m in snapshot.node_metrics.items():
+        samples = history.get(name)
+        if samples:
+            how = pool_methods.get(pool_of.get(name, ""), method) if pool_methods else method
+            cpu, mem = aggregate_usage(samples, how)
+            if cpu != m.cpu_millicores or mem != m.memory_bytes:
+                metrics[name] = msgspec.structs.replace(m, cpu_millicores=cpu, memory_bytes=mem)
+    pod_metrics: Mapping[tuple[str, str], PodMetrics] = snapshot.pod_metrics
+    if pod_history:
+        pod_metrics = AggregatedPodMetrics(
+            snapshot.pod_metrics, pod_history, _pod_method(snapshot, method, pool_methods)
+        )
+    return replace(
+        snapshot,
+        node_metrics=metrics,
+        pod_metrics=pod_metrics,
+        newest_node_metrics=snapshot.node_metrics,
+        newest_pod_metrics=snapshot.pod_metrics,
+    )
+
+
+def _pod_method(
+    snapshot: ClusterSnapshot, method: Aggregation, pool_methods: Mapping[str, Aggregation] | None
+) -> Callable[[tuple[str, str]], Aggregation]:
+    """A pod's aggregation: its node's pool's in ``pool_methods``, else ``method``. The pods'
+    pools are looked up on first use (whole: a race builds the map twice, never half)."""
+    if not pool_methods:
+        return lambda key: method
+
+    @cache
+    def pools() -> dict[tuple[str, str], str]:
+        pool_of = {n.name: n.node_group for n in snapshot.nodes}
+        return {(p.namespace, p.name): pool_of.get(p.node_name, "") for p in snapshot.pods}
+
+    return lambda key: pool_methods.get(pools().get(key, ""), method)
+
+
+class AggregatedPodMetrics(Mapping[tuple[str, str], PodMetrics]):
+    """PodMetrics by ``(namespace, name)`` as :func:`with_aggregated_usage` gives them: each
+    pod's newest reading, or, for a pod with samples in ``history``, the reading with their
+    aggregate (``method(key)``, :func:`aggregate_usage`) in place of its usage.
+
+    The aggregate is computed when the pod is first read, then kept: a loop reads the pods of
+    the nodes it simulates, a few percent of the cluster, while aggregating every sampled pod's
+    window up front cost about a second a loop at 15,000 nodes (some 120,000 pods, 40 samples
+    each, p95). Reads from several threads are safe (a race computes the same value twice).
+    """
+
+    __slots__ = ("_done", "_history", "_method", "_newest")
+
+    def __init__(
+        self,
+        newest: Mapping[tuple[str, str], PodMetrics],
+        history: Mapping[tuple[str, str], tuple[UsageSample, ...]],
+        method: Callable[[tuple[str, str]], Aggregation],
+    ) -> None:
+        self._newest = newest
+        self._history = history
+        self._method = method
+        self._done: dict[tuple[str, str], PodMetrics] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> PodMetrics:
+        done = self._done.get(key)
+        if done is not None:
+            return done
+        pm = self._newest[key]
+        samples = self._history.get(key)
+        if samples:
+            cpu, mem = aggregate_usage(samples, self._method(key))
+            if cpu != pm.cpu_millicores or mem != pm.memory_bytes:  # else the reading is the aggregate
+                pm = msgspec.structs.replace(pm, cpu_millicores=cpu, memory_bytes=mem)
+        self._done[key] = pm
+        return pm
+
+    def get(self, key: tuple[str, str], default: PodMetrics | None = None) -> PodMetrics | None:  # type: ignore[override]
+        """The pod's (aggregated) PodMetrics, ``default`` without a reading."""
+        return self[key] if key in self._newest else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._newest
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._newest)
+
+    def __len__(self) -> int:
+        return len(self._newest)

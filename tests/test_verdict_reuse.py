@@ -1,0 +1,183 @@
+"""Reusing failed removal checks from one evaluation to the next (scaler.simulator.reuse): an
+evaluation with a VerdictCache equals a full one at every step, whatever changes between steps
+(usage, the clock, a pod moved or deleted, a taint, a PDB), and the cache does answer."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import msgspec
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from scaler.config import ScalerConfig
+from scaler.engine import Evaluation, evaluate
+from scaler.model.records import NodeMetrics, Pod, PodMetrics, Taint
+from scaler.model.snapshot import ClusterSnapshot
+from scaler.simulator.reuse import VerdictCache
+from tests.builders import GI, MI, make_node, make_pdb, make_pod
+
+NOW = 1_800_000_000.0
+STEP = 300.0
+CFG = ScalerConfig()
+
+
+def _pods(draw: st.DrawFn, node: str, k: int) -> list[Pod]:
+    pods = []
+    for j in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["app", "app", "app", "bare", "pdb", "system", "terminating"]))
+        name = f"{node}-p{j}"
+        cpu = draw(st.integers(100, 1800))
+        mem = draw(st.integers(64, 3000)) * MI
+        if kind == "bare":
+            pods.append(make_pod(name, node=node, cpu_m=cpu, mem=mem, owner_kind=None))
+        elif kind == "pdb":
+            pods.append(make_pod(name, node=node, cpu_m=cpu, mem=mem, labels={"app": "guarded"}))
+        elif kind == "system":  # blocks until an hour after its creation, which falls mid-replay
+            created = NOW - 3600 + draw(st.integers(0, 6)) * STEP
+            pods.append(make_pod(name, "kube-system", node, cpu, mem, creation_ts=created))
+        elif kind == "terminating":  # becomes long-terminating (skipped) mid-replay
+            pods.append(
+                make_pod(
+                    name, node=node, cpu_m=cpu, mem=mem, deletion_ts=NOW + draw(st.integers(0, 4)) * STEP
+                )
+            )
+        else:
+            pods.append(make_pod(name, node=node, cpu_m=cpu, mem=mem, owner_name=f"app{k % 2}"))
+    return pods
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list, list[Pod]]:
+    nodes = [
+        make_node(f"n{k}", cpu_m=draw(st.sampled_from([2000, 4000])), mem=8 * GI)
+        for k in range(draw(st.integers(2, 7)))
+    ]
+    pods = [p for k, n in enumerate(nodes) for p in _pods(draw, n.name, k)]
+    return nodes, pods
+
+
+CHANGES = st.sampled_from(["usage", "usage", "usage", "usage", "move", "delete", "taint", "pdb"])
+
+
+def _snapshot(
+    now: float, nodes: list, pods: Sequence[Pod], pdb_allowed: int, usage: dict[str, float]
+) -> ClusterSnapshot:
+    pm = [
+        PodMetrics(
+            p.namespace,
+            p.name,
+            now,
+            30.0,
+            int(p.requests.cpu_millicores * usage[p.name]),
+            p.requests.memory_bytes // 2,
+        )
+        for p in pods
+    ]
+    per_node: dict[str, list[int]] = {n.name: [50, 256 * MI] for n in nodes}
+    for p, m in zip(pods, pm, strict=True):
+        per_node[p.node_name][0] += m.cpu_millicores
+        per_node[p.node_name][1] += m.memory_bytes
+    return ClusterSnapshot.create(
+        now=now,
+        nodes=nodes,
+        pods=pods,
+        pdbs=[make_pdb("guarded", disruptions_allowed=pdb_allowed)],
+        node_metrics=[NodeMetrics(n, now, 30.0, c, m) for n, (c, m) in per_node.items()],
+        pod_metrics=pm,
+    )
+
+
+def _same(full: Evaluation, reused: Evaluation) -> None:
+    assert reused.nodes == full.nodes
+    assert reused.held == full.held
+    assert full.context is not None and reused.context is not None
+    assert reused.context.simulator.rotation() == full.context.simulator.rotation()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster=clusters(), data=st.data())
+def test_incremental_evaluation_equals_a_full_one_at_every_step(
+    cluster: tuple[list, list[Pod]], data: st.DataObject
+) -> None:
+    nodes, pods = cluster
+    cache = VerdictCache()
+    pdb_allowed = 0
+    usage = {p.name: data.draw(st.floats(0.05, 1.5)) for p in pods}
+    structure = _snapshot(NOW, nodes, pods, pdb_allowed, usage)
+    for step in range(data.draw(st.integers(4, 10))):
+        now = NOW + step * STEP
+        change = data.draw(CHANGES)
+        if change == "usage":  # the same objects, new metrics and clock: what the replay's world gives
+            usage = {p.name: data.draw(st.floats(0.05, 1.5)) for p in pods}
+            fresh = _snapshot(now, nodes, pods, pdb_allowed, usage)
+            snap = dataclasses.replace(
+                structure, now=now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
+            )
+        else:
+            if change == "move" and pods:
+                i = data.draw(st.integers(0, len(pods) - 1))
+                dest = data.draw(st.sampled_from(nodes)).name
+                pods[i] = msgspec.structs.replace(pods[i], node_name=dest)
+            elif change == "delete" and pods:
+                pods.pop(data.draw(st.integers(0, len(pods) - 1)))
+            elif change == "taint":
+                k = data.draw(st.integers(0, len(nodes) - 1))
+                nodes[k] = dataclasses.replace(
+                    nodes[k], taints=(*nodes[k].taints, Taint(f"t{step}", "x", "NoSchedule"))
+                )
+            else:
+                pdb_allowed = 1 - pdb_allowed
+            snap = structure = _snapshot(now, nodes, pods, pdb_allowed, usage)
+        _same(evaluate(snap, CFG), evaluate(snap, CFG, verdicts=cache))
+    event(f"checks answered from the cache: {'some' if cache.hits else 'none'}")
+
+
+def test_a_packed_cluster_is_answered_from_the_cache_once_learnt() -> None:
+    """Every node is refused for its first pod by requests alone: the second evaluation with
+    the same objects answers every check from the cache, with the same result."""
+    nodes = [make_node(f"n{k}", cpu_m=2000) for k in range(4)]
+    pods = [make_pod(f"n{k}-big", node=f"n{k}", cpu_m=1500, owner_name="a") for k in range(4)]
+    usage = {p.name: 0.1 for p in pods}
+    first = _snapshot(NOW, nodes, pods, 0, usage)
+    cache = VerdictCache()
+    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
+    assert (cache.hits, cache.misses) == (0, 4)
+    fresh = _snapshot(NOW + STEP, nodes, pods, 0, {p.name: 0.2 for p in pods})
+    later = dataclasses.replace(
+        first, now=NOW + STEP, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
+    )
+    full = evaluate(later, CFG)
+    _same(full, evaluate(later, CFG, verdicts=cache))
+    assert cache.hits == 4
+    assert {r.reason.value for r in full.nodes} == {"NoPlaceToMovePods"}
+
+
+def test_a_removal_earlier_in_the_pass_makes_later_checks_run_in_full() -> None:
+    """Rule 2: once a removal is committed, destinations hold its pods, so a kept verdict may no
+    longer hold. Here node a's pod moves to b, after which b refuses c's pod for CPU instead of
+    memory: the detail must say so."""
+    nodes = [
+        make_node("a", cpu_m=3500, mem=8 * GI),
+        make_node("b", cpu_m=16000, mem=8 * GI),
+        make_node("c", cpu_m=4000, mem=8 * GI),
+    ]
+    pods = [
+        make_pod("a-q", node="a", cpu_m=2800, mem=100 * MI, owner_name="q"),
+        make_pod("b-big", node="b", cpu_m=12500, mem=7 * GI, owner_name="big"),
+        make_pod("c-p", node="c", cpu_m=1000, mem=2 * GI, owner_name="p"),
+    ]
+    busy_a = {"a-q": 1.5, "b-big": 0.1, "c-p": 0.1}
+    first = _snapshot(NOW, nodes, pods, 0, busy_a)
+    cache = VerdictCache()
+    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
+    fresh = _snapshot(NOW + STEP, nodes, pods, 0, {**busy_a, "a-q": 0.1})
+    later = dataclasses.replace(
+        first, now=NOW + STEP, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
+    )
+    full = evaluate(later, CFG)
+    _same(full, evaluate(later, CFG, verdicts=cache))
+    by_name = {r.node.name: r for r in full.nodes}
+    assert by_name["a"].removable
+    assert by_name["c"].detail == "pod default/c-p fits nowhere: NodeResourcesFit: Insufficient cpu (1 node)"
