@@ -79,11 +79,11 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"scaler {version('scaler')}"
+    assert capsys.readouterr().out.strip() == f"scaler {version('gke-scaler')}"
     proc = subprocess.run(
         [sys.executable, "-m", "scaler.cli", "--version"], capture_output=True, text=True, check=False
     )
-    assert proc.returncode == 0 and proc.stdout.strip() == f"scaler {version('scaler')}"
+    assert proc.returncode == 0 and proc.stdout.strip() == f"scaler {version('gke-scaler')}"
 
 
 @pytest.mark.parametrize(
