@@ -1,4 +1,4 @@
-"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler history export``,
+"""Command line: ``scaler dry-run``, ``scaler run``, ``scaler replay``, ``scaler tune``, ``scaler history export``,
 ``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scaler.replay.cli import add_parser as add_replay_parser
 
     add_replay_parser(sub)
+    from scaler.tune.cli import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
     from scaler.history.cli import add_parser as add_history_parser
 
     add_history_parser(sub)
@@ -491,6 +494,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scaler.replay.cli import run as run_replay
 
             return run_replay(args)
+        if args.command == "tune":
+            from scaler.tune.cli import run as run_tune
+
+            return run_tune(args)
         if args.command == "history":
             from scaler.history.cli import run as run_history
 

@@ -13,6 +13,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +24,23 @@ from scaler.usage import UsageError, bundled_example
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from scaler.model.snapshot import ClusterSnapshot
     from scaler.replay.policies import Policy
     from scaler.replay.simulate import PolicyResult, ReplayInput
+    from scaler.replay.traces import Trace
+    from scaler.replay.world import UsageTable
 
-__all__ = ["OUTPUT_FORMATS", "add_parser", "check_range", "run"]
+__all__ = [
+    "OUTPUT_FORMATS",
+    "LoadedInputs",
+    "add_input_flags",
+    "add_parser",
+    "add_worker_flags",
+    "check_range",
+    "check_workers",
+    "load_inputs",
+    "run",
+]
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "html")
 """``-o`` of ``scaler replay``: kubectl's table, ``wide``, ``json`` and ``yaml``, plus ``html``."""
@@ -57,6 +72,40 @@ def add_parser(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_input_flags(p)
+    p.add_argument(
+        "--policies",
+        action="append",
+        metavar="LIST",
+        help="comma-separated policies (default ca-requests,seed,scaler,scaler-portrait); repeatable",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (fits 80 columns), wide (adds node-hours, nodes added, absolute overload, "
+        "descriptions), json, yaml, or html (a self-contained page; needs --out)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
+    add_worker_flags(p, "policies replayed in parallel")
+    p.add_argument(
+        "--profile-refresh",
+        default="1h",
+        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
+    )
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress on stderr (there is none when stderr is not a terminal)",
+    )
+
+
+def add_input_flags(p: argparse.ArgumentParser) -> None:
+    """Add the flags naming what is replayed (shared by ``scaler replay`` and ``scaler tune``):
+    the snapshot, the usage history (a trace or Prometheus), the range, the step, the base
+    configuration, the provisioning delay and the prices."""
     p.add_argument(
         "--snapshot",
         nargs="+",
@@ -97,12 +146,6 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument("--step", default="5m", help="time between controller loops (default 5m0s)")
     p.add_argument(
-        "--policies",
-        action="append",
-        metavar="LIST",
-        help="comma-separated policies (default ca-requests,seed,scaler,scaler-portrait); repeatable",
-    )
-    p.add_argument(
         "--config", metavar="FILE", help="YAML of scaler flags applied to every policy (policy flags win)"
     )
     p.add_argument(
@@ -113,29 +156,42 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--prices", metavar="FILE", help="YAML machine-type: USD/hour, merged over the bundled table"
     )
+
+
+def add_worker_flags(p: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--workers`` (with its former name ``--processes``) and ``--ray-address``."""
     p.add_argument(
-        "--output",
-        "-o",
-        choices=OUTPUT_FORMATS,
-        default="table",
-        help="table (fits 80 columns), wide (adds node-hours, nodes added, absolute overload, "
-        "descriptions), json, yaml, or html (a self-contained page; needs --out)",
-    )
-    p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
-    p.add_argument(
-        "--processes", type=int, default=None, help="policies replayed in parallel (default: CPU count)"
-    )
-    p.add_argument(
-        "--profile-refresh",
-        default="1h",
-        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
+        "--workers",
+        "--processes",
+        dest="workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{what}: N CPUs of an embedded local Ray (default: the CPU count; 1 runs in this "
+        "process without Ray); --processes is its former name",
     )
     p.add_argument(
-        "--quiet",
-        "-q",
-        action="store_true",
-        help="no progress on stderr (there is none when stderr is not a terminal)",
+        "--ray-address",
+        metavar="ADDRESS",
+        help="run on an existing Ray cluster instead: auto, host:port of its head, or ray://host:10001",
     )
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    """Reject ``--workers`` below 1 and ``--ray-address`` that does not answer.
+
+    Raises:
+        scaler.usage.UsageError: one line naming the value.
+    """
+    from scaler.fanout import RayUnavailable, check_address
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.ray_address is not None:
+        try:
+            check_address(args.ray_address)
+        except RayUnavailable as e:
+            raise UsageError(str(e)) from None
 
 
 def _seconds(value: str, flag: str) -> float:
@@ -259,19 +315,55 @@ def _prometheus_trace(
     return lo, hi, str(path)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
+@dataclass(frozen=True, slots=True)
+class LoadedInputs:
+    """What ``scaler replay`` and ``scaler tune`` read from their common flags."""
+
+    snapshot: ClusterSnapshot
+    snapshot_source: str
+    trace: Trace
+    trace_path: str
+    pod_series: Mapping[str, str]
+    used: set[str]
+    grid: Any
+    usage: UsageTable
+    start_step: int
+    step: float
+    provision_delay: float
+    refresh: float
+    prices: Mapping[str, float]
+    by_pod: int
+    by_workload: int
+    without: int
+
+    def replay_input(self) -> ReplayInput:
+        """The :class:`~scaler.replay.simulate.ReplayInput` every policy or trial shares."""
+        from scaler.replay.simulate import ReplayInput
+
+        return ReplayInput(
+            self.snapshot,
+            self.usage,
+            self.pod_series,
+            self.step,
+            self.provision_delay,
+            self.prices,
+            self.refresh,
+            self.start_step,
+        )
+
+
+def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], None]) -> LoadedInputs:
+    """Read the snapshot (or live cluster), the trace (or the Prometheus export) and the prices
+    named by the input flags (:func:`add_input_flags`), and build the replay grid over
+    ``--from``/``--to`` with ``history`` seconds of past usage before it (workload profiles).
+    Warnings (a range partly outside the trace, few pods following it) go to stderr.
 
     Raises:
         scaler.usage.UsageError: bad input (one line naming the bad value).
     """
-    import yaml
-    from rich.console import Console
-
-    from scaler.config import ConfigError, load_config_file
+    from scaler.config import ConfigError
     from scaler.model.snapshot import SnapshotError
     from scaler.replay.bundled import known_map
-    from scaler.replay.html import HtmlError, render_html
     from scaler.replay.inputs import (
         ANNOTATION_SERIES,
         MappingError,
@@ -283,26 +375,11 @@ def run(args: argparse.Namespace) -> int:
         with_history,
         with_workload_means,
     )
-    from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, build_policy, parse_policies
+    from scaler.replay.policies import PolicyError
     from scaler.replay.prices import PriceError, load_prices
-    from scaler.replay.report import ReplayMeta, print_table, report_dict
-    from scaler.replay.simulate import ReplayInput
     from scaler.replay.traces import TraceError, load_trace
-    from scaler.simulator.registry import PluginError, load_filters, load_scorers
     from scaler.sources.files import load_snapshot
 
-    started = time.perf_counter()
-    err = Console(stderr=True)
-    interactive = not args.quiet and sys.stderr.isatty()
-
-    def say(msg: str) -> None:
-        if interactive:
-            err.print(msg, highlight=False)
-
-    if args.output == "html" and not args.out:
-        raise UsageError("--output html needs --out FILE")
-    if args.processes is not None and args.processes < 1:
-        raise UsageError(f"--processes must be at least 1, got {args.processes}")
     if not args.trace and not args.prometheus_url:
         raise UsageError("no usage history: give --trace PATH or --prometheus-url URL")
     if args.trace and args.prometheus_url:
@@ -311,12 +388,9 @@ def run(args: argparse.Namespace) -> int:
     if step <= 0:
         raise UsageError(f"--step must be positive, got {args.step!r}")
     provision_delay = _seconds(args.provision_delay, "--provision-delay")
-    refresh = _seconds(args.profile_refresh, "--profile-refresh")
+    refresh = _seconds(getattr(args, "profile_refresh", "1h"), "--profile-refresh")
     start, end = _time(args.start, "--from"), _time(args.end, "--to")
     try:
-        base = load_config_file(args.config) if args.config else {}
-        policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
-        baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
         prices = load_prices(args.prices)
         if args.snapshot or not args.prometheus_url:
             paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
@@ -364,29 +438,101 @@ def run(args: argparse.Namespace) -> int:
                 f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
             )
         grid = build_grid(trace, used, start, end, step)
-        history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
         full, start_step = with_history(trace, used, grid, history)
         usage = usage_table(trace, used, full)
     except (ConfigError, PolicyError, PriceError, SnapshotError, TraceError, MappingError) as e:
         raise UsageError(str(e)) from None
+    return LoadedInputs(
+        snapshot=snapshot,
+        snapshot_source=snapshot_source,
+        trace=trace,
+        trace_path=str(trace_path),
+        pod_series=pod_series,
+        used=used,
+        grid=grid,
+        usage=usage,
+        start_step=start_step,
+        step=step,
+        provision_delay=provision_delay,
+        refresh=refresh,
+        prices=prices,
+        by_pod=by_pod,
+        by_workload=by_workload,
+        without=without,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
+
+    Raises:
+        scaler.usage.UsageError: bad input (one line naming the bad value).
+    """
+    import yaml
+    from rich.console import Console
+
+    from scaler.config import ConfigError, load_config_file
+    from scaler.replay.html import HtmlError, render_html
+    from scaler.replay.policies import DEFAULT_POLICIES, PolicyError, build_policy, parse_policies
+    from scaler.replay.report import ReplayMeta, print_table, report_dict
+    from scaler.replay.simulate import ReplayInput
+    from scaler.simulator.registry import PluginError, load_filters, load_scorers
+
+    started = time.perf_counter()
+    err = Console(stderr=True)
+    interactive = not args.quiet and sys.stderr.isatty()
+
+    def say(msg: str) -> None:
+        if interactive:
+            err.print(msg, highlight=False)
+
+    if args.output == "html" and not args.out:
+        raise UsageError("--output html needs --out FILE")
+    check_workers(args)
+    try:
+        base = load_config_file(args.config) if args.config else {}
+        policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
+        baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
+    except (ConfigError, PolicyError) as e:
+        raise UsageError(str(e)) from None
+    history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
+    loaded = load_inputs(args, history, say)
+    snapshot, trace, trace_path, grid, step = (
+        loaded.snapshot,
+        loaded.trace,
+        loaded.trace_path,
+        loaded.grid,
+        loaded.step,
+    )
+    pod_series, used = loaded.pod_series, loaded.used
+    by_pod, by_workload, without = loaded.by_pod, loaded.by_workload, loaded.without
+    snapshot_source, usage, start_step = loaded.snapshot_source, loaded.usage, loaded.start_step
+    provision_delay, prices, refresh = loaded.provision_delay, loaded.prices, loaded.refresh
     for policy in policies:  # an unknown plugin name fails here, not in a worker an hour later
         try:
             load_filters(policy.config)
             load_scorers(policy.config)
         except PluginError as e:
             raise UsageError(f"policy {policy.name!r}: {e}") from None
-    processes = args.processes or os.cpu_count() or 1
+    processes = args.workers or os.cpu_count() or 1
     processes = max(1, min(processes, len(policies) + 1))
     inp = ReplayInput(snapshot, usage, pod_series, step, provision_delay, prices, refresh, start_step)
     say(
         f"replaying {len(grid)} steps ({len(pod_series)} of {len(snapshot.pods)} pods following "
-        f"{len(used)} series) × {len(policies)} policies on {processes} process(es) …"
+        f"{len(used)} series) × {len(policies)} policies on "
+        + (f"Ray at {args.ray_address} …" if args.ray_address else f"{processes} worker(s) …")
     )
 
+    from scaler.fanout import RayUnavailable
+
     try:
-        results = _replay(inp, [*policies, baseline_policy], processes, err if interactive else None)
+        results = _replay(
+            inp, [*policies, baseline_policy], processes, args.ray_address, err if interactive else None
+        )
     except ImportError as e:  # a portrait policy without scaler.history
         raise UsageError(f"a policy needs a module that is not installed: {e}") from None
+    except RayUnavailable as e:
+        raise UsageError(str(e)) from None
     baseline = results.pop()
     from scaler.history.export import scaler_version
 
@@ -444,7 +590,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _replay(
-    inp: ReplayInput, policies: list[Policy], processes: int, console: Console | None
+    inp: ReplayInput, policies: list[Policy], workers: int, address: str | None, console: Console | None
 ) -> list[PolicyResult]:
     """Run the policies (:func:`scaler.replay.simulate.run_policies`) with log lines that name the
     policy and the simulated time on stderr and, when ``console`` (a rich ``Console`` on a
@@ -492,7 +638,7 @@ def _replay(
     root.handlers = [handler]
     try:
         if console is None:
-            return run_policies(inp, policies, processes=processes)
+            return run_policies(inp, policies, workers=workers, address=address)
         steps = len(inp.usage.times) - inp.start_step
         with Progress(
             TextColumn("{task.description}"),
@@ -513,6 +659,6 @@ def _replay(
                 rate = (done - done0) / (t - t0) if t - t0 >= 0.5 else None
                 bars.update(tasks[name], completed=done, total=total, simulated=format_time(now), rate=rate)
 
-            return run_policies(inp, policies, processes=processes, progress=progress)
+            return run_policies(inp, policies, workers=workers, address=address, progress=progress)
     finally:
         root.handlers = saved
