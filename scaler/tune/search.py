@@ -98,10 +98,14 @@ def objectives(result: PolicyResult, baseline: PolicyResult) -> tuple[float, flo
 
 
 def _sampler(name: str, seed: int, generation_size: int, max_added: float) -> Any:
+    """The seeded sampler. The constraint is set on each trial (``Trial.set_constraint``) where
+    Optuna has it (5.0 on), else read by ``constraints_func`` from the trial's user attribute."""
     import optuna
 
-    def constraints(trial: Any) -> list[float]:
+    def read(trial: Any) -> list[float]:
         return [float(trial.user_attrs["addedOverloadNodeMinutes"]) - max_added]
+
+    constraints = None if hasattr(optuna.trial.Trial, "set_constraint") else read
 
     if name == "nsga2":
         return optuna.samplers.NSGAIISampler(
@@ -193,6 +197,8 @@ def run_search(
         for (t, flags, _), d in zip(asked, results, strict=True):
             saved, added, evictions = objectives(d.result, baseline)
             t.set_user_attr("addedOverloadNodeMinutes", added)
+            if hasattr(t, "set_constraint"):
+                t.set_constraint("addedOverloadNodeMinutes", added - max_added_overload)
             study.tell(t, [saved, added, evictions])
             out.trials.append(TrialResult(t.number, flags, d.result, d.node))
             if added <= max_added_overload and baseline.node_hours:
