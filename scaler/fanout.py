@@ -181,6 +181,8 @@ class Pool(Generic[S]):
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if self.address is not None:
             check_address(self.address)
+        else:  # an embedded Ray serves this process alone: loopback, not the host's address
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         import ray
 
         self._ray = ray
