@@ -55,10 +55,13 @@ test-deps:
 ## Benchmarks (tens of minutes): at 1k, 5k and 15k nodes the end-to-end `scaler dry-run` beside its
 ## msgspec floor, the steady `scaler run` loop against the fake API in another process, and the
 ## evaluation; writes docs/benchmarks.md/.json/.png. BENCH_ARGS="--sizes 1000,5000" for fewer sizes,
-## "--sizes 15000 --merge" to add one size to the saved results.
+## "--sizes 15000 --merge" to add one size to the saved results. Then `scaler tune` with 1 and 2
+## workers (32 trials over a week of the bundled example, and over a day of 1,000 nodes; needs
+## ../shared): docs/tune-bench.md/.json. TUNE_BENCH_ARGS="--trials 8 --days 1" for a smaller run.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m benchmarks $(BENCH_ARGS)
+	$(PY) -m benchmarks.tune $(TUNE_BENCH_ARGS)
 
 ## Soak (30 minutes; needs ../shared/k8s and etcd): two `scaler run` replicas on a real control
 ## plane under the fault matrix at seeded random times; the safety invariants checked over the

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -195,11 +196,11 @@ class Pool(Generic[S]):
             if self.address is None:
                 ray.init(num_cpus=self.workers, include_dashboard=False, **common)
             else:
-                ray.init(address=self.address, **common)
+                self._join(ray, common)
         except Exception as e:  # Ray raises ConnectionError, RuntimeError, ValueError, …
             where = f"--ray-address {self.address}" if self.address else "local Ray"
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise RayUnavailable(f"{where}: cannot start or join Ray: {first}") from None
+            text = " ".join(str(e).split()) or type(e).__name__
+            raise RayUnavailable(f"{where}: cannot start or join Ray: {text[:500]}") from None
         self._started = True
         try:
             self._ref = ray.put(self.shared)
@@ -212,6 +213,21 @@ class Pool(Generic[S]):
             self.close()
             raise
         return self
+
+    def _join(self, ray: Any, common: dict[str, Any]) -> None:
+        """``ray.init(address=…)``; through Ray Client (``ray://``), tried three times, 3 s
+        apart: its server answers "Initialization failure from server" while the head is
+        still starting the per-client server."""
+        attempts = 3 if str(self.address).startswith("ray://") else 1
+        for attempt in range(attempts):
+            try:
+                ray.init(address=self.address, **common)
+                return
+            except ConnectionError:
+                if attempt == attempts - 1:
+                    raise
+                ray.shutdown()
+                time.sleep(3.0)
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None

@@ -83,7 +83,7 @@ def free_port() -> int:
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """End a ``ray start --block`` and everything it started (its own process group)."""
-    for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
