@@ -168,13 +168,6 @@ class Pool(Generic[S]):
         self._remote: Any = None
         self._started = False
 
-    @property
-    def cpus(self) -> int:
-        """CPUs the tasks can use at once: the cluster's (Ray) or 1 (here)."""
-        if self.local:
-            return 1
-        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
-
     def __enter__(self) -> Pool[S]:
         if self.local:
             return self

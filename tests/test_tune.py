@@ -305,3 +305,12 @@ def test_progress_over_trials_on_a_terminal(trace: Path) -> None:
     assert code == 0, out
     assert "trials" in out and "2/2" in out and "running" in out, out
     assert "TRIAL " in out
+
+
+def test_pareto_front_and_recommendation() -> None:
+    from scaler.tune.frontier import pareto
+
+    points = {0: (10.0, 0.0, 5.0), 1: (10.0, 0.0, 3.0), 2: (12.0, 5.0, 9.0), 3: (8.0, 0.0, 1.0), 4: (12.0, 5.0, 9.0)}
+    # 0 is dominated by 1 (same saving and overload, fewer evictions); 2 and 4 tie: neither dominates.
+    assert pareto(points) == {1, 2, 3, 4}
+    assert pareto({}) == set()
