@@ -314,3 +314,12 @@ def test_pareto_front_and_recommendation() -> None:
     # 0 is dominated by 1 (same saving and overload, fewer evictions); 2 and 4 tie: neither dominates.
     assert pareto(points) == {1, 2, 3, 4}
     assert pareto({}) == set()
+
+
+def test_nsga2_sampler_and_html_output(trace: Path, tmp_path: Path) -> None:
+    proc = tune("--trace", str(trace), "--trials", "2", "--generation-size", "2", "--sampler", "nsga2",
+                "--workers", "1", "-o", "html", "--out", str(tmp_path / "o"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "o" / "frontier.json").read_text())
+    assert doc["search"]["sampler"] == "nsga2" and len(doc["trials"]) == 2
+    assert "plotly" in (tmp_path / "o" / "report.html").read_text()

@@ -88,7 +88,7 @@ def add_parser(subparsers: Any) -> None:
         "descriptions), json, yaml, or html (a self-contained page; needs --out)",
     )
     p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
-    add_worker_flags(p, "policies replayed in parallel")
+    add_worker_flags(p, "policies replayed in parallel", "--processes")
     p.add_argument(
         "--profile-refresh",
         default="1h",
@@ -158,17 +158,17 @@ def add_input_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_worker_flags(p: argparse.ArgumentParser, what: str) -> None:
-    """Add ``--workers`` (with its former name ``--processes``) and ``--ray-address``."""
+def add_worker_flags(p: argparse.ArgumentParser, what: str, former: str | None = None) -> None:
+    """Add ``--workers`` (with its ``former`` name, if any) and ``--ray-address``."""
+    names = ["--workers"] if former is None else ["--workers", former]
     p.add_argument(
-        "--workers",
-        "--processes",
+        *names,
         dest="workers",
         type=int,
         default=None,
         metavar="N",
         help=f"{what}: N CPUs of an embedded local Ray (default: the CPU count; 1 runs in this "
-        "process without Ray); --processes is its former name",
+        "process without Ray)" + (f"; {former} is its former name" if former else ""),
     )
     p.add_argument(
         "--ray-address",
