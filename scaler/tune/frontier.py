@@ -213,6 +213,7 @@ def recommended_yaml(doc: Mapping[str, Any], base: Mapping[str, Any]) -> str | N
         return None
     t = next(t for t in doc["trials"] if t["number"] == number)
     values: dict[str, Any] = {**base, **t["flags"]}
+    added = float(t["addedOverloadNodeMinutes"])
     usd = "" if t["usdPerMonth"] is None else f", about ${t['usdPerMonth']:,.0f} a month"
     head = [
         "# scaler configuration recommended by `scaler tune` (trial {n}, seed {seed}).".format(
@@ -220,8 +221,8 @@ def recommended_yaml(doc: Mapping[str, Any], base: Mapping[str, Any]) -> str | N
         ),
         f"# Replayed over {doc['from']} → {doc['to']} of {doc['trace']}:",
         f"#   saves {t['savedNodeHours']:,.1f} node-hours ({t['savedPercent']:.1f}%){usd},",
-        f"#   adds {t['addedOverloadNodeMinutes']:,.1f} overload node-minutes to no scale-down's "
-        f"{doc['baseline']['overloadNodeMinutes']:,.1f},",
+        f"#   {'adds' if added >= 0 else 'takes'} {abs(added):,.1f} overload node-minutes "
+        f"{'to' if added >= 0 else 'off'} no scale-down's {doc['baseline']['overloadNodeMinutes']:,.1f},",
         f"#   evicts {t['evictions']:,} pods.",
         "# Use: scaler run --config FILE, scaler dry-run --config FILE, scaler replay --config FILE.",
     ]

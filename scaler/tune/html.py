@@ -1,9 +1,9 @@
 """``scaler tune -o html``: one self-contained page with savings against added overload.
 
 The plot: every trial as a point (x: overload node-minutes added over no scale-down, y:
-node-hours saved in %), the Pareto front highlighted and joined, the recommended trial circled,
-and scaler's defaults and cluster-autoscaler's requests-based rule marked; the front's table
-below. The page embeds plotly.js (it opens offline). Needs ``plotly``.
+node-hours saved in %), the Pareto front highlighted (its third objective, evictions, is in
+each point's hover text), the recommended trial circled, the constraint as a dashed line, and
+scaler's defaults and cluster-autoscaler's requests-based rule marked; the front's table below. The page embeds plotly.js (it opens offline). Needs ``plotly``.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ def figure(doc: Mapping[str, Any]) -> Any:
         go.Scatter(
             x=[t["addedOverloadNodeMinutes"] for t in front],
             y=[t["savedPercent"] for t in front],
-            mode="markers+lines",
-            line={"shape": "hv", "color": "#1f77b4"},
-            name="Pareto front",
+            mode="markers",
+            name="Pareto front (saved, added overload, evictions)",
             marker={"color": "#1f77b4", "size": 11},
             hovertext=[_hover(t) for t in front],
             hoverinfo="text",
@@ -95,11 +94,17 @@ def figure(doc: Mapping[str, Any]) -> Any:
                 name=label,
                 marker={"symbol": symbol, "size": 14, "color": color},
                 text=[label],
-                textposition="bottom center",
+                textposition="middle left",
                 hovertext=[f"{label}: saved {ref['savedPercent']:.1f}%, evictions {ref['evictions']:,}"],
                 hoverinfo="text",
             )
         )
+    fig.add_vline(
+        x=float(doc["search"]["maxAddedOverloadNodeMinutes"]),
+        line={"dash": "dash", "color": "#888888"},
+        annotation_text="--max-added-overload",
+        annotation_position="top right",
+    )
     fig.update_layout(
         title=f"Node-hours saved against added overload, {doc['from']} → {doc['to']}",
         xaxis_title="overload node-minutes added over no scale-down",
