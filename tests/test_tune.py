@@ -102,7 +102,8 @@ def ray_cluster() -> Iterator[str]:
     address (``ray://127.0.0.2:PORT``). Both are stopped at the end (their process groups)."""
     if not RAY.exists():
         pytest.skip(f"no ray command beside {sys.executable}")
-    env = {**os.environ, **RAY_ENV}
+    # Multi-node on Linux (an embedded Ray of an earlier test may have set it to 0 in this process).
+    env = {**os.environ, **RAY_ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
     with tempfile.TemporaryDirectory(prefix="ray-") as tmp:
         gcs, client = free_port(), free_port()
         common = ["--block", "--num-cpus=1", "--disable-usage-stats"]
