@@ -7,7 +7,8 @@ start, every replay, the output), in fresh processes:
 * ``example``: the bundled ``bitbrains-gke-night-lowreq`` snapshot with the Bitbrains trace
   over one week (``--from 2013-07-08 --to 2013-07-15``), 32 trials;
 * ``1k-nodes``: a 1,000-node cluster of :mod:`benchmarks.generate` over one day of the same
-  trace (its pods follow no series: their usage is their PodMetrics all along), 32 trials.
+  trace (its first 2,000 pods follow Bitbrains VMs 1-500 through ``--trace-map``; the others
+  keep their PodMetrics usage), 32 trials.
 
 Reported per run: wall seconds, trials per minute, and for 2 workers the speed-up over 1 and
 the efficiency (speed-up / 2). The target is a speed-up of at least 1.8. The two runs of a
@@ -35,10 +36,24 @@ EXAMPLE = ROOT / "scaler" / "examples" / "bitbrains-gke-night-lowreq"
 START = dt.datetime(2013, 7, 8, tzinfo=dt.UTC)
 
 
-def _tune(snapshot: Path, days: float, trials: int, workers: int, out: Path) -> dict[str, Any]:
+def _trace_map(snapshot: Path, out: Path, series: int = 500) -> Path:
+    """``--trace-map`` for a generated cluster: its first pods (file order) follow Bitbrains VMs
+    1..``series`` in turn, so that their usage changes over the replay."""
+    pods = json.loads((snapshot / "pods.json").read_text())["items"]
+    rows = ["namespace,pod,series"]
+    for i, p in enumerate(pods[: series * 4]):
+        rows.append(f"{p['metadata']['namespace']},{p['metadata']['name']},{i % series + 1}")
+    out.write_text("\n".join(rows) + "\n")
+    return out
+
+
+def _tune(
+    snapshot: Path, days: float, trials: int, workers: int, out: Path, trace_map: Path | None = None
+) -> dict[str, Any]:
     end = START + dt.timedelta(days=days)
+    extra = ["--trace-map", str(trace_map)] if trace_map is not None else []
     cmd = [
-        sys.executable, "-m", "scaler.cli", "tune", "--snapshot", str(snapshot), "--trace", str(TRACE),
+        sys.executable, "-m", "scaler.cli", "tune", "--snapshot", str(snapshot), "--trace", str(TRACE), *extra,
         "--from", START.isoformat(), "--to", end.isoformat(), "--trials", str(trials), "--seed", "1",
         "--workers", str(workers), "--out", str(out), "-q",
     ]  # fmt: skip
@@ -56,14 +71,16 @@ def _tune(snapshot: Path, days: float, trials: int, workers: int, out: Path) -> 
     }
 
 
-def _config(name: str, snapshot: Path, days: float, trials: int, tmp: Path) -> dict[str, Any]:
+def _config(
+    name: str, snapshot: Path, days: float, trials: int, tmp: Path, trace_map: Path | None = None
+) -> dict[str, Any]:
     runs = []
     for workers in (1, 2):
         print(
             f"benchmarks.tune: {name}: {trials} trials over {days:g} day(s), {workers} worker(s) …",
             flush=True,
         )
-        runs.append(_tune(snapshot, days, trials, workers, tmp / f"{name}-{workers}"))
+        runs.append(_tune(snapshot, days, trials, workers, tmp / f"{name}-{workers}", trace_map))
     one, two = runs
     speedup = two["trialsPerMinute"] / one["trialsPerMinute"]
     same = one.pop("frontier") == two.pop("frontier")
@@ -128,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 snap = tmp / "snapshot-1k"
                 generate(1000).write(snap)
-                results.append(_config(name, snap, args.days_1k, args.trials, tmp))
+                tmap = _trace_map(snap, tmp / "trace-map.csv")
+                results.append(_config(name, snap, args.days_1k, args.trials, tmp, tmap))
             else:
                 raise SystemExit(f"--configs: unknown configuration {name!r}")
     machine = f"{os.cpu_count()} CPUs"
