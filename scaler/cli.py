@@ -1,5 +1,5 @@
 """Command line: ``scaler dry-run``, ``scaler why``, ``scaler status``, ``scaler run``,
-``scaler replay``, ``scaler history export``, ``scaler snapshot``, ``scaler schema``.
+``scaler replay``, ``scaler tune``, ``scaler history export``, ``scaler snapshot``, ``scaler schema``.
 
 Every engine setting is a flag with cluster-autoscaler's name (generated from
 :class:`~scaler.config.ScalerConfig`) and a key of the same name in the ``--config`` YAML file;
@@ -238,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     from scaler.replay.cli import add_parser as add_replay_parser
 
     add_replay_parser(sub)
+    from scaler.tune.cli import add_parser as add_tune_parser
+
+    add_tune_parser(sub)
     from scaler.history.cli import add_parser as add_history_parser
 
     add_history_parser(sub)
@@ -701,6 +704,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from scaler.replay.cli import run as run_replay
 
             return run_replay(args)
+        if args.command == "tune":
+            from scaler.tune.cli import run as run_tune
+
+            return run_tune(args)
         if args.command == "history":
             from scaler.history.cli import run as run_history
 

@@ -99,7 +99,7 @@ def test_the_same_flag_shows_the_same_metavar_in_every_command() -> None:
     }
     assert not differ, differ
     shared = _metavars()
-    assert shared["--prices"] == {"dry-run": "FILE", "why": "FILE", "run": "FILE", "replay": "FILE"}
+    assert shared["--prices"] == {"dry-run": "FILE", "why": "FILE", "run": "FILE", "replay": "FILE", "tune": "FILE"}
     assert set(shared["--prometheus-url"].values()) == {"URL"}
 
 

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),  # the one exception root
     ("model",),  # records, snapshots, quantities, times: the data everything reads
     ("specs",),  # the configuration's compact specs (--nodes, budgets) and ConfigError
-    ("config", "reasons", "cmdline", "entrypoints", "forked", "kube", "kube.raw"),
+    ("config", "reasons", "cmdline", "entrypoints", "forked", "fanout", "kube", "kube.raw"),
     # policy-free building blocks, each on model and config alone
     (
         "utilization", "usage_history", "limits", "prices", "budgets", "drain", "eviction", "observability",
@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("actuation", "report"),  # acting on a plan; the dry-run report
     ("controller", "why", "status"),  # the live loop; one node's answer and a running scaler's status, read
     ("runner", "replay"),  # the live process; the what-if replay drives the controller
+    ("tune",),  # the search over replays
     ("cli",),  # the command line
     ("docs", "kubectl_plugin"),  # the reference pages; kubectl scaler, both on the command line
 )  # fmt: skip

@@ -608,7 +608,8 @@ def _run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scaler")
     sub = parser.add_subparsers(dest="command")
     replay_cli.add_parser(sub)
-    return replay_cli.run(parser.parse_args(["replay", *argv]))
+    workers = [] if "--workers" in argv or "--processes" in argv else ["--workers", "1"]  # no Ray start
+    return replay_cli.run(parser.parse_args(["replay", *argv, *workers]))
 
 
 def test_cli_json_on_the_bundled_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,7 +57,7 @@ def policy_rows(out: str) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("columns", [80, 200])
 def test_replay_table_under_a_terminal_cuts_no_policy_name(tmp_path: Path, columns: int) -> None:
     trace = write_trace(tmp_path)
-    code, out = run_in_pty(["replay", "--trace", str(trace), "--processes", "2"], columns)
+    code, out = run_in_pty(["replay", "--trace", str(trace), "--workers", "1"], columns)
     assert code == 0, out
     table = out[out.index("POLICY ") :]
     assert "…" not in table
@@ -102,7 +102,7 @@ def test_progress_on_a_terminal_nothing_extra_when_piped(tmp_path: Path) -> None
         assert re.search(rf"{name}\s.*2026-11-02T00:55:00Z.*steps/s.*\d:\d\d:\d\d", out), name
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.run(
-        [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "seed,scaler"],
+        [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "seed,scaler", "--workers", "1"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -176,7 +176,7 @@ def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) ->
     assert "2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z" in warning
     # Through the command: one line, exit 2; a warning on stderr and the replay runs.
     trace = write_trace(tmp_path)
-    base = [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "scaler", "-o", "json"]
+    base = [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "scaler", "-o", "json", "--workers", "1"]
     proc = subprocess.run([*base, "--from", "2027-01-01"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [

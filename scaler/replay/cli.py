@@ -25,10 +25,23 @@ from scaler.model.times import format_time, parse_duration_seconds, timestamp_se
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from scaler.model.snapshot import ClusterSnapshot
     from scaler.replay.policies import Policy
     from scaler.replay.simulate import PolicyResult, ReplayInput
+    from scaler.replay.traces import Trace
+    from scaler.replay.world import UsageTable
 
-__all__ = ["OUTPUT_FORMATS", "add_parser", "check_range", "run"]
+__all__ = [
+    "OUTPUT_FORMATS",
+    "LoadedInputs",
+    "add_input_flags",
+    "add_parser",
+    "add_worker_flags",
+    "check_range",
+    "check_workers",
+    "load_inputs",
+    "run",
+]
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "html")
 """``-o`` of ``scaler replay``: kubectl's table, ``wide``, ``json`` and ``yaml``, plus ``html``."""
@@ -61,12 +74,41 @@ def add_parser(subparsers: Any) -> None:
         epilog=_EPILOG,
         formatter_class=ParagraphHelpFormatter,
     )
-    _add_input_flags(p)
-    _add_run_flags(p)
+    add_input_flags(p)
+    p.add_argument(
+        "--policies",
+        action="append",
+        metavar="LIST",
+        help="comma-separated policies (default ca-requests,seed,scaler,scaler-portrait); repeatable",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table (fits 80 columns), wide (adds node-hours, nodes added, absolute overload, "
+        "descriptions), json, yaml, or html (a self-contained page; needs --out)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
+    add_worker_flags(p, "policies replayed in parallel", "--processes")
+    p.add_argument(
+        "--profile-refresh",
+        default="1h",
+        metavar="duration",
+        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
+    )
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress on stderr (there is none when stderr is not a terminal)",
+    )
 
 
-def _add_input_flags(p: argparse.ArgumentParser) -> None:
-    """What is replayed: the starting cluster, the usage (trace or Prometheus), the pod map."""
+def add_input_flags(p: argparse.ArgumentParser) -> None:
+    """Add the flags naming what is replayed (shared by ``scaler replay`` and ``scaler tune``):
+    the snapshot, the usage history (a trace or Prometheus), the range, the step, the base
+    configuration, the provisioning delay and the prices."""
     p.add_argument(
         "--snapshot",
         nargs="+",
@@ -96,10 +138,6 @@ def _add_input_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace-map", metavar="FILE", help="CSV namespace,pod,series: which pod follows which trace series"
     )
-
-
-def _add_run_flags(p: argparse.ArgumentParser) -> None:
-    """How it is replayed and reported: the range, the step, the policies, the output."""
     p.add_argument(
         "--from",
         dest="start",
@@ -117,12 +155,6 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         "--step", default="5m", metavar="duration", help="time between controller loops (default 5m0s)"
     )
     p.add_argument(
-        "--policies",
-        action="append",
-        metavar="LIST",
-        help="comma-separated policies (default ca-requests,seed,scaler,scaler-portrait); repeatable",
-    )
-    p.add_argument(
         "--config", metavar="FILE", help="YAML of scaler flags applied to every policy (policy flags win)"
     )
     p.add_argument(
@@ -134,34 +166,42 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prices", metavar="FILE", help="YAML machine-type: USD/hour, merged over the bundled table"
     )
+
+
+def add_worker_flags(p: argparse.ArgumentParser, what: str, former: str | None = None) -> None:
+    """Add ``--workers`` (with its ``former`` name, if any) and ``--ray-address``."""
+    names = ["--workers"] if former is None else ["--workers", former]
     p.add_argument(
-        "--output",
-        "-o",
-        choices=OUTPUT_FORMATS,
-        default="table",
-        help="table (fits 80 columns), wide (adds node-hours, nodes added, absolute overload, "
-        "descriptions), json, yaml, or html (a self-contained page; needs --out)",
-    )
-    p.add_argument("--out", metavar="FILE", help="write the json/yaml/html report here (html needs it)")
-    p.add_argument(
-        "--processes",
+        *names,
+        dest="workers",
         type=int,
         default=None,
-        metavar="int",
-        help="policies replayed in parallel (default: CPU count)",
+        metavar="N",
+        help=f"{what}: N CPUs of an embedded local Ray (default: the CPU count; 1 runs in this "
+        "process without Ray)" + (f"; {former} is its former name" if former else ""),
     )
     p.add_argument(
-        "--profile-refresh",
-        default="1h",
-        metavar="duration",
-        help="portrait policies: rebuild workload profiles this often (default 1h0m0s)",
+        "--ray-address",
+        metavar="ADDRESS",
+        help="run on an existing Ray cluster instead: auto, host:port of its head, or ray://host:10001",
     )
-    p.add_argument(
-        "--quiet",
-        "-q",
-        action="store_true",
-        help="no progress on stderr (there is none when stderr is not a terminal)",
-    )
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    """Reject ``--workers`` below 1 and ``--ray-address`` that does not answer.
+
+    Raises:
+        scaler.cmdline.UsageError: one line naming the value.
+    """
+    from scaler.fanout import RayUnavailable, check_address
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.ray_address is not None:
+        try:
+            check_address(args.ray_address)
+        except RayUnavailable as e:
+            raise UsageError(str(e)) from None
 
 
 def _seconds(value: str, flag: str) -> float:
@@ -285,15 +325,162 @@ def _prometheus_trace(
     return lo, hi, str(path)
 
 
+@dataclass(frozen=True, slots=True)
+class LoadedInputs:
+    """What ``scaler replay`` and ``scaler tune`` read from their common flags."""
+
+    snapshot: ClusterSnapshot
+    snapshot_source: str
+    trace: Trace
+    trace_path: str
+    pod_series: Mapping[str, str]
+    used: set[str]
+    grid: Any
+    usage: UsageTable
+    start_step: int
+    step: float
+    provision_delay: float
+    refresh: float
+    prices: Mapping[str, float]
+    by_pod: int
+    by_workload: int
+    without: int
+
+    def replay_input(self) -> ReplayInput:
+        """The :class:`~scaler.replay.simulate.ReplayInput` every policy or trial shares."""
+        from scaler.replay.simulate import ReplayInput
+
+        return ReplayInput(
+            self.snapshot,
+            self.usage,
+            self.pod_series,
+            self.step,
+            self.provision_delay,
+            self.prices,
+            self.refresh,
+            self.start_step,
+        )
+
+
+def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], None]) -> LoadedInputs:
+    """Read the snapshot (or live cluster), the trace (or the Prometheus export) and the prices
+    named by the input flags (:func:`add_input_flags`), and build the replay grid over
+    ``--from``/``--to`` with ``history`` seconds of past usage before it (workload profiles).
+    Warnings (a range partly outside the trace, few pods following it) go to stderr.
+
+    Raises:
+        scaler.cmdline.UsageError: bad input (one line naming the bad value).
+    """
+    from scaler.prices import load_prices
+    from scaler.replay.bundled import known_map
+    from scaler.replay.inputs import (
+        ANNOTATION_SERIES,
+        build_grid,
+        load_trace_map,
+        map_pods,
+        map_pods_by_pod_or_workload,
+        usage_table,
+        with_history,
+        with_workload_means,
+    )
+    from scaler.replay.traces import load_trace
+    from scaler.sources.files import load_snapshot
+
+    if not args.trace and not args.prometheus_url:
+        raise UsageError("no usage history: give --trace PATH or --prometheus-url URL")
+    if args.trace and args.prometheus_url:
+        raise UsageError("--trace and --prometheus-url exclude each other: give one")
+    step = _seconds(args.step, "--step")
+    if step <= 0:
+        raise UsageError(f"--step must be positive, got {args.step!r}")
+    provision_delay = _seconds(args.provision_delay, "--provision-delay")
+    refresh = _seconds(getattr(args, "profile_refresh", "1h"), "--profile-refresh")
+    start, end = _time(args.start, "--from"), _time(args.end, "--to")
+    try:
+        prices = load_prices(args.prices)
+        if args.snapshot or not args.prometheus_url:
+            paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
+            snapshot = load_snapshot([str(p) for p in paths], None)
+            snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
+            snapshot_source = ", ".join(str(p) for p in paths)
+        else:
+            snapshot, snapshot_source = _live_cluster(args)
+            snapshot_name = ""
+        trace_path = args.trace
+        if args.prometheus_url:
+            start, end, trace_path = _prometheus_trace(args, start, end, step, say)
+        trace_map = load_trace_map(args.trace_map) if args.trace_map else {}
+        wanted = set(trace_map.values()) | set(known_map(snapshot_name).values())
+        wanted |= {
+            p.annotations[ANNOTATION_SERIES] for p in snapshot.pods if ANNOTATION_SERIES in p.annotations
+        }
+        say(f"reading trace {trace_path} …")
+        trace = load_trace(trace_path, wanted=wanted or None)
+        running = sum(1 for p in snapshot.pods if not p.is_terminal)
+        if trace.meta.get("source") == "prometheus":
+            trace, workloads = with_workload_means(trace, snapshot)
+            match = map_pods_by_pod_or_workload(
+                snapshot, trace, workloads, start if start is not None else trace.span()[0], step
+            )
+            pod_series = match.pod_series
+            by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
+        else:
+            pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
+            by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
+        used = set(pod_series.values())
+        if used:
+            warning = check_range(
+                min(float(trace.series[s].times[0]) for s in used),
+                max(float(trace.series[s].times[-1]) for s in used),
+                start,
+                end,
+                step,
+            )
+            if warning:
+                sys.stderr.write(f"scaler: warning: {warning}\n")
+        if len(pod_series) * 2 < len(snapshot.pods):
+            sys.stderr.write(
+                f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
+                f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
+            )
+        grid = build_grid(trace, used, start, end, step)
+        full, start_step = with_history(trace, used, grid, history)
+        usage = usage_table(trace, used, full)
+    except InputError as e:  # a config, policy, price, snapshot, trace or map file
+        raise UsageError(str(e)) from None
+    return LoadedInputs(
+        snapshot=snapshot,
+        snapshot_source=snapshot_source,
+        trace=trace,
+        trace_path=str(trace_path),
+        pod_series=pod_series,
+        used=used,
+        grid=grid,
+        usage=usage,
+        start_step=start_step,
+        step=step,
+        provision_delay=provision_delay,
+        refresh=refresh,
+        prices=prices,
+        by_pod=by_pod,
+        by_workload=by_workload,
+        without=without,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``scaler replay`` with parsed ``args``; returns the exit status.
 
     Raises:
         scaler.cmdline.UsageError: bad input (one line naming the bad value).
     """
+    import yaml
     from rich.console import Console
 
-    from scaler.replay.report import report_dict
+    from scaler.config import load_config_file
+    from scaler.replay.html import HtmlError, render_html
+    from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
+    from scaler.replay.report import ReplayMeta, print_table, report_dict
     from scaler.replay.simulate import ReplayInput
     from scaler.simulator.registry import PluginError, load_filters, load_scorers
 
@@ -305,228 +492,84 @@ def run(args: argparse.Namespace) -> int:
         if interactive:
             err.print(msg, highlight=False)
 
-    step, provision_delay, refresh, start, end = _check_flags(args)
+    if args.output == "html" and not args.out:
+        raise UsageError("--output html needs --out FILE")
+    check_workers(args)
     try:
-        inputs = _prepare(args, start, end, step, say)
+        base = load_config_file(args.config) if args.config else {}
+        policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
+        baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
     except InputError as e:
         raise UsageError(str(e)) from None
-    for policy in inputs.policies:  # an unknown plugin name fails here, not in a worker an hour later
+    history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
+    loaded = load_inputs(args, history, say)
+    snapshot, trace, trace_path, grid, step = (
+        loaded.snapshot,
+        loaded.trace,
+        loaded.trace_path,
+        loaded.grid,
+        loaded.step,
+    )
+    pod_series, used = loaded.pod_series, loaded.used
+    by_pod, by_workload, without = loaded.by_pod, loaded.by_workload, loaded.without
+    snapshot_source, usage, start_step = loaded.snapshot_source, loaded.usage, loaded.start_step
+    provision_delay, prices, refresh = loaded.provision_delay, loaded.prices, loaded.refresh
+    for policy in policies:  # an unknown plugin name fails here, not in a worker an hour later
         try:
             load_filters(policy.config)
             load_scorers(policy.config)
         except PluginError as e:
             raise UsageError(f"policy {policy.name!r}: {e}") from None
-    processes = args.processes or os.cpu_count() or 1
-    processes = max(1, min(processes, len(inputs.policies) + 1))
-    inp = ReplayInput(
-        inputs.snapshot,
-        inputs.usage,
-        inputs.pod_series,
-        step,
-        provision_delay,
-        inputs.prices,
-        refresh,
-        inputs.start_step,
-    )
+    processes = args.workers or os.cpu_count() or 1
+    processes = max(1, min(processes, len(policies) + 1))
+    inp = ReplayInput(snapshot, usage, pod_series, step, provision_delay, prices, refresh, start_step)
     say(
-        f"replaying {len(inputs.grid)} steps ({len(inputs.pod_series)} of {len(inputs.snapshot.pods)} pods following "
-        f"{len(inputs.used)} series) × {len(inputs.policies)} policies on {processes} process(es) …"
+        f"replaying {len(grid)} steps ({len(pod_series)} of {len(snapshot.pods)} pods following "
+        f"{len(used)} series) × {len(policies)} policies on "
+        + (f"Ray at {args.ray_address} …" if args.ray_address else f"{processes} worker(s) …")
     )
+
+    from scaler.fanout import RayUnavailable
 
     try:
-        results = _replay(inp, [*inputs.policies, inputs.baseline], processes, err if interactive else None)
+        results = _replay(
+            inp, [*policies, baseline_policy], processes, args.ray_address, err if interactive else None
+        )
     except ImportError as e:  # a portrait policy without scaler.history
         raise UsageError(f"a policy needs a module that is not installed: {e}") from None
+    except RayUnavailable as e:
+        raise UsageError(str(e)) from None
     baseline = results.pop()
-    meta = _meta(inputs, step, provision_delay, processes, started)
-    report = report_dict(meta, results, baseline)
-    run_figures = (time.perf_counter() - started, processes)
-    return _output(args, report, run_figures)
-
-
-def _meta(inputs: _Inputs, step: float, provision_delay: float, processes: int, started: float) -> Any:
-    """The report's :class:`~scaler.replay.report.ReplayMeta`: what was replayed, how, how long
-    (``started``: ``time.perf_counter()`` at the start of the command)."""
     from scaler.history.export import scaler_version
-    from scaler.replay.report import ReplayMeta
 
     prometheus = None
-    if inputs.trace.meta.get("source") == "prometheus":
+    if trace.meta.get("source") == "prometheus":
         keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
-        prometheus = {k: inputs.trace.meta.get(k, "") for k in keys}
+        prometheus = {k: trace.meta.get(k, "") for k in keys}
     meta = ReplayMeta(
-        snapshot=inputs.snapshot_source,
-        trace=str(inputs.trace_path),
-        trace_kind=inputs.trace.kind,
-        series=len(inputs.used),
-        pods=len(inputs.snapshot.pods),
-        pods_following=len(inputs.pod_series),
-        start=float(inputs.grid[0]),
-        end=float(inputs.grid[-1] + step),
+        snapshot=snapshot_source,
+        trace=str(trace_path),
+        trace_kind=trace.kind,
+        series=len(used),
+        pods=len(snapshot.pods),
+        pods_following=len(pod_series),
+        start=float(grid[0]),
+        end=float(grid[-1] + step),
         step=step,
-        steps=len(inputs.grid),
+        steps=len(grid),
         provision_delay=provision_delay,
         processes=processes,
         elapsed_seconds=time.perf_counter() - started,
-        skipped_rows=inputs.trace.skipped_rows,
+        skipped_rows=trace.skipped_rows,
         version=scaler_version(),
-        pods_by_pod=inputs.by_pod,
-        pods_by_workload=inputs.by_workload,
-        pods_without_series=inputs.without,
+        pods_by_pod=by_pod,
+        pods_by_workload=by_workload,
+        pods_without_series=without,
         prometheus=prometheus,
     )
-    return meta
-
-
-def _check_flags(args: argparse.Namespace) -> tuple[float, float, float, float | None, float | None]:
-    """The flags checked before anything is read: ``(step, provision delay, profile refresh,
-    from, to)`` in seconds (``from``/``to`` Unix seconds, ``None`` when not given).
-
-    Raises:
-        scaler.cmdline.UsageError: a bad flag or combination of flags.
-    """
-    if args.output == "html" and not args.out:
-        raise UsageError("--output html needs --out FILE")
-    if args.processes is not None and args.processes < 1:
-        raise UsageError(f"--processes must be at least 1, got {args.processes}")
-    if not args.trace and not args.prometheus_url:
-        raise UsageError("no usage history: give --trace PATH or --prometheus-url URL")
-    if args.trace and args.prometheus_url:
-        raise UsageError("--trace and --prometheus-url exclude each other: give one")
-    step = _seconds(args.step, "--step")
-    if step <= 0:
-        raise UsageError(f"--step must be positive, got {args.step!r}")
-    provision_delay = _seconds(args.provision_delay, "--provision-delay")
-    refresh = _seconds(args.profile_refresh, "--profile-refresh")
-    start, end = _time(args.start, "--from"), _time(args.end, "--to")
-    return step, provision_delay, refresh, start, end
-
-
-@dataclass(frozen=True)
-class _Inputs:
-    """What a replay reads before it runs: the policies, prices, the starting cluster, the trace,
-    which pod follows which series, the step grid and the usage table."""
-
-    policies: list[Any]
-    baseline: Any
-    prices: Any
-    snapshot: Any
-    snapshot_source: str
-    trace: Any
-    trace_path: str
-    pod_series: dict[str, str]
-    by_pod: int
-    by_workload: int
-    without: int
-    used: set[str]
-    grid: Any
-    usage: Any
-    start_step: int
-
-
-def _wanted_series(snapshot: Any, trace_map: Mapping[str, str], snapshot_name: str) -> set[str]:
-    """The trace series some pod follows: by ``--trace-map``, by the bundled map of a bundled
-    snapshot, or by a pod's series annotation (only those are read from the trace)."""
-    from scaler.replay.bundled import known_map
-    from scaler.replay.inputs import ANNOTATION_SERIES
-
-    wanted = set(trace_map.values()) | set(known_map(snapshot_name).values())
-    wanted |= {p.annotations[ANNOTATION_SERIES] for p in snapshot.pods if ANNOTATION_SERIES in p.annotations}
-    return wanted
-
-
-def _prepare(
-    args: argparse.Namespace, start: float | None, end: float | None, step: float, say: Callable[[str], None]
-) -> _Inputs:
-    """Read the config, policies, prices, snapshot (files, the bundled example, or the live
-    cluster), the trace (file or Prometheus export) and map the pods to its series.
-
-    Raises:
-        scaler.errors.InputError: bad input of any kind (one line naming the bad value).
-    """
-    from scaler.config import load_config_file
-    from scaler.prices import load_prices
-    from scaler.replay.inputs import (
-        build_grid,
-        load_trace_map,
-        map_pods,
-        map_pods_by_pod_or_workload,
-        usage_table,
-        with_history,
-        with_workload_means,
-    )
-    from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
-    from scaler.replay.traces import load_trace
-    from scaler.sources.files import load_snapshot
-
-    base = load_config_file(args.config) if args.config else {}
-    policies = parse_policies(args.policies or [",".join(DEFAULT_POLICIES)], base)
-    baseline_policy = build_policy("none", ["--scale-down=false"], base, "no scale-down")
-    prices = load_prices(args.prices)
-    if args.snapshot or not args.prometheus_url:
-        paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
-        snapshot = load_snapshot([str(p) for p in paths], None)
-        snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
-        snapshot_source = ", ".join(str(p) for p in paths)
-    else:
-        snapshot, snapshot_source = _live_cluster(args)
-        snapshot_name = ""
-    trace_path = args.trace
-    if args.prometheus_url:
-        start, end, trace_path = _prometheus_trace(args, start, end, step, say)
-    trace_map = load_trace_map(args.trace_map) if args.trace_map else {}
-    wanted = _wanted_series(snapshot, trace_map, snapshot_name)
-    say(f"reading trace {trace_path} …")
-    trace = load_trace(trace_path, wanted=wanted or None)
-    running = sum(1 for p in snapshot.pods if not p.is_terminal)
-    if trace.meta.get("source") == "prometheus":
-        trace, workloads = with_workload_means(trace, snapshot)
-        match = map_pods_by_pod_or_workload(
-            snapshot, trace, workloads, start if start is not None else trace.span()[0], step
-        )
-        pod_series = match.pod_series
-        by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
-    else:
-        pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
-        by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
-    used = set(pod_series.values())
-    if used:
-        warning = check_range(
-            min(float(trace.series[s].times[0]) for s in used),
-            max(float(trace.series[s].times[-1]) for s in used),
-            start,
-            end,
-            step,
-        )
-        if warning:
-            sys.stderr.write(f"scaler: warning: {warning}\n")
-    if len(pod_series) * 2 < len(snapshot.pods):
-        sys.stderr.write(
-            f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
-            f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
-        )
-    grid = build_grid(trace, used, start, end, step)
-    history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
-    full, start_step = with_history(trace, used, grid, history)
-    usage = usage_table(trace, used, full)
-    return _Inputs(
-        policies, baseline_policy, prices, snapshot, snapshot_source, trace, trace_path, pod_series,
-        by_pod, by_workload, without, used, grid, usage, start_step,
-    )  # fmt: skip
-
-
-def _output(args: argparse.Namespace, report: dict[str, Any], run_figures: tuple[float, int]) -> int:
-    """Print or write ``report`` as ``--output`` and ``--out`` say; returns the exit status 0.
-
-    Raises:
-        scaler.cmdline.UsageError: html without plotly, or ``--out`` cannot be written.
-    """
-    import yaml
-
-    from scaler.replay.html import HtmlError, render_html
-    from scaler.replay.report import print_table
-
+    report = report_dict(meta, results, baseline)
     wide = args.output == "wide"
+    run_figures = (time.perf_counter() - started, processes)
     if args.output in ("table", "wide"):
         print_table(report, sys.stdout, wide, run_figures)
         return 0
@@ -553,7 +596,7 @@ def _output(args: argparse.Namespace, report: dict[str, Any], run_figures: tuple
 
 
 def _replay(
-    inp: ReplayInput, policies: list[Policy], processes: int, console: Console | None
+    inp: ReplayInput, policies: list[Policy], workers: int, address: str | None, console: Console | None
 ) -> list[PolicyResult]:
     """Run the policies (:func:`scaler.replay.simulate.run_policies`) with log lines that name the
     policy and the simulated time on stderr and, when ``console`` (a rich ``Console`` on a
@@ -601,7 +644,7 @@ def _replay(
     root.handlers = [handler]
     try:
         if console is None:
-            return run_policies(inp, policies, processes=processes)
+            return run_policies(inp, policies, workers=workers, address=address)
         steps = len(inp.usage.times) - inp.start_step
         with Progress(
             TextColumn("{task.description}"),
@@ -622,6 +665,6 @@ def _replay(
                 rate = (done - done0) / (t - t0) if t - t0 >= 0.5 else None
                 bars.update(tasks[name], completed=done, total=total, simulated=format_time(now), rate=rate)
 
-            return run_policies(inp, policies, processes=processes, progress=progress)
+            return run_policies(inp, policies, workers=workers, address=address, progress=progress)
     finally:
         root.handlers = saved

@@ -26,10 +26,10 @@ from the replay's own past usage (the last ``--history-days`` before the step), 
 ``profile_refresh`` seconds.
 
 Progress and logs: ``progress(policy, steps done, steps, simulated time)`` is called after every
-step, in the calling process even when policies run in worker processes (they report through a
-queue). Log records emitted while a policy replays carry its name and the simulated time
-(:class:`ReplayLogContext`); records of worker processes are handed to the calling process's
-handlers.
+step, in the calling process even when policies run as Ray tasks (they report through a Ray
+queue, see :mod:`scaler.fanout`). Log records emitted while a policy replays carry its name and
+the simulated time (:class:`ReplayLogContext`); records of Ray tasks are handed to the calling
+process's handlers when the policy's replay ends.
 
 Per step, after the loop and the scheduler: every node present or being provisioned is counted
 for node-hours (and its pool's price for cost), and a node whose real usage is above 100% of its
@@ -45,13 +45,9 @@ import contextvars
 import dataclasses
 import gc
 import logging
-import logging.handlers
-import multiprocessing
 import os
-import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -573,43 +569,20 @@ def _run_policy(
 
 # ---- several policies, in parallel ---------------------------------------------------------------------
 
-_SHARED: ReplayInput | None = None
-_QUEUE: multiprocessing.queues.Queue[object] | None = None
 
-
-def _worker(policy: Policy) -> PolicyResult:
-    assert _SHARED is not None and _QUEUE is not None
+def _policy_task(inp: ReplayInput, policy: Policy, report: Callable[..., None]) -> PolicyResult:
+    """One policy's replay in a Ray task, reporting progress at most ten times a second."""
     gc.freeze()  # the shared input is never collected: keep the collector off it
-    q = _QUEUE
-    # Log records go to the parent, which hands them to its own handlers.
-    handler = logging.handlers.QueueHandler(q)
-    handler.addFilter(ReplayLogContext())
-    root = logging.getLogger()
-    root.handlers = [handler]
     last = 0.0
 
-    def report(name: str, done: int, total: int, now: float) -> None:
+    def progress(name: str, done: int, total: int, now: float) -> None:
         nonlocal last
         t = time.monotonic()
-        if t - last >= 0.1 or done == total:  # at most ten messages a second per policy
+        if t - last >= 0.1 or done == total:
             last = t
-            q.put(("progress", name, done, total, now))
+            report(name, done, total, now)
 
-    return run_policy(_SHARED, policy, report)
-
-
-def _drain(q: multiprocessing.queues.Queue[object], progress: Progress | None) -> None:
-    """Hand every queued message to ``progress`` or, for a log record, to its logger."""
-    while True:
-        try:
-            item = q.get_nowait()
-        except queue.Empty:
-            return
-        if isinstance(item, logging.LogRecord):
-            logging.getLogger(item.name).handle(item)
-        elif isinstance(item, tuple) and progress is not None:
-            _, name, done, total, now = item
-            progress(name, done, total, now)
+    return run_policy(inp, policy, progress)
 
 
 def _expected_cost(policy: Policy) -> int:
@@ -625,34 +598,37 @@ def run_policies(
     inp: ReplayInput,
     policies: Sequence[Policy],
     *,
-    processes: int | None = None,
+    workers: int | None = None,
+    address: str | None = None,
     progress: Progress | None = None,
+    processes: int | None = None,
 ) -> list[PolicyResult]:
     """Replay every policy on an identical copy of ``inp``; results in the order of ``policies``.
 
-    Policies run in parallel worker processes (``processes``, default: the CPU count, at most
-    one per policy), forked so the loaded snapshot and trace are shared, not copied; with one
-    process (or where ``fork`` is unavailable) they run here one after the other. Either way
-    ``progress`` and the log handlers are called in this process (see the module doc).
+    With ``workers`` (default: the CPU count, at most one per policy) above 1, or an
+    ``address``, the policies run as Ray tasks (:class:`scaler.fanout.Pool`: an embedded local
+    Ray with ``workers`` CPUs, or the Ray cluster at ``address``), ``inp`` put once in Ray's
+    object store; with one worker they run here one after the other. Either way ``progress``
+    and the log handlers are called in this process (see the module doc). ``processes`` is the
+    former name of ``workers``.
+
+    Raises:
+        scaler.fanout.RayUnavailable: Ray cannot be started, or ``address`` does not answer.
     """
-    global _SHARED, _QUEUE
-    n = max(1, min(processes or os.cpu_count() or 1, len(policies)))
-    if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    from scaler.fanout import Pool
+
+    wanted = workers if workers is not None else processes
+    n = max(1, min(wanted or os.cpu_count() or 1, len(policies)))
+    if n == 1 and address is None:
         return [run_policy(inp, p, progress) for p in policies]
-    ctx = multiprocessing.get_context("fork")
-    _SHARED, _QUEUE = inp, ctx.Queue()
-    try:
-        # Longest first, so that the last policy to finish is a short one.
-        order = sorted(range(len(policies)), key=lambda i: -_expected_cost(policies[i]))
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-            futures: dict[int, Future[PolicyResult]] = {i: pool.submit(_worker, policies[i]) for i in order}
-            pending = set(futures.values())
-            while pending:
-                _, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-                _drain(_QUEUE, progress)
-            results = {i: f.result() for i, f in futures.items()}
-        _drain(_QUEUE, progress)
-        return [results[i] for i in range(len(policies))]
-    finally:
-        _QUEUE.close()
-        _SHARED, _QUEUE = None, None
+    # Longest first, so that the last policy to finish is a short one.
+    order = sorted(range(len(policies)), key=lambda i: -_expected_cost(policies[i]))
+
+    def relay(_index: int, name: str, done: int, total: int, now: float) -> None:
+        if progress is not None:
+            progress(name, done, total, now)
+
+    with Pool(inp, n, address, relay if progress is not None else None, ReplayLogContext()) as pool:
+        done = pool.map(_policy_task, [policies[i] for i in order])
+    results = {order[d.index]: d.result for d in done}
+    return [results[i] for i in range(len(policies))]
