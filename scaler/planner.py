@@ -69,10 +69,12 @@ from scaler.usage_history import (
 )
 
 __all__ = [  # usage history re-exported from scaler.usage_history, where it lives
+    "HOLD_CHECKS",
     "SIMULATED_UNREMOVABLE",
     "AggregatedPodMetrics",
     "Aggregation",
     "GroupSize",
+    "Hold",
     "PlannerState",
     "ScaleDownPlan",
     "UsageSample",
@@ -230,29 +232,160 @@ def _crop_order(r: NodeResult) -> tuple[bool, int]:
     return (r.status is not NodeStatus.REMOVABLE_EMPTY, r.rank or 0)
 
 
-def plan(
-    evaluation: Evaluation,
-    state: PlannerState,
-    group_sizes: Mapping[str, GroupSize],
-    *,
-    last_scale_up: float | None = None,
-    deleting: Collection[str] = (),
-) -> tuple[ScaleDownPlan, PlannerState]:
-    """Decide which nodes to delete now, and the planner state for the next loop.
+Hold = tuple[UnremovableReason, str]
+"""Why a check holds a node: its reason and the verdict's detail."""
 
-    Args:
-        evaluation: this loop's evaluation (its ``now`` is the clock).
-        state: the previous loop's state.
-        group_sizes: node group → sizes from the cloud provider; a group missing here is
-            treated as unknown and nothing in it is deleted (``NotAutoscaled``).
-        last_scale_up: Unix time of the newest scale-up (the newest node's creation).
-        deleting: nodes whose deletion is under way (not re-planned).
 
-    Returns:
-        ``(plan, next_state)``; ``next_state`` keeps timers, the unremovable TTLs and the
-        in-flight bookkeeping passed in.
-    """
-    cfg = evaluation.config
+@dataclass(slots=True)
+class _Round:
+    """What the hold checks of one :func:`plan` read: the loop's settings, timers and sizes, the
+    cooldown, and the counts of deletions in flight and planned so far this loop (per group,
+    per group and zone, per group and MIG) with the parallelism budgets left (nodes)."""
+
+    evaluation: Evaluation
+    since: Mapping[str, float]
+    group_sizes: Mapping[str, GroupSize]
+    cooldown: str
+    in_flight_by_group: Counter[str]
+    in_flight_by_zone: Counter[tuple[str, str]]
+    in_flight_by_mig: Counter[tuple[str, str]]
+    budget: int
+    drain_budget: int
+    planned: Counter[str] = field(default_factory=Counter)
+    planned_zone: Counter[tuple[str, str]] = field(default_factory=Counter)
+    planned_mig: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @classmethod
+    def start(
+        cls,
+        evaluation: Evaluation,
+        state: PlannerState,
+        group_sizes: Mapping[str, GroupSize],
+        since: Mapping[str, float],
+        cooldown: str,
+    ) -> _Round:
+        """The round before any node is taken: in-flight counts from ``state``."""
+        cfg = evaluation.config
+        zone_of = {r.node.name: r.node.zone for r in evaluation.nodes}
+        return cls(
+            evaluation,
+            since,
+            group_sizes,
+            cooldown,
+            Counter(state.in_flight.values()),
+            Counter((g, zone_of.get(n, "")) for n, g in state.in_flight.items()),
+            Counter((g, group_sizes[g].mig_of(n)) for n, g in state.in_flight.items() if g in group_sizes),
+            cfg.max_scale_down_parallelism - len(state.in_flight),
+            cfg.max_drain_parallelism - len(state.in_flight_drains),
+        )
+
+    def take(self, r: NodeResult) -> None:
+        """Count ``r`` as planned for deletion this loop (its group's size is known)."""
+        group = r.node.node_group
+        self.budget -= 1
+        self.planned[group] += 1
+        self.planned_zone[(group, r.node.zone)] += 1
+        self.planned_mig[(group, self.group_sizes[group].mig_of(r.node.name))] += 1
+        if r.status is NodeStatus.REMOVABLE_DRAIN:
+            self.drain_budget -= 1
+
+
+def _hold_unneeded_time(r: NodeResult, rnd: _Round) -> Hold | None:
+    """``NotUnneededLongEnough`` (Ready) or ``NotUnreadyLongEnough`` (NotReady) until the node
+    has been unneeded for its pool's ``--scale-down-unneeded-time`` or ``-unready-time``."""
+    pool_cfg = rnd.evaluation.config.for_pool(r.node.node_group)
+    threshold = pool_cfg.scale_down_unneeded_time if r.node.ready else pool_cfg.scale_down_unready_time
+    since = rnd.since[r.node.name]
+    if rnd.evaluation.now - since >= threshold:
+        return None
+    reason = (
+        UnremovableReason.NotUnneededLongEnough if r.node.ready else UnremovableReason.NotUnreadyLongEnough
+    )
+    return reason, f"unneeded since {format_time(since)}, deletable at {format_time(since + threshold)}"
+
+
+def _hold_group_unknown(r: NodeResult, rnd: _Round) -> Hold | None:
+    """``NotAutoscaled`` when the cloud provider gave no size for the node's group."""
+    group = r.node.node_group
+    if group in rnd.group_sizes:
+        return None
+    return UnremovableReason.NotAutoscaled, f"no size known for node group {group!r}"
+
+
+def _hold_min_size(r: NodeResult, rnd: _Round) -> Hold | None:
+    """``NodeGroupMinSizeReached`` when the node's group, or the group in its zone, or its MIG,
+    would go below its minimum (counting in-flight and planned deletions)."""
+    group, zone_name = r.node.node_group, r.node.zone
+    size = rnd.group_sizes[group]
+    # The whole group, then the group in the node's zone (when the provider knows zones).
+    levels = [
+        (
+            size,
+            size.target_size - rnd.in_flight_by_group[group] - rnd.planned[group],
+            f"node group {group}",
+            "",
+        )
+    ]
+    zone = size.zones.get(zone_name)
+    if zone is not None:
+        key = (group, zone_name)
+        left = zone.target_size - rnd.in_flight_by_zone[key] - rnd.planned_zone[key]
+        levels.append((zone, left, f"node group {group} zone {zone_name}", " per zone"))
+    mig_key = (group, size.mig_of(r.node.name))
+    mig = size.migs.get(mig_key[1])
+    if mig is not None:  # several MIGs may share a zone: each keeps its own minimum
+        left = mig.target_size - rnd.in_flight_by_mig[mig_key] - rnd.planned_mig[mig_key]
+        levels.append((mig, left, f"node group {group} MIG {mig_key[1]}-grp", " per MIG"))
+    at_min = next(((g, left, what, per) for g, left, what, per in levels if left <= g.min_size), None)
+    if at_min is None:
+        return None
+    g, left, what, per = at_min
+    return UnremovableReason.NodeGroupMinSizeReached, f"{what}: {left} nodes left, min {g.min_size}{per}"
+
+
+def _hold_cooldown(r: NodeResult, rnd: _Round) -> Hold | None:
+    """``NotUnneededOtherReason`` while scale-down is in cooldown (:func:`_cooldown`)."""
+    if not rnd.cooldown:
+        return None
+    return UnremovableReason.NotUnneededOtherReason, f"scale-down in cooldown ({rnd.cooldown})"
+
+
+def _hold_parallelism(r: NodeResult, rnd: _Round) -> Hold | None:
+    """``NodeGroupMaxDeletionCountReached`` when ``--max-scale-down-parallelism`` (or, for a
+    drain, ``--max-drain-parallelism``) is used up this loop."""
+    is_drain = r.status is NodeStatus.REMOVABLE_DRAIN
+    if rnd.budget > 0 and not (is_drain and rnd.drain_budget <= 0):
+        return None
+    what = "--max-drain-parallelism" if is_drain and rnd.budget > 0 else "--max-scale-down-parallelism"
+    return UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop"
+
+
+HOLD_CHECKS: tuple[Callable[[NodeResult, _Round], Hold | None], ...] = (
+    _hold_unneeded_time,
+    _hold_group_unknown,
+    _hold_min_size,
+    _hold_cooldown,
+    _hold_parallelism,
+)
+"""The checks :func:`plan` runs on each candidate, in order; the first that holds it gives its
+reason (as CA's drainability rules are a list: ``simulator/drainability/rules``)."""
+
+
+def _first_hold(r: NodeResult, rnd: _Round) -> Hold | None:
+    for check in HOLD_CHECKS:
+        held = check(r, rnd)
+        if held is not None:
+            return held
+    return None
+
+
+def _unneeded_timers(
+    evaluation: Evaluation, state: PlannerState, deleting: Collection[str]
+) -> tuple[
+    dict[str, float], dict[str, float], dict[str, str], dict[str, tuple[NodeStatus, UnremovableReason, str]]
+]:
+    """This loop's ``(unneeded_since, unremovable_until, failed_removals, verdicts)``: the
+    evaluation's verdicts, the unneeded timers kept or started, and the unremovable TTLs."""
     now = evaluation.now
     since: dict[str, float] = {}
     unremovable = {n: t for n, t in state.unremovable_until.items() if t > now}
@@ -267,89 +400,51 @@ def plan(
             # budget lets it (CA keeps the timer of a node cropped by its deletion budgets).
             since[name] = state.unneeded_since.get(name, now)
         elif r.reason in SIMULATED_UNREMOVABLE:
-            unremovable[name] = now + cfg.unremovable_node_recheck_timeout
+            unremovable[name] = now + evaluation.config.unremovable_node_recheck_timeout
+    return since, unremovable, failed, verdicts
 
+
+def plan(
+    evaluation: Evaluation,
+    state: PlannerState,
+    group_sizes: Mapping[str, GroupSize],
+    *,
+    last_scale_up: float | None = None,
+    deleting: Collection[str] = (),
+) -> tuple[ScaleDownPlan, PlannerState]:
+    """Decide which nodes to delete now, and the planner state for the next loop.
+
+    Each unneeded candidate, empty nodes first, goes through :data:`HOLD_CHECKS` in order
+    (unneeded time, node group known, min size, cooldown, parallelism); the first check that
+    holds it gives its verdict, and a node no check holds is planned.
+
+    Args:
+        evaluation: this loop's evaluation (its ``now`` is the clock).
+        state: the previous loop's state.
+        group_sizes: node group → sizes from the cloud provider; a group missing here is
+            treated as unknown and nothing in it is deleted (``NotAutoscaled``).
+        last_scale_up: Unix time of the newest scale-up (the newest node's creation).
+        deleting: nodes whose deletion is under way (not re-planned).
+
+    Returns:
+        ``(plan, next_state)``; ``next_state`` keeps timers, the unremovable TTLs and the
+        in-flight bookkeeping passed in.
+    """
+    now = evaluation.now
+    since, unremovable, failed, verdicts = _unneeded_timers(evaluation, state, deleting)
     cooldown = _cooldown(evaluation, state, last_scale_up, now)
-    in_flight_by_group = Counter(state.in_flight.values())
-    zone_of = {r.node.name: r.node.zone for r in evaluation.nodes}
-    in_flight_by_zone = Counter((g, zone_of.get(n, "")) for n, g in state.in_flight.items())
-    in_flight_by_mig = Counter(
-        (g, group_sizes[g].mig_of(n)) for n, g in state.in_flight.items() if g in group_sizes
-    )
-    planned: Counter[str] = Counter()
-    planned_zone: Counter[tuple[str, str]] = Counter()
-    planned_mig: Counter[tuple[str, str]] = Counter()
-    budget = cfg.max_scale_down_parallelism - len(state.in_flight)
-    drain_budget = cfg.max_drain_parallelism - len(state.in_flight_drains)
+    rnd = _Round.start(evaluation, state, group_sizes, since, cooldown)
     empty: list[NodeResult] = []
     drain: list[NodeResult] = []
-
-    def hold(r: NodeResult, reason: UnremovableReason, detail: str) -> None:
-        verdicts[r.node.name] = (NodeStatus.UNREMOVABLE, reason, detail)
-
     candidates = [r for r in evaluation.removable() if r.node.name in since]
     candidates.sort(key=_crop_order)
     for r in candidates:
-        name, group = r.node.name, r.node.node_group
-        pool_cfg = cfg.for_pool(group)
-        threshold = pool_cfg.scale_down_unneeded_time if r.node.ready else pool_cfg.scale_down_unready_time
-        waited = now - since[name]
-        if waited < threshold:
-            reason = (
-                UnremovableReason.NotUnneededLongEnough
-                if r.node.ready
-                else UnremovableReason.NotUnreadyLongEnough
-            )
-            hold(
-                r,
-                reason,
-                f"unneeded since {format_time(since[name])}, deletable at {format_time(since[name] + threshold)}",
-            )
+        held = _first_hold(r, rnd)
+        if held is not None:
+            verdicts[r.node.name] = (NodeStatus.UNREMOVABLE, *held)
             continue
-        size = group_sizes.get(group)
-        if size is None:
-            hold(r, UnremovableReason.NotAutoscaled, f"no size known for node group {group!r}")
-            continue
-        key = (group, r.node.zone)
-        # The whole group, then the group in the node's zone (when the provider knows zones).
-        levels = [
-            (size, size.target_size - in_flight_by_group[group] - planned[group], f"node group {group}", "")
-        ]
-        zone = size.zones.get(key[1])
-        if zone is not None:
-            left = zone.target_size - in_flight_by_zone[key] - planned_zone[key]
-            levels.append((zone, left, f"node group {group} zone {key[1]}", " per zone"))
-        mig_key = (group, size.mig_of(name))
-        mig = size.migs.get(mig_key[1])
-        if mig is not None:  # several MIGs may share a zone: each keeps its own minimum
-            left = mig.target_size - in_flight_by_mig[mig_key] - planned_mig[mig_key]
-            levels.append((mig, left, f"node group {group} MIG {mig_key[1]}-grp", " per MIG"))
-        at_min = next(((g, left, what, per) for g, left, what, per in levels if left <= g.min_size), None)
-        if at_min is not None:
-            g, left, what, per = at_min
-            hold(
-                r,
-                UnremovableReason.NodeGroupMinSizeReached,
-                f"{what}: {left} nodes left, min {g.min_size}{per}",
-            )
-            continue
-        if cooldown:
-            hold(r, UnremovableReason.NotUnneededOtherReason, f"scale-down in cooldown ({cooldown})")
-            continue
-        is_drain = r.status is NodeStatus.REMOVABLE_DRAIN
-        if budget <= 0 or (is_drain and drain_budget <= 0):
-            what = "--max-drain-parallelism" if is_drain and budget > 0 else "--max-scale-down-parallelism"
-            hold(r, UnremovableReason.NodeGroupMaxDeletionCountReached, f"{what} budget used this loop")
-            continue
-        budget -= 1
-        planned[group] += 1
-        planned_zone[key] += 1
-        planned_mig[mig_key] += 1
-        if is_drain:
-            drain_budget -= 1
-            drain.append(r)
-        else:
-            empty.append(r)
+        rnd.take(r)
+        (drain if r.status is NodeStatus.REMOVABLE_DRAIN else empty).append(r)
 
     next_state = replace(state, unneeded_since=since, unremovable_until=unremovable, failed_removals=failed)
     active = evaluation.budgets.active_names if evaluation.budgets is not None else ()
