@@ -9,7 +9,7 @@ This mirrors cluster-autoscaler's ``cloudprovider.CloudProvider`` / ``NodeGroup`
 reference, §6: ``cloudprovider/gce/gce_cloud_provider.go``), cut down to scale-down.
 
 :class:`ClusterWriter` is every Kubernetes write the actuator and the controller make:
-:class:`scaler.kube.writer.KubeWriter` on a real API server, :class:`scaler.replay.world.SimWriter`
+:class:`scaler.kube.writer.KubeWriter` on a real API server, :class:`scaler.replay.sim_cluster.SimWriter`
 in a replay. A node is deleted in one place only, :meth:`CloudProvider.delete_nodes` (on GKE
 through its MIG; with the ``kubernetes`` provider by deleting the Node object).
 
@@ -331,7 +331,7 @@ class ClusterWriter(Protocol):
     drain. Node deletion is not here: it belongs to :meth:`CloudProvider.delete_nodes`.
 
     Implemented by :class:`scaler.kube.writer.KubeWriter` (the API server) and
-    :class:`scaler.replay.world.SimWriter` (a replay's in-memory cluster). Times are Unix
+    :class:`scaler.replay.sim_cluster.SimWriter` (a replay's in-memory cluster). Times are Unix
     seconds.
     """
 

@@ -37,8 +37,8 @@ from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
 from scaler.replay.bundled import known_map
+from scaler.replay.sim_records import UsageTable, _workload_name
 from scaler.replay.traces import Series, Trace, TraceError, resample
-from scaler.replay.world import UsageTable, _workload_name
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -62,7 +62,8 @@ from scaler.model.times import format_time
 from scaler.observability import Metrics
 from scaler.replay.actuation import ReplayActuation
 from scaler.replay.policies import Policy
-from scaler.replay.world import SimCloud, SimWriter, UsageTable, World
+from scaler.replay.sim_cluster import SimCloud, SimWriter
+from scaler.replay.world import UsageTable, World
 from scaler.simulator.reuse import VerdictCache
 
 T = TypeVar("T")

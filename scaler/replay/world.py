@@ -5,10 +5,11 @@ world instead of a real cluster. The world stands in for what the controller tal
 
 * the cluster state it reads (:meth:`World.snapshot`, a :class:`ClusterSnapshot` at the replay
   clock with NodeMetrics computed from the trace);
-* the Kubernetes writes of the actuator (:class:`SimWriter`: taint and cordon, annotate, evict,
-  list a node's pods, clean up);
-* the cloud (:class:`SimCloud`: node pools and their sizes; deletions checked against min
-  sizes with :func:`scaler.cloud.base.check_min_size`, per zone too);
+* the Kubernetes writes of the actuator (:class:`~scaler.replay.sim_cluster.SimWriter`: taint
+  and cordon, annotate, evict, list a node's pods, clean up);
+* the cloud (:class:`~scaler.replay.sim_cluster.SimCloud`: node pools and their sizes;
+  deletions checked against min sizes with :func:`scaler.cloud.base.check_min_size`, per zone
+  too);
 * kube-scheduler (:meth:`World.schedule_pending`) and a node-pool scale-up
   (:meth:`World.scale_up`).
 
@@ -68,22 +69,17 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 
 from __future__ import annotations
 
-import hashlib
-import math
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from msgspec.structs import replace as replace_pod
 
-from scaler.cloud.base import CloudError, NodeGroupInfo, ZoneGroupInfo, check_min_sizes
+from scaler.cloud.base import ZoneGroupInfo
 from scaler.config import ScalerConfig
-from scaler.eviction.executor import Evictor, EvictResult
-from scaler.kube.client import ApiCall
+from scaler.eviction.executor import EvictResult
 from scaler.kube.writer import (
     ANNOTATION_HOT_OWNER,
     ANNOTATION_OWNER,
@@ -91,8 +87,6 @@ from scaler.kube.writer import (
     ANNOTATION_WAS_UNSCHEDULABLE,
     STATE_TAINTED,
     TAINT_HOT,
-    NotOwned,
-    ObjectRef,
     WriteError,
 )
 from scaler.limits import node_group_limits
@@ -108,15 +102,25 @@ from scaler.model.records import (
 )
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
+from scaler.replay.kube_scheduler import kube_scheduler_choice
+from scaler.replay.sim_records import (
+    LABEL_INSTANCE_TYPE,
+    PoolTemplate,
+    StepStats,
+    UsageTable,
+    _lifetime_shifted,
+    _short_hash,
+    _unique_uids,
+    _with_objects,
+    pod_limits,
+)
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 
-__all__ = [
+__all__ = [  # the records and the scheduler's choice re-exported from where they live
     "LABEL_INSTANCE_TYPE",
     "PoolTemplate",
-    "SimCloud",
-    "SimWriter",
     "StepStats",
     "UsageTable",
     "World",
@@ -127,189 +131,7 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-_LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
 _DEFAULT_MAX_POOL_SIZE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class UsageTable:
-    """Trace usage on the replay grid.
-
-    Attributes:
-        times: the step times (Unix s), ascending; the replay may start after the first ones,
-            which are then history only (workload profiles).
-        series: series names, one row each in ``cpu`` and ``memory``.
-        cpu: CPU millicores, shape ``(len(series), len(times))``.
-        memory: memory bytes, same shape.
-        first_sample: per series, the time of its first real sample (before it, the values
-            held backwards are not history).
-    """
-
-    times: FloatArray
-    series: tuple[str, ...]
-    cpu: FloatArray
-    memory: FloatArray
-    first_sample: FloatArray | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PoolTemplate:
-    """What a new node of a pool looks like: its first node at the start, and that node's
-    DaemonSet and mirror pods with their usage, and the node's overhead."""
-
-    node: Node
-    pods: tuple[Pod, ...]
-    pod_usage: tuple[tuple[float, float], ...]
-    overhead: tuple[float, float]
-    zones: tuple[str, ...]
-
-    @property
-    def machine_type(self) -> str:
-        """The template node's ``node.kubernetes.io/instance-type`` label (``""`` if none)."""
-        labels = self.node.labels
-        return labels.get(LABEL_INSTANCE_TYPE) or labels.get(_LABEL_INSTANCE_TYPE_BETA, "")
-
-
-@dataclass(slots=True)
-class StepStats:
-    """What the world counts while the replay runs (totals over the replay so far).
-
-    ``pods_evicted`` counts workload pods (DaemonSet and mirror pods go with their node);
-    ``pods_deleted`` the evicted pods nothing replaces (no controller)."""
-
-    nodes_removed: int = 0
-    nodes_added: int = 0
-    pods_evicted: int = 0
-    pods_deleted: int = 0
-    unplaceable_pods: set[str] = field(default_factory=set)
-    unschedulable_pods: set[str] = field(default_factory=set)
-    pending_pod_seconds: float = 0.0
-    failed_removals: int = 0
-
-
-TAINT_TOLERATION_WEIGHT = 3
-"""kube-scheduler v1.28's default weight of the ``TaintToleration`` score (``NodeResourcesFit``'s is 1)."""
-
-
-def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
-    """The table position, among ``feasible`` (positions of nodes that pass the filters, in name
-    order), of the node kube-scheduler's default profile would pick for ``pod``, by its two
-    scores that differ between nodes here:
-
-    * ``TaintToleration`` (``pkg/scheduler/framework/plugins/tainttoleration``): the number of
-      ``PreferNoSchedule`` taints of the node the pod does not tolerate, normalised with
-      ``DefaultNormalizeScore(100, reverse=true)`` (no such taint anywhere: 100 for every node;
-      else ``100 - 100 × count // max count``), weight 3;
-    * ``NodeResourcesFit`` with the ``LeastAllocated`` strategy: the mean over CPU and memory of
-      ``(allocatable - requested - pod request) / allocatable`` × 100, weight 1.
-
-    The first maximum wins (nodes are in name order). Raises ``ValueError`` on an empty
-    ``feasible``."""
-    t = state.table
-    r = pod.requests
-    cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
-        t.alloc_cpu[feasible], 1
-    )
-    mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
-        t.alloc_mem[feasible], 1
-    )
-    score = (cpu_free + mem_free) / 2 * 100
-    names = state.names
-    counts = np.fromiter(
-        (
-            sum(
-                1
-                for taint in state.nodes[names[int(i)]].node.taints
-                if taint.effect == "PreferNoSchedule"
-                and not any(tol.tolerates(taint) for tol in pod.tolerations)
-            )
-            for i in feasible
-        ),
-        dtype=np.int64,
-        count=len(feasible),
-    )
-    most = int(counts.max()) if len(counts) else 0
-    taint_score = np.full(len(feasible), 100, dtype=np.int64) if most == 0 else 100 - counts * 100 // most
-    score = score + TAINT_TOLERATION_WEIGHT * taint_score
-    return int(feasible[int(np.argmax(score))])
-
-
-def pod_limits(pod: Pod) -> tuple[float, float]:
-    """``pod``'s CPU limit (millicores) and memory limit (bytes), ``inf`` where it has none."""
-    cpu, mem = pod.cpu_limit_millicores, pod.memory_limit_bytes
-    return (math.inf if cpu is None else float(cpu), math.inf if mem is None else float(mem))
-
-
-def _short_hash(*parts: object, n: int = 5) -> str:
-    return hashlib.sha1("/".join(map(str, parts)).encode()).hexdigest()[:n]
-
-
-def _workload_name(pod: Pod, snapshot: ClusterSnapshot) -> str | None:
-    """The pod's top-level owner name: a ReplicaSet's Deployment, else its controller."""
-    c = pod.controller
-    if c is None:
-        return None
-    if c.kind == "ReplicaSet":
-        rs = snapshot.controllers.get(("ReplicaSet", pod.namespace, c.name))
-        if rs is not None and rs.owner is not None and rs.owner.kind == "Deployment":
-            return rs.owner.name
-    if c.kind == "Job":
-        job = snapshot.controllers.get(("Job", pod.namespace, c.name))
-        if job is not None and job.owner is not None and job.owner.kind == "CronJob":
-            return job.owner.name
-    return c.name
-
-
-def _lifetime_shifted(snapshot: ClusterSnapshot, delta: float) -> ClusterSnapshot:
-    """The snapshot with every node and pod time moved by ``delta`` seconds (unknown times,
-    ``None`` or 0, stay unknown)."""
-
-    def mv(t: float | None) -> float | None:
-        return None if t is None else t + delta
-
-    nodes = [
-        replace(
-            n,
-            creation_ts=n.creation_ts + delta if n.creation_ts else n.creation_ts,
-            ready_transition_ts=n.ready_transition_ts + delta if n.ready_transition_ts else 0.0,
-            to_be_deleted_ts=mv(n.to_be_deleted_ts),
-        )
-        for n in snapshot.nodes
-    ]
-    pods = [
-        replace_pod(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
-        for p in snapshot.pods
-    ]
-    return _with_objects(snapshot, nodes, pods, snapshot.now + delta)
-
-
-def _unique_uids(snapshot: ClusterSnapshot) -> ClusterSnapshot:
-    """The snapshot with a uid on every pod (the world tracks pods by uid): a pod without one,
-    or sharing one, gets ``replay-<namespace>/<name>``."""
-    seen: set[str] = set()
-    pods, changed = [], False
-    for p in snapshot.pods:
-        if not p.uid or p.uid in seen:
-            p, changed = replace_pod(p, uid=f"replay-{p.key}"), True
-        seen.add(p.uid)
-        pods.append(p)
-    return _with_objects(snapshot, snapshot.nodes, pods, snapshot.now) if changed else snapshot
-
-
-def _with_objects(
-    base: ClusterSnapshot, nodes: Iterable[Node], pods: Iterable[Pod], now: float
-) -> ClusterSnapshot:
-    """``base`` with other nodes and pods (indexes rebuilt); every other field is kept."""
-    fresh = ClusterSnapshot.create(now, nodes, pods)
-    return replace(
-        base,
-        now=now,
-        nodes=fresh.nodes,
-        pods=fresh.pods,
-        pods_by_node=fresh.pods_by_node,
-        node_by_name=fresh.node_by_name,
-    )
 
 
 class World:
@@ -934,167 +756,3 @@ class World:
             self._add_slot(uid, -1, use, p)
         self.stats.nodes_added += 1
         self.touch()
-
-
-class SimWriter:
-    """The Kubernetes writes the controller and actuator make, applied to a :class:`World`
-    (a :class:`scaler.cloud.base.ClusterWriter`, standing in for
-    :class:`scaler.kube.writer.KubeWriter`; events and the status ConfigMap are counted, not
-    stored)."""
-
-    def __init__(self, world: World, instance: str) -> None:
-        self.world = world
-        self.instance = instance
-        self.events: dict[str, int] = {}
-
-    def mark_to_be_deleted(self, name: str, now: float) -> None:
-        """See :meth:`World.mark_to_be_deleted`."""
-        self.world.mark_to_be_deleted(name, now, self.instance)
-
-    def set_state(self, name: str, state: str) -> None:
-        """See :meth:`World.set_state`."""
-        self.world.set_state(name, state)
-
-    def clean_to_be_deleted(self, name: str, replica: str | None = None) -> bool:
-        """See :meth:`World.clean_to_be_deleted` (a replay has one replica)."""
-        return self.world.clean_to_be_deleted(name)
-
-    def get_node(self, name: str) -> dict[str, Any] | None:
-        """The node's name and annotations as JSON, ``None`` when it is gone."""
-        node = self.world.nodes.get(name)
-        return None if node is None else {"metadata": {"name": name, "annotations": dict(node.annotations)}}
-
-    def verify_marked(self, name: str, state: str) -> str:
-        """The node still exists, tainted by this instance, in ``state``; ``""`` (no versions).
-
-        Raises:
-            NotOwned: it does not.
-        """
-        node = self.world.nodes.get(name)
-        if node is None:
-            raise NotOwned(f"verify node {name}: node not found")
-        if (
-            node.annotations.get(ANNOTATION_OWNER) != self.instance
-            or node.annotations.get(ANNOTATION_STATE) != state
-        ):
-            raise NotOwned(f"verify node {name}: not marked {state} by {self.instance}")
-        return ""
-
-    def adopt(self, name: str, replica: str) -> None:
-        """Nothing to take over: a replay has one replica.
-
-        Raises:
-            NotOwned: the node is gone.
-        """
-        if name not in self.world.nodes:
-            raise NotOwned(f"adopt node {name}: node not found")
-
-    def pod_gone(self, pod: Pod) -> bool:
-        """See :meth:`World.pod_gone`."""
-        return self.world.pod_gone(pod)
-
-    def pods_on_node(self, name: str) -> list[dict[str, Any]]:
-        """See :meth:`World.pods_on_node`."""
-        return self.world.pods_on_node(name)
-
-    def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
-        """One eviction (always accepted)."""
-        self.world.evict(pod)
-        return True, 201, "evicted"
-
-    def evictor(
-        self,
-        max_pod_eviction_time: float,
-        max_graceful_termination_sec: int,
-        stop: threading.Event | None = None,
-        *,
-        reason: str = "ScaleDown",
-    ) -> Evictor:
-        """An evictor that evicts in the world at once (pod events are not counted: the node's
-        events are)."""
-        return self.world.evict
-
-    def mark_hot(self, name: str, now: float) -> None:
-        """See :meth:`World.mark_hot`."""
-        self.world.mark_hot(name, now, self.instance)
-
-    def clean_hot(self, name: str) -> bool:
-        """See :meth:`World.clean_hot`."""
-        return self.world.clean_hot(name)
-
-    def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
-        """Count the event by reason."""
-        self.events[reason] = self.events.get(reason, 0) + 1
-
-    def write_config_map(
-        self, namespace: str, name: str, data: Mapping[str, str], annotations: Mapping[str, str]
-    ) -> None:
-        """The status ConfigMap is not kept in a replay."""
-
-    def set_node_status(self, name: str, annotation: str, label: str) -> bool:
-        """Nodes' status annotations are not kept in a replay."""
-        return True
-
-
-class SimCloud:
-    """The node pools of a :class:`World` as a :class:`scaler.cloud.base.CloudProvider`:
-    target size = nodes of the pool plus nodes being provisioned; min and max per zone from
-    ``--nodes`` (min 0 and max 1000 without; :meth:`World.zone_groups`)."""
-
-    name = "replay"
-    kube_calls: tuple[ApiCall, ...] = ()
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.deleted: list[str] = []
-
-    def refresh(self) -> None:
-        """Nothing to read: sizes are always current."""
-
-    def missing_permissions(self, dry_run: bool) -> str:
-        """Nothing to check in a replay."""
-        return ""
-
-    def node_groups(self) -> list[NodeGroupInfo]:
-        """Every pool with its size, sorted by name."""
-        limits = self.world._pool_limits()
-        sizes = self.world.pool_sizes()
-        return [
-            NodeGroupInfo(
-                pool,
-                limits[pool][0],
-                limits[pool][1],
-                sizes.get(pool, 0),
-                self.world.templates[pool].zones,
-                self.world.zone_groups(pool),
-            )
-            for pool in sorted(self.world.templates)
-        ]
-
-    def node_group_for(self, node: Node) -> NodeGroupInfo | None:
-        """The pool of ``node``."""
-        return next((g for g in self.node_groups() if g.id == node.node_group), None)
-
-    def delete_nodes(
-        self,
-        group_id: str,
-        nodes: Sequence[Node],
-        in_flight: int = 0,
-        zone_in_flight: Mapping[str, int] | None = None,
-    ) -> None:
-        """Delete ``nodes`` of pool ``group_id``, refusing below the pool's minimum or a zone's.
-
-        Raises:
-            MinSizeReached: the pool, or the zone of a node, is at its minimum.
-            CloudError: unknown pool or a node outside it.
-        """
-        group = next((g for g in self.node_groups() if g.id == group_id), None)
-        if group is None:
-            raise CloudError(f"unknown node group {group_id!r}")
-        for n in nodes:
-            if n.node_group != group_id:
-                raise CloudError(f"node {n.name} is not in node group {group_id}", failed_nodes=[n.name])
-        check_min_sizes(group, Counter(n.zone for n in nodes), in_flight, zone_in_flight)
-        for n in nodes:
-            self.world.delete_node(n.name)
-            self.deleted.append(n.name)

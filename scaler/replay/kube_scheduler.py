@@ -1,0 +1,63 @@
+"""The node kube-scheduler's default profile would pick for a pod, among feasible nodes.
+
+The replay's scheduler (:meth:`scaler.replay.world.World.schedule_pending`) places pods by
+requests on the nodes that pass the filters, and takes the node this module scores highest.
+Source: kube-scheduler v1.28 (``pkg/scheduler/apis/config/v1/default_plugins.go``, plugins
+``tainttoleration`` and ``noderesources`` ``LeastAllocated``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from scaler.model.records import Pod
+from scaler.simulator.state import ClusterState
+
+__all__ = ["TAINT_TOLERATION_WEIGHT", "kube_scheduler_choice"]
+
+TAINT_TOLERATION_WEIGHT = 3
+"""kube-scheduler v1.28's default weight of the ``TaintToleration`` score (``NodeResourcesFit``'s is 1)."""
+
+
+def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
+    """The table position, among ``feasible`` (positions of nodes that pass the filters, in name
+    order), of the node kube-scheduler's default profile would pick for ``pod``, by its two
+    scores that differ between nodes here:
+
+    * ``TaintToleration`` (``pkg/scheduler/framework/plugins/tainttoleration``): the number of
+      ``PreferNoSchedule`` taints of the node the pod does not tolerate, normalised with
+      ``DefaultNormalizeScore(100, reverse=true)`` (no such taint anywhere: 100 for every node;
+      else ``100 - 100 × count // max count``), weight 3;
+    * ``NodeResourcesFit`` with the ``LeastAllocated`` strategy: the mean over CPU and memory of
+      ``(allocatable - requested - pod request) / allocatable`` × 100, weight 1.
+
+    The first maximum wins (nodes are in name order). Raises ``ValueError`` on an empty
+    ``feasible``."""
+    t = state.table
+    r = pod.requests
+    cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
+        t.alloc_cpu[feasible], 1
+    )
+    mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
+        t.alloc_mem[feasible], 1
+    )
+    score = (cpu_free + mem_free) / 2 * 100
+    names = state.names
+    counts = np.fromiter(
+        (
+            sum(
+                1
+                for taint in state.nodes[names[int(i)]].node.taints
+                if taint.effect == "PreferNoSchedule"
+                and not any(tol.tolerates(taint) for tol in pod.tolerations)
+            )
+            for i in feasible
+        ),
+        dtype=np.int64,
+        count=len(feasible),
+    )
+    most = int(counts.max()) if len(counts) else 0
+    taint_score = np.full(len(feasible), 100, dtype=np.int64) if most == 0 else 100 - counts * 100 // most
+    score = score + TAINT_TOLERATION_WEIGHT * taint_score
+    return int(feasible[int(np.argmax(score))])

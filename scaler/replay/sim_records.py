@@ -1,0 +1,162 @@
+"""The records of a replay's simulated cluster, and the snapshot rewrites it starts from.
+
+:class:`UsageTable` (trace usage on the replay grid), :class:`PoolTemplate` (what a new node of
+a pool looks like), :class:`StepStats` (what the world counts), :func:`pod_limits`, and the pure
+rewrites of a :class:`~scaler.model.snapshot.ClusterSnapshot` that
+:class:`scaler.replay.world.World` applies to its start snapshot (times shifted to the replay
+clock, unique pod uids).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+from msgspec.structs import replace as replace_pod
+
+from scaler.model.records import Node, Pod
+from scaler.model.snapshot import ClusterSnapshot
+
+__all__ = ["LABEL_INSTANCE_TYPE", "PoolTemplate", "StepStats", "UsageTable", "pod_limits"]
+
+FloatArray = npt.NDArray[np.float64]
+
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+_LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTable:
+    """Trace usage on the replay grid.
+
+    Attributes:
+        times: the step times (Unix s), ascending; the replay may start after the first ones,
+            which are then history only (workload profiles).
+        series: series names, one row each in ``cpu`` and ``memory``.
+        cpu: CPU millicores, shape ``(len(series), len(times))``.
+        memory: memory bytes, same shape.
+        first_sample: per series, the time of its first real sample (before it, the values
+            held backwards are not history).
+    """
+
+    times: FloatArray
+    series: tuple[str, ...]
+    cpu: FloatArray
+    memory: FloatArray
+    first_sample: FloatArray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolTemplate:
+    """What a new node of a pool looks like: its first node at the start, and that node's
+    DaemonSet and mirror pods with their usage, and the node's overhead."""
+
+    node: Node
+    pods: tuple[Pod, ...]
+    pod_usage: tuple[tuple[float, float], ...]
+    overhead: tuple[float, float]
+    zones: tuple[str, ...]
+
+    @property
+    def machine_type(self) -> str:
+        """The template node's ``node.kubernetes.io/instance-type`` label (``""`` if none)."""
+        labels = self.node.labels
+        return labels.get(LABEL_INSTANCE_TYPE) or labels.get(_LABEL_INSTANCE_TYPE_BETA, "")
+
+
+@dataclass(slots=True)
+class StepStats:
+    """What the world counts while the replay runs (totals over the replay so far).
+
+    ``pods_evicted`` counts workload pods (DaemonSet and mirror pods go with their node);
+    ``pods_deleted`` the evicted pods nothing replaces (no controller)."""
+
+    nodes_removed: int = 0
+    nodes_added: int = 0
+    pods_evicted: int = 0
+    pods_deleted: int = 0
+    unplaceable_pods: set[str] = field(default_factory=set)
+    unschedulable_pods: set[str] = field(default_factory=set)
+    pending_pod_seconds: float = 0.0
+    failed_removals: int = 0
+
+
+def pod_limits(pod: Pod) -> tuple[float, float]:
+    """``pod``'s CPU limit (millicores) and memory limit (bytes), ``inf`` where it has none."""
+    cpu, mem = pod.cpu_limit_millicores, pod.memory_limit_bytes
+    return (math.inf if cpu is None else float(cpu), math.inf if mem is None else float(mem))
+
+
+def _short_hash(*parts: object, n: int = 5) -> str:
+    return hashlib.sha1("/".join(map(str, parts)).encode()).hexdigest()[:n]
+
+
+def _workload_name(pod: Pod, snapshot: ClusterSnapshot) -> str | None:
+    """The pod's top-level owner name: a ReplicaSet's Deployment, else its controller."""
+    c = pod.controller
+    if c is None:
+        return None
+    if c.kind == "ReplicaSet":
+        rs = snapshot.controllers.get(("ReplicaSet", pod.namespace, c.name))
+        if rs is not None and rs.owner is not None and rs.owner.kind == "Deployment":
+            return rs.owner.name
+    if c.kind == "Job":
+        job = snapshot.controllers.get(("Job", pod.namespace, c.name))
+        if job is not None and job.owner is not None and job.owner.kind == "CronJob":
+            return job.owner.name
+    return c.name
+
+
+def _lifetime_shifted(snapshot: ClusterSnapshot, delta: float) -> ClusterSnapshot:
+    """The snapshot with every node and pod time moved by ``delta`` seconds (unknown times,
+    ``None`` or 0, stay unknown)."""
+
+    def mv(t: float | None) -> float | None:
+        return None if t is None else t + delta
+
+    nodes = [
+        replace(
+            n,
+            creation_ts=n.creation_ts + delta if n.creation_ts else n.creation_ts,
+            ready_transition_ts=n.ready_transition_ts + delta if n.ready_transition_ts else 0.0,
+            to_be_deleted_ts=mv(n.to_be_deleted_ts),
+        )
+        for n in snapshot.nodes
+    ]
+    pods = [
+        replace_pod(p, creation_ts=mv(p.creation_ts), deletion_ts=mv(p.deletion_ts), start_ts=mv(p.start_ts))
+        for p in snapshot.pods
+    ]
+    return _with_objects(snapshot, nodes, pods, snapshot.now + delta)
+
+
+def _unique_uids(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The snapshot with a uid on every pod (the world tracks pods by uid): a pod without one,
+    or sharing one, gets ``replay-<namespace>/<name>``."""
+    seen: set[str] = set()
+    pods, changed = [], False
+    for p in snapshot.pods:
+        if not p.uid or p.uid in seen:
+            p, changed = replace_pod(p, uid=f"replay-{p.key}"), True
+        seen.add(p.uid)
+        pods.append(p)
+    return _with_objects(snapshot, snapshot.nodes, pods, snapshot.now) if changed else snapshot
+
+
+def _with_objects(
+    base: ClusterSnapshot, nodes: Iterable[Node], pods: Iterable[Pod], now: float
+) -> ClusterSnapshot:
+    """``base`` with other nodes and pods (indexes rebuilt); every other field is kept."""
+    fresh = ClusterSnapshot.create(now, nodes, pods)
+    return replace(
+        base,
+        now=now,
+        nodes=fresh.nodes,
+        pods=fresh.pods,
+        pods_by_node=fresh.pods_by_node,
+        node_by_name=fresh.node_by_name,
+    )
