@@ -60,7 +60,7 @@ from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
-from scaler.simulator.cluster import RemovalContext, counted_pods, simulate_node_removal
+from scaler.simulator.cluster import NodeRemoval, RemovalContext, counted_pods, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import Tier
 from scaler.simulator.reuse import VerdictCache
@@ -261,6 +261,46 @@ def _held_result(
     )
 
 
+def _receiver_result(
+    node: Node,
+    util: NodeUtilization,
+    hold: BudgetHold | None,
+    ledger: BudgetLedger,
+    budget_reason: DisruptionReasonName,
+) -> NodeResult:
+    """The verdict of a candidate that receives pods of a node removed earlier in the pass:
+    ``DestinationForMovedPods``, or ``ScaleDownBudgetExhausted`` when a budget holds it
+    (``hold``, the hold the pass started with) and that is why it stays."""
+    if hold is None:
+        return NodeResult(
+            node, util, NodeStatus.UNREMOVABLE, UnremovableReason.DestinationForMovedPods, _RECEIVES
+        )
+    why = ledger.hold(node, budget_reason) or hold  # a destination because it stays: the budget is why
+    return NodeResult(
+        node,
+        util,
+        NodeStatus.UNREMOVABLE,
+        UnremovableReason.ScaleDownBudgetExhausted,
+        f"{why.detail}; {_RECEIVES}",
+    )
+
+
+def _removable_result(node: Node, util: NodeUtilization, removal: NodeRemoval, rank: int) -> NodeResult:
+    """The verdict of a removable candidate: empty (only DaemonSet/mirror pods) or drain, with
+    its moves and its ``rank`` (removals committed before it in the pass)."""
+    status = NodeStatus.REMOVABLE_DRAIN if removal.moves else NodeStatus.REMOVABLE_EMPTY
+    return NodeResult(
+        node,
+        util,
+        status,
+        UnremovableReason.NoReason,
+        f"{len(removal.moves)} pod(s) to move" if removal.moves else "only DaemonSet/mirror pods",
+        moves=removal.moves,
+        daemonset_pods=removal.daemonset_pods,
+        rank=rank,
+    )
+
+
 def _simulate(
     ctx: RemovalContext,
     candidates: Sequence[Node],
@@ -296,11 +336,7 @@ def _simulate(
         budget_reason = _budget_reason(node, util)
         is_held = node.name in held
         if node.name in receivers:
-            if is_held:  # a destination because it stays: the budget is why
-                why = ledger.hold(node, budget_reason) or held[node.name]
-                unremovable(UnremovableReason.ScaleDownBudgetExhausted, f"{why.detail}; {_RECEIVES}")
-            else:
-                unremovable(UnremovableReason.DestinationForMovedPods, _RECEIVES)
+            results[node.name] = _receiver_result(node, util, held.get(node.name), ledger, budget_reason)
             continue
         key = limits.group_key(node)
         min_size = limits.min_size(*key)
@@ -332,16 +368,6 @@ def _simulate(
         ledger.charge(node)
         planned[key] += 1
         receivers.update(dest for _, dest in removal.moves)
-        status = NodeStatus.REMOVABLE_DRAIN if removal.moves else NodeStatus.REMOVABLE_EMPTY
-        results[node.name] = NodeResult(
-            node,
-            util,
-            status,
-            UnremovableReason.NoReason,
-            f"{len(removal.moves)} pod(s) to move" if removal.moves else "only DaemonSet/mirror pods",
-            moves=removal.moves,
-            daemonset_pods=removal.daemonset_pods,
-            rank=rank,
-        )
+        results[node.name] = _removable_result(node, util, removal, rank)
         rank += 1
     return results, newly_held
