@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from scaler.model.snapshot import ClusterSnapshot
     from scaler.replay.policies import Policy
+    from scaler.replay.report import ReplayMeta
     from scaler.replay.simulate import PolicyResult, ReplayInput
     from scaler.replay.traces import Trace
     from scaler.replay.world import UsageTable
@@ -362,6 +363,77 @@ class LoadedInputs:
         )
 
 
+def _load_snapshot(args: argparse.Namespace) -> tuple[ClusterSnapshot, str, str]:
+    """The snapshot of ``--snapshot`` (the bundled example without it and without
+    ``--prometheus-url``) or of the live cluster: ``(snapshot, name, source)``; ``name`` is the
+    directory's name for one ``--snapshot`` (which picks a shipped trace map), else ``""``.
+
+    Raises:
+        scaler.errors.InputError: a bad snapshot file.
+    """
+    from scaler.sources.files import load_snapshot
+
+    if args.snapshot or not args.prometheus_url:
+        paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
+        snapshot = load_snapshot([str(p) for p in paths], None)
+        name = paths[0].resolve().name if len(paths) == 1 else ""
+        return snapshot, name, ", ".join(str(p) for p in paths)
+    snapshot, source = _live_cluster(args)
+    return snapshot, "", source
+
+
+def _match_pods(
+    snapshot: ClusterSnapshot,
+    trace: Trace,
+    trace_map: Mapping[str, str],
+    snapshot_name: str,
+    start: float | None,
+    step: float,
+) -> tuple[Trace, dict[str, str], tuple[int, int, int]]:
+    """The trace series of each pod: ``(trace, pod → series, (pods matched by pod, by
+    workload, without a series))``. A Prometheus export matches by pod, then by workload (its
+    trace gains the workload means); a trace file by ``trace_map``, the shipped map, then name."""
+    from scaler.replay.inputs import map_pods, map_pods_by_pod_or_workload, with_workload_means
+
+    running = sum(1 for p in snapshot.pods if not p.is_terminal)
+    if trace.meta.get("source") == "prometheus":
+        trace, workloads = with_workload_means(trace, snapshot)
+        match = map_pods_by_pod_or_workload(
+            snapshot, trace, workloads, start if start is not None else trace.span()[0], step
+        )
+        return trace, match.pod_series, (match.by_pod, match.by_workload, match.without_series)
+    pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
+    return trace, pod_series, (len(pod_series), 0, running - len(pod_series))
+
+
+def _warn_coverage(
+    trace: Trace,
+    used: set[str],
+    following: int,
+    pods: int,
+    start: float | None,
+    end: float | None,
+    step: float,
+) -> None:
+    """Warn on stderr when ``--from``/``--to`` fall partly outside the ``used`` series, or when
+    fewer than half of the ``pods`` follow the trace (``following``)."""
+    if used:
+        warning = check_range(
+            min(float(trace.series[s].times[0]) for s in used),
+            max(float(trace.series[s].times[-1]) for s in used),
+            start,
+            end,
+            step,
+        )
+        if warning:
+            sys.stderr.write(f"scaler: warning: {warning}\n")
+    if following * 2 < pods:
+        sys.stderr.write(
+            f"scaler: warning: {following} of {pods} pods follow the trace; the "
+            f"other {pods - following} keep the usage of their PodMetrics all along\n"
+        )
+
+
 def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], None]) -> LoadedInputs:
     """Read the snapshot (or live cluster), the trace (or the Prometheus export) and the prices
     named by the input flags (:func:`add_input_flags`), and build the replay grid over
@@ -373,18 +445,8 @@ def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], N
     """
     from scaler.prices import load_prices
     from scaler.replay.bundled import known_map
-    from scaler.replay.inputs import (
-        ANNOTATION_SERIES,
-        build_grid,
-        load_trace_map,
-        map_pods,
-        map_pods_by_pod_or_workload,
-        usage_table,
-        with_history,
-        with_workload_means,
-    )
+    from scaler.replay.inputs import ANNOTATION_SERIES, build_grid, load_trace_map, usage_table, with_history
     from scaler.replay.traces import load_trace
-    from scaler.sources.files import load_snapshot
 
     if not args.trace and not args.prometheus_url:
         raise UsageError("no usage history: give --trace PATH or --prometheus-url URL")
@@ -398,14 +460,7 @@ def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], N
     start, end = _time(args.start, "--from"), _time(args.end, "--to")
     try:
         prices = load_prices(args.prices)
-        if args.snapshot or not args.prometheus_url:
-            paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
-            snapshot = load_snapshot([str(p) for p in paths], None)
-            snapshot_name = paths[0].resolve().name if len(paths) == 1 else ""
-            snapshot_source = ", ".join(str(p) for p in paths)
-        else:
-            snapshot, snapshot_source = _live_cluster(args)
-            snapshot_name = ""
+        snapshot, snapshot_name, snapshot_source = _load_snapshot(args)
         trace_path = args.trace
         if args.prometheus_url:
             start, end, trace_path = _prometheus_trace(args, start, end, step, say)
@@ -416,33 +471,11 @@ def load_inputs(args: argparse.Namespace, history: float, say: Callable[[str], N
         }
         say(f"reading trace {trace_path} …")
         trace = load_trace(trace_path, wanted=wanted or None)
-        running = sum(1 for p in snapshot.pods if not p.is_terminal)
-        if trace.meta.get("source") == "prometheus":
-            trace, workloads = with_workload_means(trace, snapshot)
-            match = map_pods_by_pod_or_workload(
-                snapshot, trace, workloads, start if start is not None else trace.span()[0], step
-            )
-            pod_series = match.pod_series
-            by_pod, by_workload, without = match.by_pod, match.by_workload, match.without_series
-        else:
-            pod_series = map_pods(snapshot, trace, trace_map, snapshot_name)
-            by_pod, by_workload, without = len(pod_series), 0, running - len(pod_series)
+        trace, pod_series, (by_pod, by_workload, without) = _match_pods(
+            snapshot, trace, trace_map, snapshot_name, start, step
+        )
         used = set(pod_series.values())
-        if used:
-            warning = check_range(
-                min(float(trace.series[s].times[0]) for s in used),
-                max(float(trace.series[s].times[-1]) for s in used),
-                start,
-                end,
-                step,
-            )
-            if warning:
-                sys.stderr.write(f"scaler: warning: {warning}\n")
-        if len(pod_series) * 2 < len(snapshot.pods):
-            sys.stderr.write(
-                f"scaler: warning: {len(pod_series)} of {len(snapshot.pods)} pods follow the trace; the "
-                f"other {len(snapshot.pods) - len(pod_series)} keep the usage of their PodMetrics all along\n"
-            )
+        _warn_coverage(trace, used, len(pod_series), len(snapshot.pods), start, end, step)
         grid = build_grid(trace, used, start, end, step)
         full, start_step = with_history(trace, used, grid, history)
         usage = usage_table(trace, used, full)
@@ -474,15 +507,11 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         scaler.cmdline.UsageError: bad input (one line naming the bad value).
     """
-    import yaml
     from rich.console import Console
 
     from scaler.config import load_config_file
-    from scaler.replay.html import HtmlError, render_html
     from scaler.replay.policies import DEFAULT_POLICIES, build_policy, parse_policies
-    from scaler.replay.report import ReplayMeta, print_table, report_dict
-    from scaler.replay.simulate import ReplayInput
-    from scaler.simulator.registry import PluginError, load_filters, load_scorers
+    from scaler.replay.report import report_dict
 
     started = time.perf_counter()
     err = Console(stderr=True)
@@ -503,29 +532,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     history = max((p.history_days * 86400.0 for p in policies if p.portrait), default=0.0)
     loaded = load_inputs(args, history, say)
-    snapshot, trace, trace_path, grid, step = (
-        loaded.snapshot,
-        loaded.trace,
-        loaded.trace_path,
-        loaded.grid,
-        loaded.step,
-    )
-    pod_series, used = loaded.pod_series, loaded.used
-    by_pod, by_workload, without = loaded.by_pod, loaded.by_workload, loaded.without
-    snapshot_source, usage, start_step = loaded.snapshot_source, loaded.usage, loaded.start_step
-    provision_delay, prices, refresh = loaded.provision_delay, loaded.prices, loaded.refresh
-    for policy in policies:  # an unknown plugin name fails here, not in a worker an hour later
-        try:
-            load_filters(policy.config)
-            load_scorers(policy.config)
-        except PluginError as e:
-            raise UsageError(f"policy {policy.name!r}: {e}") from None
+    _check_plugins(policies)
     processes = args.workers or os.cpu_count() or 1
     processes = max(1, min(processes, len(policies) + 1))
-    inp = ReplayInput(snapshot, usage, pod_series, step, provision_delay, prices, refresh, start_step)
+    inp = loaded.replay_input()
     say(
-        f"replaying {len(grid)} steps ({len(pod_series)} of {len(snapshot.pods)} pods following "
-        f"{len(used)} series) × {len(policies)} policies on "
+        f"replaying {len(loaded.grid)} steps ({len(loaded.pod_series)} of {len(loaded.snapshot.pods)} pods "
+        f"following {len(loaded.used)} series) × {len(policies)} policies on "
         + (f"Ray at {args.ray_address} …" if args.ray_address else f"{processes} worker(s) …")
     )
 
@@ -540,39 +553,83 @@ def run(args: argparse.Namespace) -> int:
     except RayUnavailable as e:
         raise UsageError(str(e)) from None
     baseline = results.pop()
-    from scaler.history.export import scaler_version
+    meta = _replay_meta(loaded, processes, time.perf_counter() - started)
+    report = report_dict(meta, results, baseline)
+    _write_report(args, report, (time.perf_counter() - started, processes))
+    return 0
 
-    prometheus = None
-    if trace.meta.get("source") == "prometheus":
-        keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
-        prometheus = {k: trace.meta.get(k, "") for k in keys}
-    meta = ReplayMeta(
-        snapshot=snapshot_source,
-        trace=str(trace_path),
+
+def _replay_meta(loaded: LoadedInputs, processes: int, elapsed_seconds: float) -> ReplayMeta:
+    """The report's description of the run: its inputs, grid (Unix seconds), worker processes
+    and wall time (seconds)."""
+    from scaler.history.export import scaler_version
+    from scaler.replay.report import ReplayMeta
+
+    trace, grid, step = loaded.trace, loaded.grid, loaded.step
+    return ReplayMeta(
+        snapshot=loaded.snapshot_source,
+        trace=str(loaded.trace_path),
         trace_kind=trace.kind,
-        series=len(used),
-        pods=len(snapshot.pods),
-        pods_following=len(pod_series),
+        series=len(loaded.used),
+        pods=len(loaded.snapshot.pods),
+        pods_following=len(loaded.pod_series),
         start=float(grid[0]),
         end=float(grid[-1] + step),
         step=step,
         steps=len(grid),
-        provision_delay=provision_delay,
+        provision_delay=loaded.provision_delay,
         processes=processes,
-        elapsed_seconds=time.perf_counter() - started,
+        elapsed_seconds=elapsed_seconds,
         skipped_rows=trace.skipped_rows,
         version=scaler_version(),
-        pods_by_pod=by_pod,
-        pods_by_workload=by_workload,
-        pods_without_series=without,
-        prometheus=prometheus,
+        pods_by_pod=loaded.by_pod,
+        pods_by_workload=loaded.by_workload,
+        pods_without_series=loaded.without,
+        prometheus=_prometheus_meta(trace),
     )
-    report = report_dict(meta, results, baseline)
-    wide = args.output == "wide"
-    run_figures = (time.perf_counter() - started, processes)
+
+
+def _check_plugins(policies: list[Policy]) -> None:
+    """Load every policy's Filter and Score plugins, so that an unknown plugin name fails here,
+    not in a worker an hour later.
+
+    Raises:
+        scaler.cmdline.UsageError: a plugin that does not load, naming the policy.
+    """
+    from scaler.simulator.registry import PluginError, load_filters, load_scorers
+
+    for policy in policies:
+        try:
+            load_filters(policy.config)
+            load_scorers(policy.config)
+        except PluginError as e:
+            raise UsageError(f"policy {policy.name!r}: {e}") from None
+
+
+def _prometheus_meta(trace: Trace) -> dict[str, Any] | None:
+    """The Prometheus query behind a trace exported from Prometheus (for the report), else ``None``."""
+    if trace.meta.get("source") != "prometheus":
+        return None
+    keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
+    return {k: trace.meta.get(k, "") for k in keys}
+
+
+def _write_report(args: argparse.Namespace, report: dict[str, Any], run_figures: tuple[float, int]) -> None:
+    """Print or write the replay ``report`` in ``--output``'s format: a table on stdout, or the
+    JSON, YAML or HTML text on stdout or into ``--out`` (then the table on stdout too).
+    ``run_figures`` is ``(elapsed seconds, worker processes)``.
+
+    Raises:
+        scaler.cmdline.UsageError: the HTML cannot be rendered or ``--out`` cannot be written.
+    """
+    import yaml
+
+    from scaler.replay.html import HtmlError, render_html
+    from scaler.replay.report import print_table
+
     if args.output in ("table", "wide"):
-        print_table(report, sys.stdout, wide, run_figures)
-        return 0
+        print_table(report, sys.stdout, args.output == "wide", run_figures)
+        return
     if args.output == "json":
         text = json.dumps(report, separators=(",", ":")) + "\n"
     elif args.output == "yaml":
@@ -592,7 +649,6 @@ def run(args: argparse.Namespace) -> int:
             sys.stderr.write(f"scaler replay: wrote the {args.output} report to {args.out}\n")
     else:
         sys.stdout.write(text)
-    return 0
 
 
 def _replay(
