@@ -19,9 +19,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaler.cmdline import HelpFormatter, UsageError
+
+if TYPE_CHECKING:
+    from scaler.replay.cli import LoadedInputs
+    from scaler.tune.space import Space
 
 __all__ = ["add_parser", "run"]
 
@@ -122,6 +126,51 @@ def _check(args: argparse.Namespace) -> None:
     check_workers(args)
 
 
+def _load_space(args: argparse.Namespace) -> tuple[Space, dict[str, Any]]:
+    """The search space of ``--space`` and the base configuration of ``--config``, with every
+    bound or choice of the space checked over the configuration (rejected here, not at trial 20).
+
+    Raises:
+        scaler.cmdline.UsageError: a bad space, configuration, or value of the space over it.
+    """
+    from scaler.config import ConfigError, load_config_file
+    from scaler.replay.policies import PolicyError, build_policy
+    from scaler.tune.search import flag_args
+    from scaler.tune.space import SpaceError, load_space
+
+    try:
+        space = load_space(args.space)
+        base = load_config_file(args.config) if args.config else {}
+        build_policy("config", [], base)
+        for param in space.params:
+            values = param.choices if param.kind == "choice" else (param.low, param.high)
+            for v in values:
+                one = {param.flag: v} if param.kind != "duration" else {param.flag: f"{v}s"}
+                build_policy("space", flag_args(one), base)
+    except (SpaceError, ConfigError) as e:
+        raise UsageError(str(e)) from None
+    except PolicyError as e:
+        raise UsageError(
+            f"--space with --config: {e}".replace("policy 'space': ", "").replace("policy 'config': ", "")
+        ) from None
+    return space, base
+
+
+def _inputs_doc(loaded: LoadedInputs) -> dict[str, Any]:
+    """The frontier document's ``inputs``: version, snapshot, trace and grid (Unix seconds)."""
+    from scaler.history.export import scaler_version
+
+    return {
+        "scalerVersion": scaler_version(),
+        "snapshot": loaded.snapshot_source,
+        "trace": loaded.trace_path,
+        "from": float(loaded.grid[0]),
+        "to": float(loaded.grid[-1] + loaded.step),
+        "stepSeconds": loaded.step,
+        "steps": len(loaded.grid),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Execute ``scaler tune`` with parsed ``args``; returns the exit status.
 
@@ -130,14 +179,11 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
-    from scaler.config import ConfigError, load_config_file
     from scaler.fanout import Pool, RayUnavailable
-    from scaler.history.export import scaler_version
     from scaler.replay.cli import load_inputs
-    from scaler.replay.policies import PolicyError, build_policy
+    from scaler.replay.policies import PolicyError
     from scaler.tune.frontier import defaults_of, frontier_dict, print_front, recommended_yaml
-    from scaler.tune.search import flag_args
-    from scaler.tune.space import SpaceError, default_space_text, load_space
+    from scaler.tune.space import default_space_text
 
     if args.print_space:
         sys.stdout.write(default_space_text())
@@ -151,21 +197,7 @@ def run(args: argparse.Namespace) -> int:
         if interactive:
             err.print(msg, highlight=False)
 
-    try:
-        space = load_space(args.space)
-        base = load_config_file(args.config) if args.config else {}
-        build_policy("config", [], base)
-        for param in space.params:  # each bound or choice over --config: rejected here, not at trial 20
-            values = param.choices if param.kind == "choice" else (param.low, param.high)
-            for v in values:
-                one = {param.flag: v} if param.kind != "duration" else {param.flag: f"{v}s"}
-                build_policy("space", flag_args(one), base)
-    except (SpaceError, ConfigError) as e:
-        raise UsageError(str(e)) from None
-    except PolicyError as e:
-        raise UsageError(
-            f"--space with --config: {e}".replace("policy 'space': ", "").replace("policy 'config': ", "")
-        ) from None
+    space, base = _load_space(args)
     loaded = load_inputs(args, 0.0, say)
     inp = loaded.replay_input()
     workers = args.workers or os.cpu_count() or 1
@@ -186,15 +218,7 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as e:
         raise UsageError(str(e)) from None
     wall = time.perf_counter() - started
-    inputs = {
-        "scalerVersion": scaler_version(),
-        "snapshot": loaded.snapshot_source,
-        "trace": loaded.trace_path,
-        "from": float(loaded.grid[0]),
-        "to": float(loaded.grid[-1] + loaded.step),
-        "stepSeconds": loaded.step,
-        "steps": len(loaded.grid),
-    }
+    inputs = _inputs_doc(loaded)
     run_info = {
         "workers": None if args.ray_address else workers,
         "rayAddress": args.ray_address,
