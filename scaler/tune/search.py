@@ -35,12 +35,15 @@ import gc
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaler.fanout import Pool, TaskDone
 from scaler.replay.policies import BUILTIN_POLICIES, Policy, build_policy
 from scaler.replay.simulate import PolicyResult, ReplayInput, run_policy
 from scaler.tune.space import Space, Value
+
+if TYPE_CHECKING:
+    import optuna
 
 __all__ = ["SAMPLERS", "SearchResult", "TrialResult", "flag_args", "run_search"]
 
@@ -121,6 +124,38 @@ def _sampler(name: str, seed: int, generation_size: int, max_added: float) -> An
     )
 
 
+def _reference_policies(base: Mapping[str, Any]) -> dict[str, Policy]:
+    """The reference policies every study replays once over ``base``: no scale-down (the
+    baseline), scaler's defaults and ``ca-requests``.
+
+    Raises:
+        scaler.replay.policies.PolicyError: ``base`` rejected.
+    """
+    return {
+        "none": build_policy("none", ["--scale-down=false"], base, "no scale-down"),
+        "scaler": build_policy("scaler", [], base, "scaler's defaults"),
+        "ca-requests": build_policy(
+            "ca-requests", list(BUILTIN_POLICIES["ca-requests"][1]), base, BUILTIN_POLICIES["ca-requests"][0]
+        ),
+    }
+
+
+def _ask(
+    study: optuna.Study, space: Space, base: Mapping[str, Any], count: int
+) -> list[tuple[optuna.trial.Trial, dict[str, Value], Policy]]:
+    """Ask ``study`` for ``count`` trials: each trial, its suggested flags and its policy.
+
+    Raises:
+        scaler.replay.policies.PolicyError: a suggested value the configuration rejects.
+    """
+    asked: list[tuple[optuna.trial.Trial, dict[str, Value], Policy]] = []
+    for _ in range(count):
+        t = study.ask()
+        flags = space.suggest(t, base)
+        asked.append((t, flags, build_policy(f"trial-{t.number}", flag_args(flags), base)))
+    return asked
+
+
 def run_search(
     inp: ReplayInput,
     space: Space,
@@ -153,22 +188,12 @@ def run_search(
         sampler=_sampler(sampler, seed, generation_size, max_added_overload),
     )
     out = SearchResult()
-    refs = {
-        "none": build_policy("none", ["--scale-down=false"], base, "no scale-down"),
-        "scaler": build_policy("scaler", [], base, "scaler's defaults"),
-        "ca-requests": build_policy(
-            "ca-requests", list(BUILTIN_POLICIES["ca-requests"][1]), base, BUILTIN_POLICIES["ca-requests"][0]
-        ),
-    }
+    refs = _reference_policies(base)
     done = 0
     best: float | None = None
     while len(out.trials) < trials:
         count = min(generation_size, trials - len(out.trials))
-        asked = []
-        for _ in range(count):
-            t = study.ask()
-            flags = space.suggest(t, base)
-            asked.append((t, flags, build_policy(f"trial-{t.number}", flag_args(flags), base)))
+        asked = _ask(study, space, base, count)
         items = [p for _, _, p in asked]
         first = not out.references
         if first:
