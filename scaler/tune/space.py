@@ -217,6 +217,30 @@ def _check_value(where: str, flag: str, value: Any) -> None:
         raise SpaceError(f"{where}: {e}") from None
 
 
+def _choice_param(where: str, flag: str, spec: Mapping[str, Any]) -> Param:
+    """The parameter of ``flag`` given as ``{choices: [...]}`` in the space ``where``.
+
+    Raises:
+        SpaceError: other keys beside ``choices``, no choices, a choice that is not a single
+            value or that the flag rejects, or a choice listed twice.
+    """
+    at = f"{where}: {flag}"
+    choices = spec["choices"]
+    if set(spec) != {"choices"}:
+        raise SpaceError(f"{at}: give either choices or low/high, not both")
+    if not isinstance(choices, list) or not choices:
+        raise SpaceError(f"{at}: empty choices: {choices!r}")
+    values: list[Value] = []
+    for c in choices:
+        if not isinstance(c, (bool, int, float, str)):
+            raise SpaceError(f"{at}: choice {c!r} is not a single value")
+        _check_value(where, flag, c)
+        values.append(c)
+    if len(set(map(repr, values))) != len(values):
+        raise SpaceError(f"{at}: a choice is listed twice: {choices!r}")
+    return Param(flag, "choice", choices=tuple(values))
+
+
 def parse_space(text: str, where: str) -> Space:
     """Parse a space document (see the module doc); ``where`` names it in errors.
 
@@ -257,20 +281,7 @@ def parse_space(text: str, where: str) -> Space:
                 f"{at}: unknown key {sorted(map(str, unknown))[0]!r} (use low, high, step, log or choices)"
             )
         if "choices" in spec:
-            choices = spec["choices"]
-            if set(spec) != {"choices"}:
-                raise SpaceError(f"{at}: give either choices or low/high, not both")
-            if not isinstance(choices, list) or not choices:
-                raise SpaceError(f"{at}: empty choices: {choices!r}")
-            values: list[Value] = []
-            for c in choices:
-                if not isinstance(c, (bool, int, float, str)):
-                    raise SpaceError(f"{at}: choice {c!r} is not a single value")
-                _check_value(where, flag, c)
-                values.append(c)
-            if len(set(map(repr, values))) != len(values):
-                raise SpaceError(f"{at}: a choice is listed twice: {choices!r}")
-            params.append(Param(flag, "choice", choices=tuple(values)))
+            params.append(_choice_param(where, flag, spec))
             continue
         if kind == "choice":
             raise SpaceError(f"{at}: takes choices: [...], not a range")
