@@ -44,8 +44,8 @@ node-group sizes and the clock, in the manner of CA's ``core/scaledown/planner/p
   Reliefs are charged to the disruption budgets after the removals of the same evaluation
   (:func:`relief_admission`, reason ``relief``).
 
-Checks in order: unneeded time, node group known, min size, cooldown, parallelism; the first
-that holds a node gives its reason.
+Checks in order (:data:`HOLD_CHECKS`, one function each): unneeded time, node group known, min
+size, cooldown, parallelism; the first that holds a node gives its reason.
 """
 
 from __future__ import annotations
