@@ -130,6 +130,27 @@ def test_cooldowns_pause_deletion_but_not_timers() -> None:
     assert p5.to_delete
 
 
+def test_the_first_hold_check_in_order_gives_the_reason() -> None:
+    # Order: unneeded time, node group known, min size, cooldown, parallelism. Each case is
+    # held by two checks at once (a cooldown, or the parallelism budget, beside another).
+    _, s1 = step(PlannerState(), T0, IDLE)
+    cooling = {"last_scale_up": T0 + 100}
+    only_big = {"big": GroupSize(1, 1, 1)}
+    early, _ = step(s1, T0 + 300, IDLE, sizes=only_big, **cooling)
+    assert early.verdicts["a"][1] is UnremovableReason.NotUnneededLongEnough
+    unknown, _ = step(s1, T0 + 600, IDLE, sizes=only_big, **cooling)
+    assert unknown.verdicts["a"][1] is UnremovableReason.NotAutoscaled
+    at_min = {"pool-a": GroupSize(3, 10, 3), "big": GroupSize(1, 1, 1)}
+    minimum, _ = step(s1, T0 + 600, IDLE, sizes=at_min, **cooling)
+    assert minimum.verdicts["a"][1] is UnremovableReason.NodeGroupMinSizeReached
+    full = PlannerState(unneeded_since=s1.unneeded_since, in_flight={"q": "big"})
+    one = CFG.model_copy(update={"max_scale_down_parallelism": 1})
+    cooldown, _ = step(full, T0 + 600, IDLE, one, **cooling)
+    assert cooldown.verdicts["a"][1] is UnremovableReason.NotUnneededOtherReason
+    budget, _ = step(full, T0 + 600, IDLE, one)
+    assert budget.verdicts["a"][1] is UnremovableReason.NodeGroupMaxDeletionCountReached
+
+
 def test_drain_budget_and_parallelism_budget() -> None:
     _, s1 = step(PlannerState(), T0, IDLE)
     draining = PlannerState(
