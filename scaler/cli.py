@@ -584,6 +584,12 @@ def _report(args: argparse.Namespace) -> tuple[DryRunReport, str]:
     if config.cloud_provider == "gke" and _cloud_provider_given(args):
         config, cluster = _cloud_limits(args, config, snapshot)
         source += f"; node-pool limits from GKE cluster {cluster}"
+    elif unused := [
+        f"--{k.replace('_', '-')}" for k in ("gke_project", "gke_location", "gke_cluster") if k in vars(args)
+    ]:
+        raise UsageError(
+            f"{unused[0]} is read only with --cloud-provider gke (the node-pool limits from GKE)"
+        )
     gc.freeze()  # the snapshot lives until exit: keep the cycle collector off its million records
     warning = _check_input(config, snapshot, bool(args.snapshot))
     if config.history != "none":

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from scaler.config import ScalerConfig
 from scaler.limits import GroupLimits, instance_group_base, node_group_limits
 from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, Node
+from scaler.model.times import format_duration
 from scaler.reasons import UnremovableReason
 from scaler.utilization import NodeUtilization
 
@@ -125,7 +126,8 @@ def check_eligibility(
         age = (
             "no NodeMetrics"
             if util.metrics_age_seconds is None
-            else f"metrics {util.metrics_age_seconds:.0f}s old"
+            else f"metrics {format_duration(round(util.metrics_age_seconds))} old, over --max-metrics-age "
+            f"{format_duration(config.max_metrics_age)}"
         )
         return Ineligible(
             UnremovableReason.MetricsUnavailable, f"{age}; a non-empty node is never treated as idle"

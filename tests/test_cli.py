@@ -180,6 +180,10 @@ def test_now_defaults_to_metrics_time_and_can_be_overridden(capsys: pytest.Captu
     reasons = {n["reason"] for n in later["nodes"] if not n["empty"]}
     assert reasons == {"MetricsUnavailable"}
     assert all(n["metrics"] == "stale" for n in later["nodes"])
+    busy = next(n for n in later["nodes"] if not n["empty"])
+    assert busy["detail"].startswith("metrics 10m12s old, over --max-metrics-age 2m0s;"), busy["detail"]
+    assert main(["dry-run", "--snapshot", EXAMPLE, "--now", "2026-11-04T14:10:00Z"]) == 0
+    assert "94 node(s) have NodeMetrics older than --max-metrics-age" in capsys.readouterr().out
 
 
 def test_nodes_flag_sets_min_size(capsys: pytest.CaptureFixture[str]) -> None:
@@ -226,3 +230,11 @@ def test_unreachable_history_is_one_line_exit_2(capsys: pytest.CaptureFixture[st
     )
     assert code == 2 and out == ""
     one_line_error(err, "127.0.0.1:9")
+
+
+def test_gke_cluster_flags_without_the_gke_provider_are_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """A dry-run reads GKE only with ``--cloud-provider gke``: ``--gke-*`` alone would be ignored."""
+    for extra in ([], ["--cloud-provider", "kubernetes"]):
+        assert main(["dry-run", "--snapshot", EXAMPLE, "--gke-cluster", "prod", *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == "scaler: error: --gke-cluster is read only with --cloud-provider gke (the node-pool limits from GKE)"

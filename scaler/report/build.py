@@ -3,7 +3,6 @@ terminal table (:mod:`scaler.report.table`)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
@@ -14,6 +13,7 @@ from scaler.engine import Evaluation, NodeResult
 from scaler.limits import node_group_limits
 from scaler.model.records import Node, Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.times import format_time
 from scaler.prices import PriceTable, load_price_table
 from scaler.relief import ReliefPlan
 from scaler.report.compare import Variants, compare_with_requests_rule, removal_outcome, requests_bound
@@ -275,7 +275,7 @@ def build_report(
     )
     flags = effective_flags(evaluation.config, snapshot)
     return DryRunReport(
-        generated_at=dt.datetime.fromtimestamp(evaluation.now, dt.UTC).isoformat().replace("+00:00", "Z"),
+        generated_at=format_time(evaluation.now),
         source=source,
         nodes=nodes,
         summary=summary,

@@ -341,6 +341,12 @@ def summary_lines(report: DryRunReport) -> list[str]:
         out.append(f"Kept: {parts}.")
     if any(n.metrics == MetricsStatus.MISSING.value for n in report.nodes):
         out.append("Some nodes have no metrics.k8s.io NodeMetrics; they are never treated as idle.")
+    stale = sum(1 for n in report.nodes if n.metrics == MetricsStatus.STALE.value)
+    if stale:
+        out.append(
+            f"{stale} node(s) have NodeMetrics older than --max-metrics-age (is metrics-server running and "
+            "scraping them?); they are never treated as idle."
+        )
     return out
 
 
