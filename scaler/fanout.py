@@ -10,7 +10,10 @@ A :class:`Pool` runs one function over many items with one shared input (a
   ``ray://host:10001`` through Ray Client), which the pool joins and leaves.
 
 The shared input is put once in Ray's object store (``ray.put``) and each task gets its
-reference, so it is shipped to a node once, not once per item. Each task asks one CPU.
+reference, so it is shipped to a node once, not once per item; each worker process
+deserializes it once and keeps it for the pool's later tasks (a 1,000-node input takes about
+half a second to deserialize). The function must therefore not change it, as it must not when
+the items run here one after the other. Each task asks one CPU.
 
 What a task reports comes back to this process: ``report(*message)`` calls inside the function
 reach the pool's ``progress`` callback (through a Ray queue actor, polled every 0.1 s), and
@@ -78,17 +81,36 @@ class _Collect(logging.Handler):
         self.records.append(record)
 
 
+_SHARED: dict[str, Any] = {}
+"""The shared input this worker process last deserialized, by its object reference's hex id."""
+
+
+def _shared_input(boxed: list[Any]) -> Any:
+    """The shared input of ``boxed`` (a one-element list holding its object reference, so Ray
+    leaves it unresolved): deserialized on the first task of a worker process, kept for the next
+    ones; the previous pool's input is dropped."""
+    import ray
+
+    key = boxed[0].hex()
+    if key not in _SHARED:
+        _SHARED.clear()
+        _SHARED[key] = ray.get(boxed[0])
+    return _SHARED[key]
+
+
 def _run_task(
     fn: Callable[[Any, Any, Report], Any],
-    shared: Any,
+    boxed: list[Any],
     item: Any,
     queue: Any,
     index: int,
     log_filter: logging.Filter | None,
 ) -> tuple[Any, list[logging.LogRecord], str | None]:
-    """The body of a Ray task: ``fn(shared, item, report)`` with its log records collected."""
+    """The body of a Ray task: ``fn(shared, item, report)`` with its log records collected;
+    ``boxed`` holds the shared input's object reference (:func:`_shared_input`)."""
     import ray
 
+    shared = _shared_input(boxed)
     collect = _Collect()
     if log_filter is not None:
         collect.addFilter(log_filter)
@@ -274,7 +296,7 @@ class Pool(Generic[S]):
             return [done[i] for i in range(len(items))]
         ray = self._ray
         refs = {
-            self._remote.remote(fn, self._ref, item, self._queue, i, self.log_filter): i
+            self._remote.remote(fn, [self._ref], item, self._queue, i, self.log_filter): i
             for i, item in enumerate(items)
         }
         pending = list(refs)
