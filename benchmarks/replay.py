@@ -108,6 +108,42 @@ def _full_evaluation_seconds(inp: Any, runs: int) -> float:
     return statistics.median(times)
 
 
+PHASES = (
+    ("reading the world (the controller's view, the actuator's fresh views)", "replay/simulate.py", "source"),
+    ("evaluation (engine.evaluate)", "scaler/engine.py", "evaluate"),
+    ("re-check of each removal on a fresh view", "actuation/recheck.py", "recheck"),
+    ("placing pending pods (the world's scheduler)", "replay/world.py", "schedule_pending"),
+    ("usage history", "scaler/usage_history.py", "record_pod_usage"),
+    ("usage history", "scaler/usage_history.py", "record_usage"),
+    ("usage history", "scaler/usage_history.py", "with_aggregated_usage"),
+)
+"""Where a step's time goes: (phase, file suffix, function); the functions do not call each
+other, so their cumulative times add up; the rest (planning, drains, evictions, status) is
+"everything else"."""
+
+
+def _profiled(inp: Any, policy: Any) -> tuple[Any, dict[str, float]]:
+    """``run_policy`` under cProfile: its result and the seconds of each phase of :data:`PHASES`
+    (and ``total``, and ``everything else``)."""
+    import cProfile
+    import pstats
+
+    from scaler.replay.simulate import run_policy
+
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    r = prof.runcall(run_policy, inp, policy)
+    total = time.perf_counter() - t
+    stats: dict[Any, Any] = getattr(pstats.Stats(prof), "stats")  # noqa: B009 (untyped attribute)
+    phases: dict[str, float] = {}
+    for label, suffix, name in PHASES:
+        cum = sum(v[3] for (f, _, fn), v in stats.items() if fn == name and f.endswith(suffix))
+        phases[label] = phases.get(label, 0.0) + cum
+    phases["everything else (planning, drains, evictions, status)"] = total - sum(phases.values())
+    phases["total"] = total
+    return r, phases
+
+
 def _work(args: argparse.Namespace) -> dict[str, Any]:
     from scaler.replay.policies import parse_policies
     from scaler.replay.simulate import run_policy
@@ -124,6 +160,10 @@ def _work(args: argparse.Namespace) -> dict[str, Any]:
     per_policy = {}
     for name in args.policies.split(","):
         policy = parse_policies([name], {})[0]
+        if args.profile:
+            r, phases = _profiled(inp, policy)
+            per_policy[name] = {"profile": phases, "removed": r.nodes_removed, "evicted": r.pods_evicted}
+            continue
         t = time.perf_counter()
         r = run_policy(inp, policy)
         per_policy[name] = {
@@ -171,8 +211,15 @@ def _median_run(args: list[str], runs: int, pythonpath: Path | None = None) -> d
     return best
 
 
-def measure_sizes(sizes: list[int], steps: dict[int, int], policy: str, runs: int) -> list[dict[str, Any]]:
-    """One replay of ``policy`` per generated size (medians of ``runs``)."""
+def measure_sizes(
+    sizes: list[int],
+    steps: dict[int, int],
+    policy: str,
+    runs: int,
+    profile: frozenset[int] | set[int] = frozenset(),
+) -> list[dict[str, Any]]:
+    """One replay of ``policy`` per generated size (medians of ``runs``); for the sizes in
+    ``profile``, one more replay under cProfile, split into :data:`PHASES`."""
     from benchmarks.generate import generate
 
     rows = []
@@ -200,6 +247,11 @@ def measure_sizes(sizes: list[int], steps: dict[int, int], policy: str, runs: in
                 ],
                 runs,
             )
+            if n in profile:
+                _log(f"{n} nodes: {k} steps of {policy} under cProfile …")
+                args = ["--snapshot", f"{tmp}/snap", "--series", str(series), "--steps", str(k)]
+                p = _run([*args, "--policies", policy, "--profile"])
+                r["profile"] = p["policies"][policy]["profile"]
         per_step = r["policies"][policy]["seconds"] / r["steps"]
         rows.append({**r, "policy": policy, "seconds_per_step": per_step})
         _log(
@@ -255,7 +307,29 @@ def markdown(saved: dict[str, Any]) -> str:
             f"{s * MONTH / 60:,.1f} min | {r['peak_rss_bytes'] / 2**30:.2f} GiB |"
         )
     lines += ["", "![replay time per step and full evaluation against cluster size](replay-bench.png)", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _profile_lines(saved))
+
+
+def _profile_lines(saved: dict[str, Any]) -> list[str]:
+    """The "where a step's time goes" table: each profiled size's phases, % of the profiled run."""
+    rows = [r for r in saved["sizes"] if "profile" in r]
+    if not rows:
+        return []
+    labels = [k for k in rows[0]["profile"] if k != "total"]
+    lines = [
+        "**Where a step's time goes.** One more replay of the same steps under cProfile (which slows",
+        "it down; the shares are what counts): the share of each phase, and its time per step.",
+        "",
+        "| phase | " + " | ".join(f"{r['nodes']:,} nodes" for r in rows) + " |",
+        "|---|" + "---|" * len(rows),
+    ]
+    for label in labels:
+        cells = []
+        for r in rows:
+            p, steps = r["profile"], r["steps"]
+            cells.append(f"{100 * p[label] / p['total']:.0f}% ({p[label] / steps * 1000:,.0f} ms)")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _plot(saved: dict[str, Any], path: Path) -> None:
@@ -308,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--series", help=argparse.SUPPRESS)
     ap.add_argument("--policies", default="scaler", help=argparse.SUPPRESS)
     ap.add_argument("--evaluate", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--profile-sizes",
+        default="100,1000,5000",
+        help="sizes also replayed under cProfile, for the table of where a step's time goes ('' for none)",
+    )
     a = ap.parse_args(argv)
     if a.worker:
         a.steps = int(a.steps)
@@ -327,7 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     saved_path = a.out / "replay-bench.json"
     saved: dict[str, Any] = {
         "machine": _machine(),
-        "sizes": measure_sizes(sizes, steps, a.policy, a.runs) if sizes else [],
+        "sizes": measure_sizes(
+            sizes, steps, a.policy, a.runs, {int(x) for x in a.profile_sizes.split(",") if x.strip()}
+        )
+        if sizes
+        else [],
     }
     if a.baseline:
         saved["baseline"] = measure_baseline(a.baseline, a.baseline_steps, a.baseline_runs or a.runs)
