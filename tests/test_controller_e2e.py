@@ -308,6 +308,9 @@ def test_daemonset_pods_are_evicted_only_after_verify_passed(tmp_path: Path) -> 
         failed = [e for e in c.events("ScaleDownFailed") if e["involvedObject"]["name"] == target]
         assert failed and "verify: 1 non-DaemonSet pod(s) still on the node" in failed[0]["message"], failed
         assert not tainted(c, target) and c.gce.deleted_instances == []
+        ctl.run_once()  # the outcome reaches the planner's state in the next loop
+        detail = ctl.state.failed_removals[target]
+        assert "(verify: 1 non-DaemonSet pod(s)" in detail and "verify: verify:" not in detail, detail
 
 
 def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: Path) -> None:
