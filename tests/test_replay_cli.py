@@ -67,6 +67,7 @@ def test_replay_table_under_a_terminal_cuts_no_policy_name(tmp_path: Path, colum
     assert header.split() == ["POLICY", "SAVED", "COST-USD", "REMOVED", "EVICTED", "OVERLOAD", "UNPLACEABLE"]
     assert all(len(line) <= 80 for line in table.splitlines()[: len(rows) + 1]), "fits 80 columns"
     assert all(len(line) <= columns for line in table.splitlines())
+    assert re.search(r"Replayed in \d+ s on 1 worker\.", " ".join(table.split())), table
 
 
 def without_timings(doc: object) -> object:

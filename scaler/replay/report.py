@@ -176,7 +176,7 @@ def print_table(
 ) -> None:
     """Print a title line, the side-by-side table (:func:`table_lines`) and what the columns
     mean; prose wraps at :func:`scaler.report.columns.output_width`, the table never does.
-    ``run``: (wall seconds, processes) of the replay, said in the footer."""
+    ``run``: (wall seconds, workers) of the replay, said in the footer."""
     steps, step = report["steps"], report["stepSeconds"]
     width = output_width(stream)
     lines = wrap_text(
@@ -203,7 +203,11 @@ def print_table(
         f"Pods' limits: none has {report['baseline']['throttledCpuCoreMinutes']:,.0f} core-minutes of CPU "
         f"demand above them (throttled) and {report['baseline']['oomKills']:,} OOM kills"
         + ("." if wide else "; each policy's figures with -o wide.")
-        + ("" if run is None else f" Replayed in {run[0]:.0f} s on {run[1]} process(es).")
+        + (
+            ""
+            if run is None
+            else f" Replayed in {run[0]:.0f} s on {run[1]} worker{'' if run[1] == 1 else 's'}."
+        )
     )
     for text in notes:
         lines += wrap_text(text, width, "  ")
