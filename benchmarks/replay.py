@@ -48,19 +48,24 @@ BUNDLED_POLICIES = ("scaler", "seed", "scaler-relief")
 
 
 def _first_module(*names: str) -> Any:
-    """The first of ``names`` that imports (the code under test, or an older revision's layout).
+    """The first of ``names`` that is a module of the ``scaler`` package this process imported
+    (the code under test, or an older revision's layout). A module found elsewhere (an editable
+    install of another tree answers for names the package lacks) does not count.
 
     Raises:
-        ModuleNotFoundError: none of them imports.
+        ModuleNotFoundError: none of them is in the package.
     """
     import importlib
+    import importlib.util
 
-    for name in names[:-1]:
-        try:
+    import scaler
+
+    home = Path(scaler.__file__).resolve().parent
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and Path(spec.origin).resolve().is_relative_to(home):
             return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    return importlib.import_module(names[-1])
+    raise ModuleNotFoundError(f"none of {', '.join(names)} in {home}")
 
 
 def _input(snapshot_dir: str | None, series_file: str | None, steps: int) -> Any:
