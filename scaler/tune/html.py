@@ -47,28 +47,8 @@ def figure(doc: Mapping[str, Any]) -> Any:
     fig = go.Figure()
     others = [t for t in trials if not t["pareto"]]
     front = sorted((t for t in trials if t["pareto"]), key=lambda t: t["addedOverloadNodeMinutes"])
-    fig.add_trace(
-        go.Scatter(
-            x=[t["addedOverloadNodeMinutes"] for t in others],
-            y=[t["savedPercent"] for t in others],
-            mode="markers",
-            name="trials",
-            marker={"color": "#bbbbbb", "size": 8},
-            hovertext=[_hover(t) for t in others],
-            hoverinfo="text",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[t["addedOverloadNodeMinutes"] for t in front],
-            y=[t["savedPercent"] for t in front],
-            mode="markers",
-            name="Pareto front (saved, added overload, evictions)",
-            marker={"color": "#1f77b4", "size": 11},
-            hovertext=[_hover(t) for t in front],
-            hoverinfo="text",
-        )
-    )
+    fig.add_trace(_points(go, others, "trials", "#bbbbbb", 8))
+    fig.add_trace(_points(go, front, "Pareto front (saved, added overload, evictions)", "#1f77b4", 11))
     rec = next((t for t in trials if t["number"] == doc["recommended"]), None)
     if rec is not None:
         fig.add_trace(
@@ -114,6 +94,19 @@ def figure(doc: Mapping[str, Any]) -> Any:
         legend={"orientation": "h", "y": -0.18},
     )
     return fig
+
+
+def _points(go: Any, trials: list[dict[str, Any]], name: str, color: str, size: int) -> Any:
+    """A scatter of ``trials``: added overload (node-minutes) against saved %, each with its hover."""
+    return go.Scatter(
+        x=[t["addedOverloadNodeMinutes"] for t in trials],
+        y=[t["savedPercent"] for t in trials],
+        mode="markers",
+        name=name,
+        marker={"color": color, "size": size},
+        hovertext=[_hover(t) for t in trials],
+        hoverinfo="text",
+    )
 
 
 def render_html(doc: Mapping[str, Any], defaults: Mapping[str, Value]) -> str:
