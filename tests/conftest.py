@@ -1,10 +1,11 @@
-"""Shared scaffolding of the test suite: the markers every module gets, the loopback API client.
+"""Shared scaffolding of the test suite: the markers every test gets, the loopback API client.
 
-Markers (registered in ``pyproject.toml``): every test is ``e2e`` or ``real_apiserver`` as its
-module is in :data:`E2E` or :data:`REAL_APISERVER`, else ``unit``; the modules and tests in
-:data:`SLOW` are ``slow`` (an in-process one instead of ``unit``). ``pytest -m unit`` runs the
-fast in-process tests (pure code, loopback fakes) in seconds; ``pytest -m "not slow"`` leaves out
-only the long ones.
+Markers (registered in ``pyproject.toml``), from the names below (a module, or ``module::test``):
+a test is ``real_apiserver`` as named in :data:`REAL_APISERVER`, else ``e2e`` as named in
+:data:`E2E`, else ``unit``, unless :data:`SLOW` names it: then ``slow`` instead of ``unit``
+(``real_apiserver`` and ``e2e`` tests named there are ``slow`` too). ``pytest -m unit`` runs the
+fast in-process tests (the core's pure code, a few quick loopback-fake tests) in seconds; ``pytest
+-m "not slow"`` leaves out only the long ones. ``-m unit`` and ``-m "not unit"`` split the suite.
 
 Fixtures: ``no_proxy`` (no proxy variable reaches a client talking to a loopback server) and
 ``api`` (a ``kubernetes`` API client for the module's ``fake`` :class:`fakes.kube_api.FakeKubeAPI`,
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression
 from fakes.kube_api import FakeKubeAPI
 
 from scaler.kube.client import make_api_client
@@ -32,9 +34,15 @@ E2E = frozenset(
         "test_controller_e2e",
         "test_decisions_e2e",
         "test_deploy",
+        "test_docs",
+        "test_dry_run_gke",
         "test_history_prometheus",
         "test_incomplete_input",
+        "test_kubectl_plugin",
+        "test_monitoring",
+        "test_node_status",
         "test_plugin_api",
+        "test_release",
         "test_relief_e2e",
         "test_replay_cli",
         "test_replay_html",
@@ -42,10 +50,16 @@ E2E = frozenset(
         "test_report_acceptance",
         "test_runner_e2e",
         "test_table",
+        "test_tune",
+        "test_cli_flags::test_version",
+        "test_edge_decisions::test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods",
+        "test_edge_decisions::test_run_never_reads_pod_metrics_without_containers_as_zero",
+        "test_gpu_nodes::test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high",
+        "test_mig_minimums::test_run_keeps_every_mig_of_a_zone_at_its_minimum",
     }
 )
-"""Modules that run whole commands, loops or processes (loopback fakes, subprocesses, a real
-Prometheus, Chromium, pip, kubectl)."""
+"""Modules, or ``module::test`` names, that run whole commands, loops or processes (loopback
+fakes, subprocesses, a real Prometheus, Ray, mkdocs, Chromium, pip, kubectl)."""
 
 REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca"})
 """Modules that need the real control plane or cluster-autoscaler in ``../shared`` (they skip,
@@ -54,40 +68,88 @@ saying why, without it)."""
 SLOW = frozenset(
     {
         "test_bench_smoke",
+        "test_cloud_gke",
         "test_decode_equivalence",
         "test_deploy",
+        "test_fake_kube_api",
+        "test_kube_source",
         "test_peer_ca",
+        "test_peer_objects",
         "test_real_apiserver",
         "test_replay_cli",
         "test_table",
+        "test_watch",
+        "test_cloud_kubernetes::test_three_deletions_with_room_for_three_all_go",
         "test_engine::test_placements_do_not_depend_on_the_order_of_the_filters",
         "test_layout::test_update_equals_a_fresh_build",
+        "test_leader::test_a_hung_renewal_counts_as_failed_and_the_leader_stops",
+        "test_leader::test_a_lease_request_that_never_answers_fails_the_attempt",
+        "test_observability::test_healthz_turns_red_when_the_loop_stalls",
         "test_quantity::test_arbitrary_text_only_ever_raises_quantity_error",
         "test_replay::test_bundled_map_is_rederived_and_verified_from_the_trace",
         "test_replay::test_cli_json_on_the_bundled_snapshot",
+        "test_replay::test_replay_is_identical_serial_and_parallel_and_twice",
         "test_spread_vector::test_filter_nodes_agrees_with_filter",
     }
 )
-"""Modules, or ``module::test`` names, that take seconds by themselves (measured with
-``pytest --durations``). A slow in-process test is ``slow`` instead of ``unit``."""
+"""Modules, or ``module::test`` names, that take seconds: a test by itself, or a module's tests in
+all (the watch cache, the fake API server's own tests, the API clients' retries and timeouts);
+measured with ``pytest --durations``. A slow in-process test is ``slow`` instead of ``unit``."""
+
+MARKERS = frozenset({"unit", "e2e", "real_apiserver", "slow"})
+"""The markers this file gives (a test module does not set them itself)."""
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
+def markers(module: str, test: str = "") -> set[str]:
+    """The markers this scaffolding gives test ``test`` of ``module`` (a file's stem); with no
+    ``test``, those every test of the module gets whatever its name."""
+    names = {module, f"{module}::{test}"} if test else {module}
+    slow = bool(names & SLOW)
+    if names & REAL_APISERVER:
+        kind = "real_apiserver"
+    elif names & E2E:
+        kind = "e2e"
+    elif not test and any(n.startswith(f"{module}::") for n in E2E | REAL_APISERVER):
+        return set()  # not the same for every test of the module
+    elif not test and not slow and any(n.startswith(f"{module}::") for n in SLOW):
+        return set()
+    else:
+        kind = "" if slow else "unit"
+    return {m for m in (kind, "slow" if slow else "") if m}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Do not even import a module none of whose tests ``-m`` can select (a module-wide marker
+    set that fails the expression whatever the tests' own marks): ``pytest -m unit`` skips the
+    e2e and real-API-server modules' imports. ``None`` (no opinion) otherwise."""
+    text = config.getoption("markexpr", "")
+    if not text or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    module_markers = markers(collection_path.stem)
+    if not module_markers:
+        return None
+    expression = Expression.compile(text)
+
+    def matcher(own: bool) -> Any:
+        # The four markers are this file's alone; the module's own marks (skipif, parametrize,
+        # ...) are unknown here, as are arguments.
+        def match(name: str, /, **kwargs: object) -> bool:
+            return name in module_markers if name in MARKERS and not kwargs else own
+
+        return match
+
+    # Ignored only if the expression fails whether the unknown marks match or not.
+    return None if any(expression.evaluate(matcher(own)) for own in (False, True)) else True
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test ``unit``, ``e2e`` or ``real_apiserver`` by its module, and
-    ``slow`` where :data:`SLOW` names its module or its test."""
+    """Mark every collected test as :func:`markers` says."""
     for item in items:
         module = Path(str(item.fspath)).stem
-        slow = module in SLOW or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW
-        if module in REAL_APISERVER:
-            item.add_marker(pytest.mark.real_apiserver)
-        elif module in E2E:
-            item.add_marker(pytest.mark.e2e)
-        elif not slow:
-            item.add_marker(pytest.mark.unit)
-        if slow:
-            item.add_marker(pytest.mark.slow)
+        for name in markers(module, getattr(item, "originalname", item.name)):
+            item.add_marker(getattr(pytest.mark, name))
 
 
 @pytest.fixture

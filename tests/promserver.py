@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from ports import free_port
 from waiting import wait_for
 
 
@@ -35,13 +35,6 @@ def ensure_prometheus() -> None:
         subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=300, check=True)
         subprocess.run(install, env=env, capture_output=True, timeout=600, check=True)
     assert shutil.which("prometheus") and shutil.which("promtool")
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on (closed again before it is returned)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -47,6 +46,7 @@ from typing import Any, Self
 from urllib.parse import urlsplit
 
 import httpx
+from ports import free_port
 from waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,13 +79,6 @@ def _running(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (closed again: race-prone, fine for tests)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def deploy_rbac(overlay: str, name: str) -> list[dict[str, Any]]:
@@ -1136,7 +1129,8 @@ class ScalerProcess(LoggedProcess):
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGUSR1)
-            time.sleep(2)
+            with contextlib.suppress(AssertionError):  # a process stuck outside Python writes none
+                wait_for(lambda: "stacks of" in self.output, 5, "the stack dump", poll=0.1)
             raise AssertionError(f"no exit {timeout:.0f}s after SIGTERM; threads:\n{self.output[-6000:]}") from None
 
     def wait(self, timeout: float = 60.0) -> int:

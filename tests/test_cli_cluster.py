@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fakes.loopback import closed_port
+from ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def one_error_line(proc: subprocess.CompletedProcess[str], *needles: str) -> Non
 
 @pytest.mark.parametrize("where", ["home", "env", "flag"])
 def test_an_unreachable_configured_cluster_is_an_error(tmp_path: Path, where: str) -> None:
-    port = closed_port()
+    port = free_port()  # nothing listens there
     home = tmp_path / "home"
     home.mkdir()
     if where == "home":
@@ -74,7 +74,7 @@ def test_an_unreachable_configured_cluster_is_an_error(tmp_path: Path, where: st
 
 
 def test_snapshot_and_run_too(tmp_path: Path) -> None:
-    port = closed_port()
+    port = free_port()  # nothing listens there
     kc = write_kubeconfig(tmp_path / "kc.yaml", f"https://127.0.0.1:{port}")
     one_error_line(scaler(tmp_path, "snapshot", "--out", str(tmp_path / "snap"), kubeconfig=kc), f"127.0.0.1:{port}")
     # The controller configures logging before it connects: still one line, no retry warnings.

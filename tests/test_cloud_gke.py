@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from fakes.gce_api import COMPUTE_URL, FakeGCE
-from fakes.loopback import closed_port
 from google.cloud import container_v1
+from ports import free_port
 
 from scaler.cloud.base import (
     CHECK_CALLS,
@@ -512,7 +512,7 @@ def test_from_environment_reads_the_metadata_server(fake: FakeGCE, monkeypatch: 
 def test_from_environment_explicit_values_skip_the_metadata_server(
     fake: FakeGCE, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{free_port()}")  # nothing listens there
     container, compute = make_clients(fake.url)
     provider = GKEProvider.from_environment(
         "p", "l", "c", container_client=container, compute_clients=compute
@@ -521,7 +521,7 @@ def test_from_environment_explicit_values_skip_the_metadata_server(
 
 
 def test_metadata_unavailable_when_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{free_port()}")  # nothing listens there
     with pytest.raises(MetadataUnavailable, match="metadata server unavailable"):
         GKEProvider.from_environment()
     with pytest.raises(MetadataUnavailable):

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from builders import make_node
 from fakes.gce_api import FakeGCE
 from fakes.kube_api import FakeKubeAPI
 
@@ -34,12 +35,8 @@ def node_obj(name: str, pool: str | None) -> dict[str, Any]:
 
 
 def node(name: str, pool: str, uid: str | None = None) -> Node:
-    return Node(
-        name=name,
-        allocatable=Resources(cpu_millicores=4000, memory_bytes=16 << 30, pods=110),
-        labels={LABEL_NODEPOOL: pool},
-        uid=f"uid-{name}" if uid is None else uid,
-    )
+    """The record of :func:`node_obj`'s node (same UID unless ``uid`` says otherwise)."""
+    return make_node(name, pool=pool, zone="", uid=f"uid-{name}" if uid is None else uid)
 
 
 @pytest.fixture(scope="module")

@@ -403,8 +403,8 @@ def test_watch_with_the_client_watch_helper(fake: FakeKubeAPI, v1: Any) -> None:
     rv = listed["metadata"]["resourceVersion"]
     got: list[tuple[str, str]] = []
 
-    def writer() -> None:
-        time.sleep(0.1)
+    def writer() -> None:  # once the stream is open: the events arrive on it, not in a relist
+        wait_for(lambda: fake.open_watches("/api/v1/nodes") == 1, what="the watch stream")
         fake.put_object(node("n3"))
         fake.put_object(node("n3", unschedulable=True))
         fake.delete_object("Node", "n1")

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from builders import MI, make_controller, make_node, make_pod, owner_ref
-from fakes.loopback import closed_port
+from ports import free_port
 from promserver import prometheus_on
 
 from scaler.config import ScalerConfig
@@ -82,7 +82,7 @@ class TestErrors:
         assert text.startswith("prometheus at http://prom.test:9090:")
 
     def test_unreachable_server(self) -> None:
-        port = closed_port()  # nothing listens there
+        port = free_port()  # nothing listens there
         with (
             pytest.raises(HistoryError, match=r"unreachable") as e,
             PrometheusClient(f"http://127.0.0.1:{port}", timeout=5) as c,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -323,11 +322,11 @@ def test_connection_refused(tmp_path: Path) -> None:
 
 
 def test_timeout(fake: FakeKubeAPI, api: Any) -> None:
+    # Without the 0.1 s client timeout the 1 s delay would only slow the answer down: the read
+    # would succeed and raise nothing.
     fake.delay("/api/v1/nodes", 1.0)
-    start = time.monotonic()
     with pytest.raises(ClusterUnreachable):
         fetch_objects(api, timeout_seconds=0.1)
-    assert time.monotonic() - start < 5
 
 
 def test_no_config_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

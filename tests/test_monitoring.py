@@ -13,12 +13,8 @@ against Debian's real Prometheus.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +203,14 @@ def test_every_dashboard_query_returns_data_from_a_running_scaler(tmp_path: Path
     back. A real Prometheus scrapes it
     every second; every dashboard expression must return data."""
     from e2e_cluster import E2ECluster
-    from promserver import ensure_prometheus, free_port, prometheus_scraping
+    from promserver import ensure_prometheus, prometheus_scraping
+    from realk8s import ScalerProcess
     from test_runner_e2e import FAST, WallClock
+    from waiting import wait_for
 
     ensure_prometheus()
 
     queries = [(title, grafana_to_promql(e)) for title, e in dashboard_queries()]
-    port = free_port()
     refusal = {
         "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429, "reason": "TooManyRequests",
         "message": "Cannot evict pod as it would violate the pod's disruption budget.",
@@ -224,38 +221,34 @@ def test_every_dashboard_query_returns_data_from_a_running_scaler(tmp_path: Path
         # (the budget allowed one when the node was judged removable).
         c.kube.fail("/api/v1/namespaces/default/pods/web-", 429, body=json.dumps(refusal).encode(),
                     match=lambda r: r.path.endswith("/eviction"), method="POST")  # fmt: skip
-        env = dict(os.environ, SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
+        env = {"SCALER_GCE_API_ENDPOINT": c.gce.url, "POD_NAME": "scaler-0"}
         kubeconfig = c.kube.write_kubeconfig(c.tmp / "kubeconfig")
-        args = [*FAST, f"--address=127.0.0.1:{port}", "--max-pod-eviction-time=1s"]
-        log = (tmp_path / "scaler.log").open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "scaler.cli", "run", "--kubeconfig", str(kubeconfig), *args],
-            env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+        # FAST serves /metrics on --address=127.0.0.1:0: the process binds a free port and logs it.
+        proc = ScalerProcess(kubeconfig, [*FAST, "--max-pod-eviction-time=1s"], tmp_path / "scaler.log", env).start()
         try:
+            port = proc.metrics_port()
             with prometheus_scraping([f"127.0.0.1:{port}"], tmp_path / "prometheus") as url:
                 empty = [t for t, _ in queries]
-                deadline = time.monotonic() + 60
-                while empty and time.monotonic() < deadline:
-                    time.sleep(1)
-                    empty = [title for title, expr in queries if not query(url, expr)]
-                log.flush()
-                tail = (tmp_path / "scaler.log").read_text()[-4000:]
-                assert not empty, f"dashboard panels without data: {empty}; scaler's log ends:\n{tail}"
+
+                def all_panels_have_data() -> bool:
+                    empty[:] = [title for title, expr in queries if not query(url, expr)]
+                    return not empty
+
+                try:
+                    wait_for(all_panels_have_data, 60, "data in every dashboard panel", poll=1.0)
+                except AssertionError:
+                    raise AssertionError(
+                        f"dashboard panels without data: {empty}; scaler's log ends:\n{proc.output[-4000:]}"
+                    ) from None
                 # The run really drained and rolled back (the data is not only initial zeros).
                 assert query(url, "sum(scaler_evictions_refused_by_pdb_total) > 0")
                 assert query(url, "sum(scaler_failed_scale_downs_total) > 0")
                 assert query(url, 'sum(scaler_evicted_pods_total{eviction_result="succeeded"}) > 0')
+            code = proc.terminate(30)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                log.close()
-        output = (tmp_path / "scaler.log").read_text()
-        assert proc.returncode == 0 and "Traceback" not in output, output[-3000:]
+            proc.kill()
+        output = proc.output
+        assert code == 0 and "Traceback" not in output, output[-3000:]
 
 
 if __name__ == "__main__":  # regenerate the PrometheusRule and the managed Rules from scaler-rules.yaml

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fakes.loopback import closed_port
+from ports import free_port
 from promserver import prometheus_on
 
 from scaler.cli import main
@@ -199,7 +199,7 @@ def test_errors_are_one_line_naming_the_url_or_the_query(
             argv = ["replay", "--snapshot", str(LOWREQ), "--cache-dir", str(tmp_path / "cache")]
         return one_error_line([*argv, "--prometheus-url", url, "--from", start, "--to", end, *extra], capsys)
 
-    closed = f"http://127.0.0.1:{closed_port()}"
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     assert f"prometheus at {closed}: unreachable" in run(closed)
     bad = run(data.url, "--prometheus-selector", 'namespace=~"("')
     assert f"prometheus at {data.url}: HTTP 400: bad_data" in bad and 'namespace=~"("' in bad

@@ -7,6 +7,7 @@ Ray costs seconds to start: one embedded Ray run and one two-node cluster for th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -14,13 +15,14 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from ports import free_port
 from ptyrun import ROOT, run_in_pty
+from waiting import wait_for
 
 from scaler.cli import main
 
@@ -75,24 +77,36 @@ def one_worker(trace: Path) -> dict[str, object]:
     return doc
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def group_running(pgid: int) -> bool:
+    """Some process of process group ``pgid`` is still running (zombies do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if state != "Z" and int(pgrp) == pgid:
+            return True
+    return False
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """End a ``ray start --block`` and everything it started (its own process group)."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        time.sleep(0.5)  # its children end with it (SIGTERM) or are killed with the group
+    """End a ``ray start --block`` and everything it started (its own process group): SIGTERM;
+    whatever of the group still runs half a second after the ``ray start`` process exited (5 s at
+    most) is killed (SIGKILL), and waited for."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
+    try:
+        wait_for(lambda: not group_running(proc.pid), 0.5, "ray's processes to end on SIGTERM", poll=0.05)
+    except AssertionError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        wait_for(lambda: not group_running(proc.pid), 30, "ray's processes to end on SIGKILL", poll=0.05)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5.0)
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +130,7 @@ def ray_cluster() -> Iterator[str]:
                      f"--dashboard-agent-listen-port={free_port()}", *common],
                     stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 ))  # fmt: skip
-            wait_for(("127.0.0.2", client), procs[0], Path(tmp) / "head.log")
+            wait_listening(("127.0.0.2", client), procs[0], Path(tmp) / "head.log")
             with open(Path(tmp) / "node.log", "wb") as log:
                 procs.append(subprocess.Popen(
                     [str(RAY), "start", f"--address=127.0.0.2:{gcs}", "--node-ip-address=127.0.0.3",
@@ -130,35 +144,42 @@ def ray_cluster() -> Iterator[str]:
                 stop_group(p)
 
 
-def wait_for(address: tuple[str, int], proc: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_listening(address: tuple[str, int], proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until ``address`` accepts connections; fails at once, with the log's end, if ``ray start``
+    exits."""
+
+    def listening() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             with socket.create_connection(address, timeout=1.0):
-                return
+                return True
         except OSError:
-            time.sleep(0.5)
-    pytest.fail(f"Ray did not listen on {address} in {timeout:.0f} s: {log.read_text()[-2000:]}")
+            return False
+
+    try:
+        wait_for(listening, 120, f"Ray to listen on {address}", poll=0.5)
+    except AssertionError as e:
+        pytest.fail(f"{e}: {log.read_text()[-2000:]}")
 
 
-def wait_for_nodes(
-    gcs: str, count: int, proc: subprocess.Popen[bytes], log: Path, env: dict[str, str], timeout: float = 120.0
-) -> None:
-    """Until ``ray status`` counts ``count`` active nodes."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_nodes(gcs: str, count: int, proc: subprocess.Popen[bytes], log: Path, env: dict[str, str]) -> None:
+    """Until ``ray status`` counts ``count`` active nodes; fails at once, with the log's end, if
+    ``ray start`` exits."""
+
+    def joined() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
         status = subprocess.run(
             [str(RAY), "status", f"--address={gcs}"], capture_output=True, text=True, env=env, timeout=60, check=False
         )
         active = status.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
-        if status.returncode == 0 and active.count("node_") >= count:
-            return
-        time.sleep(1.0)
-    pytest.fail(f"the second Ray node did not join in {timeout:.0f} s: {log.read_text()[-2000:]}")
+        return status.returncode == 0 and active.count("node_") >= count
+
+    try:
+        wait_for(joined, 120, f"{count} active Ray nodes", poll=1.0)
+    except AssertionError as e:
+        pytest.fail(f"{e}: {log.read_text()[-2000:]}")
 
 
 # ---- bad input ---------------------------------------------------------------------------------------

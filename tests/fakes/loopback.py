@@ -19,15 +19,7 @@ from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["AbortStream", "FaultRule", "LoopbackServer", "RecordedRequest", "Response", "closed_port"]
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released): the address of a server that
-    is down. Servers under test bind port 0 themselves instead of taking a port from here."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["AbortStream", "FaultRule", "LoopbackServer", "RecordedRequest", "Response"]
 
 
 @dataclass(frozen=True, slots=True)
