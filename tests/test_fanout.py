@@ -7,11 +7,7 @@ import sys
 import uuid
 from typing import Any
 
-import pytest
-
 from scaler.fanout import Pool
-
-pytestmark = pytest.mark.slow
 
 
 def _where(shared: Any, item: int, report: Any) -> tuple[int, str, int]:
