@@ -539,7 +539,11 @@ def run(args: argparse.Namespace) -> int:
     say(
         f"replaying {len(loaded.grid)} steps ({len(loaded.pod_series)} of {len(loaded.snapshot.pods)} pods "
         f"following {len(loaded.used)} series) × {len(policies)} policies on "
-        + (f"Ray at {args.ray_address} …" if args.ray_address else f"{processes} worker(s) …")
+        + (
+            f"Ray at {args.ray_address} …"
+            if args.ray_address
+            else f"{processes} worker{'' if processes == 1 else 's'} …"
+        )
     )
 
     from scaler.fanout import RayUnavailable

@@ -201,7 +201,9 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_inputs(args, 0.0, say)
     inp = loaded.replay_input()
     workers = args.workers or os.cpu_count() or 1
-    where = f"Ray at {args.ray_address}" if args.ray_address else f"{workers} worker(s)"
+    where = (
+        f"Ray at {args.ray_address}" if args.ray_address else f"{workers} worker{'' if workers == 1 else 's'}"
+    )
     say(f"tuning over {len(loaded.grid)} steps: {args.trials} trials on {where} …")
     settings = {
         "sampler": args.sampler,
