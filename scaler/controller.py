@@ -145,13 +145,6 @@ NO_STATUS: StatusSink = _NoStatus()
 """A :class:`StatusSink` that publishes nothing (the replay writes no status)."""
 
 
-def _failure_words(outcome: NodeOutcome) -> str:
-    """What failed, as the node's status says it: ``step: message``, the step named once (a
-    refused step's message already starts with it)."""
-    step = outcome.step or "error"
-    return outcome.message if outcome.message.startswith(f"{step}:") else f"{step}: {outcome.message}"
-
-
 class Controller:
     """One scaler replica's control loop.
 
@@ -266,7 +259,7 @@ class Controller:
             since.pop(o.node, None)
         self.state = record_failures(
             replace(self.state, unneeded_since=since),
-            [(o.node, o.time or now, _failure_words(o)) for o in outcomes if not o.ok],
+            [(o.node, o.time or now, f"{o.step or 'error'}: {o.message}") for o in outcomes if not o.ok],
             self.config.unremovable_node_recheck_timeout,
         )
 

@@ -124,7 +124,8 @@ class NodeOutcome:
     """How one node's removal ended. ``step`` names where it failed (``taint``, ``recheck``,
     ``drain``, ``verify``, ``delete``, ``stopping``, ``lease``: stopped without further write
     because the lease was lost; an unexpected exception: its type's name), ``""`` on success;
-    ``time`` is when it ended (Unix seconds; 0 when unknown)."""
+    ``message`` says what went wrong, without the step's name; ``time`` is when it ended (Unix
+    seconds; 0 when unknown)."""
 
     node: str
     ok: bool
@@ -445,12 +446,13 @@ class Actuator:
             outcome = NodeOutcome(node.name, False, "lease", str(e), self.clock())
         except Exception as e:  # _Abort, WriteError, CloudError, and any bug: recorded, rolled back
             message = str(e) or type(e).__name__
-            step = message.split(":", 1)[0] if isinstance(e, _Abort) else type(e).__name__
-            if isinstance(e, _Abort):
+            if isinstance(e, _Abort):  # "step: detail"
+                step, _, detail = message.partition(": ")
                 log.warning("scale-down of node %s failed (%s); rolling back", node.name, message)
             else:
+                step, detail = type(e).__name__, message
                 log.warning("scale-down of node %s failed; rolling back", node.name, exc_info=True)
-            outcome = NodeOutcome(node.name, False, step, message, self.clock())
+            outcome = NodeOutcome(node.name, False, step, detail, self.clock())
             rollback = True
             try:
                 what = (
