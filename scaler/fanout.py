@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from scaler.errors import InputError
 
-__all__ = ["Pool", "RayUnavailable", "TaskDone", "check_address"]
+__all__ = ["Pool", "RayUnavailable", "TaskDone", "check_address", "workers_phrase"]
 
 S = TypeVar("S")
 I = TypeVar("I")  # noqa: E741
@@ -49,6 +49,12 @@ R = TypeVar("R")
 Report = Callable[..., None]
 """``report(*message)``: hands ``message`` (a tuple of picklable values) to the pool's progress
 callback, in the calling process."""
+
+
+def workers_phrase(count: int) -> str:
+    """``count`` workers in words, as the replay's and the tune's output say it: ``1 worker``,
+    ``2 workers``."""
+    return f"{count} worker{'' if count == 1 else 's'}"
 
 
 class RayUnavailable(InputError):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from scaler.cmdline import ParagraphHelpFormatter, UsageError, bundled_example
 from scaler.errors import InputError
+from scaler.fanout import workers_phrase
 from scaler.model.times import format_time, parse_duration_seconds, timestamp_seconds
 
 if TYPE_CHECKING:
@@ -539,11 +540,7 @@ def run(args: argparse.Namespace) -> int:
     say(
         f"replaying {len(loaded.grid)} steps ({len(loaded.pod_series)} of {len(loaded.snapshot.pods)} pods "
         f"following {len(loaded.used)} series) × {len(policies)} policies on "
-        + (
-            f"Ray at {args.ray_address} …"
-            if args.ray_address
-            else f"{processes} worker{'' if processes == 1 else 's'} …"
-        )
+        + (f"Ray at {args.ray_address} …" if args.ray_address else f"{workers_phrase(processes)} …")
     )
 
     from scaler.fanout import RayUnavailable

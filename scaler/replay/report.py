@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from scaler.fanout import workers_phrase
 from scaler.model.times import format_time
 from scaler.replay.simulate import PolicyResult
 from scaler.report.columns import output_width, render_columns, wrap_text
@@ -203,11 +204,7 @@ def print_table(
         f"Pods' limits: none has {report['baseline']['throttledCpuCoreMinutes']:,.0f} core-minutes of CPU "
         f"demand above them (throttled) and {report['baseline']['oomKills']:,} OOM kills"
         + ("." if wide else "; each policy's figures with -o wide.")
-        + (
-            ""
-            if run is None
-            else f" Replayed in {run[0]:.0f} s on {run[1]} worker{'' if run[1] == 1 else 's'}."
-        )
+        + ("" if run is None else f" Replayed in {run[0]:.0f} s on {workers_phrase(run[1])}.")
     )
     for text in notes:
         lines += wrap_text(text, width, "  ")

@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
-    from scaler.fanout import Pool, RayUnavailable
+    from scaler.fanout import Pool, RayUnavailable, workers_phrase
     from scaler.replay.cli import load_inputs
     from scaler.replay.policies import PolicyError
     from scaler.tune.frontier import defaults_of, frontier_dict, print_front, recommended_yaml
@@ -201,9 +201,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_inputs(args, 0.0, say)
     inp = loaded.replay_input()
     workers = args.workers or os.cpu_count() or 1
-    where = (
-        f"Ray at {args.ray_address}" if args.ray_address else f"{workers} worker{'' if workers == 1 else 's'}"
-    )
+    where = f"Ray at {args.ray_address}" if args.ray_address else workers_phrase(workers)
     say(f"tuning over {len(loaded.grid)} steps: {args.trials} trials on {where} …")
     settings = {
         "sampler": args.sampler,
