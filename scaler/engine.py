@@ -186,7 +186,8 @@ def _evaluate(
     if scorers is None:
         scorers = load_scorers(config)
     now = snapshot.now
-    ctx = RemovalContext(snapshot, config, filters, scorers)
+    memo = verdicts.memo if verdicts is not None else None
+    ctx = RemovalContext(snapshot, config, filters, scorers, memo)
     utils = ctx.utils
     limits = node_group_limits(config, snapshot.nodes)
     group_sizes = Counter(limits.group_key(n) for n in snapshot.nodes if n.node_group)
@@ -219,7 +220,7 @@ def _evaluate(
         # held from the start, so that they are destinations as any node that stays is, and no
         # removal found before them counted on them being gone.
         held |= newly_held
-        ctx = RemovalContext(snapshot, config, filters, scorers)
+        ctx = RemovalContext(snapshot, config, filters, scorers, memo)
     results |= ineligible
     nodes = tuple(results[n.name] for n in snapshot.nodes)
     return Evaluation(now, config, nodes, ctx, ledger, frozenset(held))

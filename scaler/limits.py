@@ -7,6 +7,7 @@ A policy-free type below the cloud providers and the eligibility checks: the pro
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -68,7 +69,7 @@ class GroupLimits:
         ``-suffix`` (:func:`instance_group_base`); ``""`` for a node not named as GKE names its
         instances."""
         best = ""
-        for name in self.migs:
+        for name in self.migs:  # usually none
             if node.name.startswith(name.removesuffix("grp")) and len(name) > len(best):
                 best = name
         if best:
@@ -82,6 +83,7 @@ class GroupLimits:
         return node.node_group, node.zone, self.mig_of(node)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def instance_group_base(node_name: str) -> str:
     """The base instance name of the MIG a GKE node belongs to: GKE names a node pool's MIGs
     ``gke-<cluster>-<pool>-<hash>-grp`` and their instances ``gke-<cluster>-<pool>-<hash>-<suffix>``,

@@ -110,9 +110,11 @@ def record_pod_usage(
             continue
         node = snapshot.node_by_name.get(node_name)
         horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
-        for p in pods:
+        for p in pods:  # called every loop for most pods: the checks inline
             key = (p.namespace, p.name)
-            past = _within(history.get(key, ()), horizon)
+            past = history.get(key, ())
+            if past and past[0].timestamp < horizon:
+                past = _within(past, horizon)
             m = metrics.get(key)
             if m is not None and (not past or past[-1].timestamp < m.timestamp):
                 past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))

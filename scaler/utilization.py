@@ -432,10 +432,15 @@ def _ignored_usage(pods: Sequence[Pod], snapshot: ClusterSnapshot, config: Scale
 
 
 def node_utilization(
-    node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
+    node: Node,
+    pods: Sequence[Pod],
+    snapshot: ClusterSnapshot,
+    config: ScalerConfig,
+    requests: tuple[float, float, bool] | None = None,
 ) -> NodeUtilization:
     """Compute the utilization of ``node`` carrying ``pods`` (terminal and expendable pods
-    already dropped by the caller) at ``snapshot.now``.
+    already dropped by the caller) at ``snapshot.now``; ``requests`` is ``(*requests_fractions(...),
+    is_empty(pods))`` when the caller kept them (:class:`scaler.simulator.cluster.NodeMemo`).
 
     Returns:
         A :class:`NodeUtilization`; usage fractions are ``None`` when the node is non-empty and
@@ -443,20 +448,19 @@ def node_utilization(
         usage), unless the node is NotReady and judged by its requests.
     """
     now = snapshot.now
-    req_cpu, req_mem = requests_fractions(node, pods, config, now)
+    if requests is None:
+        requests = (*requests_fractions(node, pods, config, now), is_empty(pods))
+    req_cpu, req_mem, empty = requests
     req_value = max(req_cpu, req_mem)
-    empty = is_empty(pods)
     m = snapshot.node_metrics.get(node.name)
     age = None if m is None else now - m.timestamp
     status = _metrics_status(age, config)
     usage_cpu = usage_mem = dest_cpu = dest_mem = None
-    pending = 0
-    unknown = ""
+    pending, unknown = 0, ""
     if m is not None and status is MetricsStatus.OK:
         usage_cpu, usage_mem, dest_cpu, dest_mem, pending, unknown = _measured_usage(
             node, m, pods, snapshot, config
         )
-
     gpu, gpu_usage, gpus = _gpu_figures(node, pods, snapshot, config)
 
     def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:

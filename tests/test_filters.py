@@ -407,6 +407,25 @@ class TestInterPodAffinity:
         st.revert(mark)
         assert run(self.f, pod, st, "b1") is None
 
+    def test_existing_pods_anti_affinity_follows_moves(self) -> None:
+        """A moved pod's anti-affinity guards its new node, no longer its old one, and a revert
+        restores both (the state counts the pods with anti-affinity on each node)."""
+        guard = make_pod(
+            "guard", node="a1", labels={"app": "guard"}, required_anti_affinity=(anti(LABEL_HOSTNAME, app="web"),)
+        )
+        st = cluster(self.nodes, [guard])
+        web = incoming(labels={"app": "web"})
+        assert run(self.f, web, st, "a1") is not None
+        assert run(self.f, web, st, "b1") is None
+        mark = st.checkpoint()
+        st.unschedule(guard, "a1")
+        st.place(guard, "b1")
+        assert run(self.f, web, st, "a1") is None
+        assert run(self.f, web, st, "b1") is not None
+        st.revert(mark)
+        assert run(self.f, web, st, "a1") is not None
+        assert run(self.f, web, st, "b1") is None
+
     def test_required_affinity(self) -> None:
         st = cluster(self.nodes, [make_pod("db-0", node="a1", labels={"app": "db"})])
         pod = incoming(labels={"app": "web"}, required_affinity=(anti(LABEL_ZONE, app="db"),))

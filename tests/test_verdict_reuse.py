@@ -181,3 +181,37 @@ def test_a_removal_earlier_in_the_pass_makes_later_checks_run_in_full() -> None:
     by_name = {r.node.name: r for r in full.nodes}
     assert by_name["a"].removable
     assert by_name["c"].detail == "pod default/c-p fits nowhere: NodeResourcesFit: Insufficient cpu (1 node)"
+
+
+def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> None:
+    """A node keeps its facts while its node object and pods tuple are the same objects; a node
+    whose pods changed gets new ones, and the context's utilizations equal a context's without
+    the memo."""
+    from scaler.simulator.cluster import NodeMemo, RemovalContext
+    from scaler.simulator.registry import load_filters
+
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=500, owner_name="x"),
+        make_pod("b-1", node="b", cpu_m=700, owner_name="x"),
+    ]
+    first = _snapshot(NOW, nodes, pods, 0, {"a-1": 0.5, "b-1": 0.5})
+    memo = NodeMemo()
+    kept = memo.facts(first, CFG)
+    bigger = msgspec.structs.replace(
+        pods[0], requests=dataclasses.replace(pods[0].requests, cpu_millicores=1500)
+    )
+    second = dataclasses.replace(
+        first,
+        now=NOW + STEP,
+        pods=(bigger, pods[1]),
+        pods_by_node={**first.pods_by_node, "a": (bigger,)},
+    )
+    facts = memo.facts(second, CFG)
+    assert facts["b"] is kept["b"]
+    assert facts["a"] is not kept["a"]
+    assert facts["a"].requested.cpu_millicores == 1500
+    filters = load_filters(CFG)
+    with_memo = RemovalContext(second, CFG, filters, memo=memo)
+    assert with_memo.utils == RemovalContext(second, CFG, filters).utils
+    assert with_memo.utils["a"].request_cpu == 1500 / 4000

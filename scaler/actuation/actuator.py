@@ -75,6 +75,7 @@ from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
 from scaler.relief import NodeRelief, ReliefPlan
+from scaler.simulator.cluster import NodeMemo
 from scaler.simulator.registry import Plugins, resolve_plugins
 
 __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "Dispatcher", "NodeOutcome", "in_threads", "inline"]
@@ -212,6 +213,7 @@ class Actuator:
         self.writer = writer
         self.cloud = cloud
         self.fresh_snapshot = fresh_snapshot
+        self._memo = NodeMemo()  # per-node facts from one re-check to the next
         self.metrics = metrics
         self.on_done = on_done
         self.registry = registry or default_registry()
@@ -422,6 +424,7 @@ class Actuator:
                 excluded=others,
                 filters=filters,
                 scorers=scorers,
+                memo=self._memo,
             )
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")

@@ -25,7 +25,7 @@ from scaler.config import ScalerConfig
 from scaler.model.records import Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
-from scaler.simulator.cluster import RemovalContext, simulate_node_removal
+from scaler.simulator.cluster import NodeMemo, RemovalContext, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import Tier
 from scaler.simulator.state import FilterPlugin, ScorePlugin
@@ -57,6 +57,7 @@ def recheck(
     excluded: Collection[str] = (),
     filters: Sequence[FilterPlugin] | None = None,
     scorers: Sequence[ScorePlugin] | None = None,
+    memo: NodeMemo | None = None,
 ) -> RecheckResult:
     """Decide again whether ``node_name`` can be removed, on ``snapshot``.
 
@@ -67,6 +68,8 @@ def recheck(
         expect_empty: the plan said the node was empty; any movable pod now aborts.
         excluded: other nodes being deleted (never destinations).
         filters, scorers: the plugins the evaluation uses (``None`` loads them from ``config``).
+        memo: per-node facts kept from the previous re-checks (:class:`NodeMemo`); the answer
+            is the same without.
 
     Returns:
         A :class:`RecheckResult`; a refusal reads ``"<UnremovableReason>: <detail>"`` with the
@@ -83,6 +86,7 @@ def recheck(
         config,
         load_filters(config) if filters is None else filters,
         load_scorers(config) if scorers is None else scorers,
+        memo,
     )
     util = ctx.utils.get(node_name)
     # As eligibility judges it (scaler.eligibility): GPU nodes and requests mode aside.

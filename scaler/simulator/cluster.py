@@ -20,14 +20,22 @@ from dataclasses import dataclass
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
 from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
-from scaler.model.records import Pod
+from scaler.model.records import Node, Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
 from scaler.simulator.removal import PlacementFailure, RemovalSimulator
-from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
-from scaler.utilization import NodeUtilization, no_usage_words, node_utilization, pod_load
+from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin, sum_requests
+from scaler.utilization import (
+    NodeUtilization,
+    is_empty,
+    no_usage_words,
+    node_utilization,
+    pod_load,
+    requests_fractions,
+)
 
 __all__ = [
+    "NodeMemo",
     "NodeRemoval",
     "PodMove",
     "RemovalContext",
@@ -41,11 +49,68 @@ def counted_pods(snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, l
     """Pods that occupy each node: terminal pods and expendable pods (``spec.priority`` set and
     below ``--expendable-pods-priority-cutoff``, :meth:`Pod.is_expendable`) are dropped, as CA
     drops them from its snapshot (``IsExpendablePod``)."""
+    return {name: counted_pods_of(pods, config) for name, pods in snapshot.pods_by_node.items()}
+
+
+def counted_pods_of(pods: Sequence[Pod], config: ScalerConfig) -> list[Pod]:
+    """The pods of ``pods`` that occupy their node (:func:`counted_pods` for one node)."""
     cutoff = config.expendable_pods_priority_cutoff
-    return {
-        name: [p for p in pods if not p.is_terminal and not p.is_expendable(cutoff)]
-        for name, pods in snapshot.pods_by_node.items()
-    }
+    return [p for p in pods if not p.is_terminal and not p.is_expendable(cutoff)]
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeFacts:
+    source: tuple[Pod, ...]  # snapshot.pods_by_node[name], kept by identity
+    node: Node
+    counted: tuple[Pod, ...]
+    requested: Resources
+    requests: tuple[float, float, bool] | None  # None: a pod is terminating (the clock matters)
+
+
+class NodeMemo:
+    """Per-node facts that depend only on the node, its pods and the configuration, kept from
+    one evaluation to the next (one per controller, held by its
+    :class:`~scaler.simulator.reuse.VerdictCache`): the counted pods (:func:`counted_pods`),
+    the sum of their requests, their requests fractions
+    (:func:`~scaler.utilization.requests_fractions`) and whether only DaemonSet and mirror pods
+    are counted.
+
+    A node's facts are reused when the snapshot holds the very same node object and pods tuple
+    (``pods_by_node[name]``, compared by identity: the replay's world and a watch cache keep
+    them while nothing moved) and the configuration object is the same; the requests fractions
+    only while no counted pod is terminating (a long-terminating pod stops counting with the
+    clock alone). Anything else computes them again. The results are those of a computation
+    without the memo (``tests/test_verdict_reuse.py`` compares evaluations step by step).
+    """
+
+    def __init__(self) -> None:
+        self._config: ScalerConfig | None = None
+        self._facts: dict[str, _NodeFacts] = {}
+
+    def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, _NodeFacts]:
+        """Every node's facts for ``snapshot`` and ``config``; nodes gone are forgotten."""
+        if config is not self._config:
+            self._config, self._facts = config, {}
+        old = self._facts
+        out: dict[str, _NodeFacts] = {}
+        cutoff = config.expendable_pods_priority_cutoff
+        empty: tuple[Pod, ...] = ()
+        for node in snapshot.nodes:
+            name = node.name
+            source = snapshot.pods_by_node.get(name, empty)
+            f = old.get(name)
+            if f is None or f.source is not source or f.node is not node:
+                counted = tuple(p for p in source if not p.is_terminal and not p.is_expendable(cutoff))
+                terminating = any(p.deletion_ts is not None for p in counted)
+                requests = (
+                    None
+                    if terminating
+                    else (*requests_fractions(node, counted, config, snapshot.now), is_empty(counted))
+                )
+                f = _NodeFacts(source, node, counted, sum_requests(counted), requests)
+            out[name] = f
+        self._facts = out
+        return out
 
 
 class RemovalContext:
@@ -61,6 +126,9 @@ class RemovalContext:
         simulator: the removal simulator over ``state`` with the filters and scorers.
         tracker: the PDB budgets left, shared by the removals committed in this context.
         options: the drain rules' settings.
+
+    ``memo`` keeps per-node facts from one context to the next (:class:`NodeMemo`); the
+    context is the same with or without it.
     """
 
     def __init__(
@@ -69,12 +137,19 @@ class RemovalContext:
         config: ScalerConfig,
         filters: Sequence[FilterPlugin],
         scorers: Sequence[ScorePlugin] = (),
+        memo: NodeMemo | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.config = config
-        self.pods_by_node = counted_pods(snapshot, config)
+        facts = (memo or NodeMemo()).facts(snapshot, config)
+        self.pods_by_node = {name: list(f.counted) for name, f in facts.items()}
+        for name, pods in snapshot.pods_by_node.items():  # pods bound to nodes not listed
+            if name not in facts:
+                self.pods_by_node[name] = counted_pods_of(pods, config)
+        requested = {name: f.requested for name, f in facts.items()}
         self.utils: dict[str, NodeUtilization] = {
-            n.name: node_utilization(n, self.pods_by_node[n.name], snapshot, config) for n in snapshot.nodes
+            n.name: node_utilization(n, facts[n.name].counted, snapshot, config, facts[n.name].requests)
+            for n in snapshot.nodes
         }
         usage: dict[str, tuple[int, int]] = {}
         for name, u in self.utils.items():
@@ -86,7 +161,7 @@ class RemovalContext:
             # Unknown loads never reach a placement (simulate_node_removal refuses them first).
             return cpu or 0, mem or 0
 
-        self.state = ClusterState(snapshot, self.pods_by_node, usage, load)
+        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested)
         self.simulator = RemovalSimulator(self.state, filters, scorers)
         self.tracker = RemainingPdbTracker(snapshot.pdbs)
         self.options = DrainOptions.from_config(config)

@@ -444,11 +444,14 @@ class InterPodAffinity(BaseFilter):
         ns_labels = _namespace_labels(state)
         # 1. Existing pods' required anti-affinity towards the incoming pod: only pods on nodes
         # of the candidate's domain, for each topology key any anti-affinity term uses.
+        holders = state.anti_affinity_pods  # nodes holding a pod with anti-affinity terms
         for key in state.anti_affinity_keys:
             v = labels.get(key)
             if v is None:
                 continue
             for name in state.domains(key).get(v, ()):
+                if name not in holders:
+                    continue
                 other = state.nodes[name]
                 if other.removed or other.ghost:
                     continue

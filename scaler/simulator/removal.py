@@ -90,7 +90,8 @@ class Tier(Sequence[str]):
         i = self._index.get(name)
         if i is None:
             return self
-        return Tier(self._names, np.delete(self.positions, i), i)
+        pos = self.positions
+        return Tier(self._names, np.concatenate((pos[:i], pos[i + 1 :])), i)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -325,6 +326,16 @@ class RemovalSimulator:
         ``tiers`` has no reason there. Exact while the structure, the live nodes and their
         requests are those ``refusal`` was taken on."""
         t = self.state.table
+        if len(refusal.labels) == 1:  # one reason: the scan's order cannot change the answer
+            total = 0
+            all_live = not (t.ghost.any() or t.removed.any())
+            for tier in tiers:
+                pos = self._positions(tier)
+                alive = pos if all_live else pos[~(t.ghost[pos] | t.removed[pos])]
+                if len(alive) and refusal.codes[alive].min() < 0:
+                    return None
+                total += len(alive)
+            return Counter({refusal.labels[0]: total}) if total else Counter()
         scan = []
         for ti, tier in enumerate(tiers):
             pos = self._positions(tier)

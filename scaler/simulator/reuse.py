@@ -42,6 +42,7 @@ and clock change, that an evaluation with a :class:`VerdictCache` equals one wit
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ from scaler.drain.rules import KUBE_SYSTEM, LONG_TERMINATING_EXTRA_SECONDS
 from scaler.model.records import Pod
 from scaler.reasons import UnremovableReason
 from scaler.simulator.cluster import (
+    NodeMemo,
     NodeRemoval,
     RemovalContext,
     _unknown_load,
@@ -106,10 +108,14 @@ class VerdictCache:
 
     Attributes:
         hits, misses: checks answered from the cache, and checks run in full through it.
+        memo: per-node facts kept for the evaluations' contexts
+            (:class:`~scaler.simulator.cluster.NodeMemo`).
     """
 
     def __init__(self) -> None:
+        self.memo = NodeMemo()
         self._structure: tuple[object, ...] = ()
+        self._context: weakref.ref[RemovalContext] | None = None
         self._kept: dict[str, _Kept] = {}
         self.hits = 0
         self.misses = 0
@@ -118,9 +124,11 @@ class VerdictCache:
         """:func:`~scaler.simulator.cluster.simulate_node_removal` of ``node_name`` in ``ctx``
         (committing a success), answered from the cache when the rules allow. Call it only
         while no removal was committed in ``ctx`` (rule 2)."""
-        structure = _structure(ctx)
-        if not _same(structure, self._structure):
-            self._structure, self._kept = structure, {}
+        if self._context is None or self._context() is not ctx:  # read once per context
+            self._context = weakref.ref(ctx)
+            structure = _structure(ctx)
+            if not _same(structure, self._structure):
+                self._structure, self._kept = structure, {}
         now = ctx.snapshot.now
         kept = self._kept.get(node_name)
         if kept is not None and kept.learnt_at <= now <= kept.until:

@@ -23,7 +23,7 @@ For speed the state also keeps, in step with the node states:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -241,7 +241,8 @@ def _overflow(states: list[NodeState], values: list[int], what: str) -> Snapshot
     return SnapshotError(f"a node's {what or 'value'} sum to more than 2^63-1")
 
 
-def _sum_requests(pods: list[Pod]) -> Resources:
+def sum_requests(pods: Sequence[Pod]) -> Resources:
+    """The sum of ``pods``' requests (millicores, bytes, pod count, extended resources)."""
     cpu = mem = eph = count = 0
     ext: dict[str, int] = {}
     for p in pods:
@@ -266,6 +267,8 @@ class ClusterState:
             unknown usage.
         pod_load: what a pod adds to the node it is moved to, ``(cpu millicores, memory
             bytes)`` (:meth:`load`); defaults to its requests.
+        requested: the sum of each node's ``pods_by_node`` requests, when the caller knows it
+            already (:class:`scaler.simulator.cluster.NodeMemo`); computed otherwise.
     """
 
     def __init__(
@@ -274,6 +277,7 @@ class ClusterState:
         pods_by_node: dict[str, list[Pod]] | None = None,
         usage: dict[str, tuple[int, int]] | None = None,
         pod_load: Callable[[Pod], tuple[int, int]] | None = None,
+        requested: Mapping[str, Resources] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._pod_load = pod_load
@@ -290,6 +294,8 @@ class ClusterState:
         self._by_label: dict[tuple[str, str], dict[str, dict[int, Pod]]] = {}
         self.anti_affinity_keys: set[str] = set()
         """Topology keys of the required anti-affinity terms of every pod ever in the state."""
+        self.anti_affinity_pods: dict[str, int] = {}
+        """Node name → how many pods with required anti-affinity terms it holds now (absent: 0)."""
         usage = usage or {}
         for i, node in enumerate(snapshot.nodes):
             pods = (
@@ -298,13 +304,15 @@ class ClusterState:
                 else [p for p in snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
             )
             u = usage.get(node.name)
+            req = requested.get(node.name) if requested is not None else None
             for p in pods:
                 if p.required_anti_affinity:
                     self.anti_affinity_keys.update(t.topology_key for t in p.required_anti_affinity)
+                    self._count_anti_affinity(node.name, 1)
             self.nodes[node.name] = NodeState(
                 node=node,
                 pods=pods,
-                requested=_sum_requests(pods),
+                requested=req if req is not None else sum_requests(pods),
                 usage_cpu_millicores=u[0] if u else None,
                 usage_memory_bytes=u[1] if u else None,
                 position=i,
@@ -440,6 +448,13 @@ class ClusterState:
             if by_value is not None:
                 del by_value[v][pid]
 
+    def _count_anti_affinity(self, node_name: str, delta: int) -> None:
+        n = self.anti_affinity_pods.get(node_name, 0) + delta
+        if n:
+            self.anti_affinity_pods[node_name] = n
+        else:
+            self.anti_affinity_pods.pop(node_name, None)
+
     # ---- mutations (journaled) ----------------------------------------------------------
     def checkpoint(self) -> int:
         """A mark to :meth:`revert` to."""
@@ -462,12 +477,16 @@ class ClusterState:
         old = ns.requested
         ns.requested = old - pod.requests
         self._index_remove(removed_pod, node_name)
+        if pod.required_anti_affinity:
+            self._count_anti_affinity(node_name, -1)
         self.table.sync(ns)
 
         def undo() -> None:
             ns.pods.insert(idx, pod)
             ns.requested = old
             self._index_add(pod, node_name)
+            if pod.required_anti_affinity:
+                self._count_anti_affinity(node_name, 1)
             self.table.sync(ns)
 
         self._journal.append(undo)
@@ -479,6 +498,7 @@ class ClusterState:
         ns.pods.append(pod)
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
+            self._count_anti_affinity(node_name, 1)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
         cpu, mem = self.load(pod)
         ns.requested = old[0] + pod.requests
@@ -491,6 +511,8 @@ class ClusterState:
             ns.pods.pop()
             ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes = old
             self._index_remove(pod, node_name)
+            if pod.required_anti_affinity:
+                self._count_anti_affinity(node_name, -1)
             self.table.sync(ns)
 
         self._journal.append(undo)
