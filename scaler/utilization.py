@@ -62,6 +62,7 @@ every node (``source = "requests (NotReady)"``); the controller deletes it after
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -80,12 +81,14 @@ __all__ = [
     "SOURCE_UNREADY",
     "MetricsStatus",
     "NodeUtilization",
+    "PodFacts",
     "gpu_requests_fraction",
     "is_empty",
     "is_gpu_node",
     "is_long_terminating",
     "no_usage_words",
     "node_utilization",
+    "pod_facts",
     "pod_load",
     "pod_usage",
     "requests_fractions",
@@ -209,6 +212,40 @@ def requests_fractions(
     return (cpu_req / cpu_den if cpu_den > 0 else 0.0, mem_req / mem_den if mem_den > 0 else 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What a node's counted pods give its utilization besides usage (:func:`pod_facts`).
+
+    Attributes:
+        requests: :func:`requests_fractions` (cpu, memory), fractions 0-1; ``None`` when a pod
+            is terminating (a long-terminating pod stops counting with the clock alone).
+        empty: :func:`is_empty`.
+        keys: ``(namespace, name)`` of every non-terminal pod, in order.
+        newest_start: the latest ``status.startTime`` (else ``creationTimestamp``) of those
+            pods, Unix seconds; ``-inf`` when none is known.
+    """
+
+    requests: tuple[float, float] | None
+    empty: bool
+    keys: tuple[tuple[str, str], ...]
+    newest_start: float
+
+
+def pod_facts(node: Node, pods: Sequence[Pod], config: ScalerConfig, now: float) -> PodFacts:
+    """The :class:`PodFacts` of ``node`` carrying ``pods`` (counted pods) at ``now``: they hold
+    for any other time while the same node and pods are judged (``requests`` aside, ``None``
+    when a pod is terminating). :class:`scaler.simulator.cluster.NodeMemo` keeps them."""
+    live = [p for p in pods if not p.is_terminal]
+    starts = [t for p in live if (t := p.start_ts if p.start_ts is not None else p.creation_ts) is not None]
+    terminating = any(p.deletion_ts is not None for p in pods)
+    return PodFacts(
+        None if terminating else requests_fractions(node, pods, config, now),
+        is_empty(pods),
+        tuple((p.namespace, p.name) for p in live),
+        max(starts, default=-math.inf),
+    )
+
+
 def is_gpu_node(node: Node) -> bool:
     """True for a node with GPUs: ``nvidia.com/gpu`` allocatable, or GKE's
     ``cloud.google.com/gke-accelerator`` label (set before the device plugin reports the GPUs;
@@ -322,7 +359,11 @@ class _PodsOfNode:
 
 
 def _pods_of_node(
-    pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig, window_start: float
+    pods: Sequence[Pod],
+    snapshot: ClusterSnapshot,
+    config: ScalerConfig,
+    window_start: float,
+    facts: PodFacts | None = None,
 ) -> _PodsOfNode:
     """Walk the node's counted ``pods`` (expendable ones already dropped) once: the pods that
     started after ``window_start`` are summed with :func:`pod_load` (the first whose load is
@@ -333,6 +374,15 @@ def _pods_of_node(
     readings = snapshot.newest_pod_metrics or snapshot.pod_metrics  # never aggregates a pod
     partial = snapshot.partial_pod_metrics
     oldest = snapshot.now - config.max_metrics_age
+    if facts is not None and facts.newest_start <= window_start:  # every pod is in the window
+        for key in facts.keys:
+            r = readings.get(key)
+            if r is None and partial:
+                r = partial.get(key, (None,))[0]
+            if r is not None and r.timestamp >= oldest:
+                seen_cpu += r.cpu_millicores
+                seen_mem += r.memory_bytes
+        return _PodsOfNode(0, 0, 0, "", seen_cpu, seen_mem)
     for p in pods:
         if p.is_terminal:
             continue
@@ -386,7 +436,12 @@ def _metrics_status(age: float | None, config: ScalerConfig) -> MetricsStatus:
 
 
 def _measured_usage(
-    node: Node, m: NodeMetrics, pods: Sequence[Pod], snapshot: ClusterSnapshot, config: ScalerConfig
+    node: Node,
+    m: NodeMetrics,
+    pods: Sequence[Pod],
+    snapshot: ClusterSnapshot,
+    config: ScalerConfig,
+    facts: PodFacts | None = None,
 ) -> tuple[int | None, int | None, int | None, int | None, int, str]:
     """``node``'s real usage from its fresh NodeMetrics ``m`` and its pods' PodMetrics:
     ``(usage cpu millicores, usage memory bytes, destination cpu, destination memory, pods
@@ -394,7 +449,7 @@ def _measured_usage(
     is unknown (a pod of unknown usage, or NodeMetrics far below the sum of its pods')."""
     usage_cpu = usage_mem = dest_cpu = dest_mem = None
     newest = snapshot.newest_node_metric(node.name) or m
-    of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds)
+    of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds, facts)
     pending, unknown = of.pending, of.unknown
     if not unknown and (
         _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
@@ -436,11 +491,11 @@ def node_utilization(
     pods: Sequence[Pod],
     snapshot: ClusterSnapshot,
     config: ScalerConfig,
-    requests: tuple[float, float, bool] | None = None,
+    facts: PodFacts | None = None,
 ) -> NodeUtilization:
     """Compute the utilization of ``node`` carrying ``pods`` (terminal and expendable pods
-    already dropped by the caller) at ``snapshot.now``; ``requests`` is ``(*requests_fractions(...),
-    is_empty(pods))`` when the caller kept them (:class:`scaler.simulator.cluster.NodeMemo`).
+    already dropped by the caller) at ``snapshot.now``; ``facts`` are the pods'
+    :func:`pod_facts` when the caller kept them (:class:`scaler.simulator.cluster.NodeMemo`).
 
     Returns:
         A :class:`NodeUtilization`; usage fractions are ``None`` when the node is non-empty and
@@ -448,9 +503,8 @@ def node_utilization(
         usage), unless the node is NotReady and judged by its requests.
     """
     now = snapshot.now
-    if requests is None:
-        requests = (*requests_fractions(node, pods, config, now), is_empty(pods))
-    req_cpu, req_mem, empty = requests
+    req_cpu, req_mem = (facts and facts.requests) or requests_fractions(node, pods, config, now)
+    empty = facts.empty if facts is not None else is_empty(pods)
     req_value = max(req_cpu, req_mem)
     m = snapshot.node_metrics.get(node.name)
     age = None if m is None else now - m.timestamp
@@ -459,7 +513,7 @@ def node_utilization(
     pending, unknown = 0, ""
     if m is not None and status is MetricsStatus.OK:
         usage_cpu, usage_mem, dest_cpu, dest_mem, pending, unknown = _measured_usage(
-            node, m, pods, snapshot, config
+            node, m, pods, snapshot, config, facts
         )
     gpu, gpu_usage, gpus = _gpu_figures(node, pods, snapshot, config)
 

@@ -201,11 +201,14 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
     bigger = msgspec.structs.replace(
         pods[0], requests=dataclasses.replace(pods[0].requests, cpu_millicores=1500)
     )
+    fresh_metrics = _snapshot(NOW + STEP, nodes, [bigger, pods[1]], 0, {"a-1": 0.5, "b-1": 0.5})
     second = dataclasses.replace(
         first,
         now=NOW + STEP,
         pods=(bigger, pods[1]),
         pods_by_node={**first.pods_by_node, "a": (bigger,)},
+        node_metrics=fresh_metrics.node_metrics,
+        pod_metrics=fresh_metrics.pod_metrics,
     )
     facts = memo.facts(second, CFG)
     assert facts["b"] is kept["b"]
@@ -215,3 +218,11 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
     with_memo = RemovalContext(second, CFG, filters, memo=memo)
     assert with_memo.utils == RemovalContext(second, CFG, filters).utils
     assert with_memo.utils["a"].request_cpu == 1500 / 4000
+    # A pod that started after the newest NodeMetrics window began counts by its load, not its
+    # PodMetrics: the kept facts tell the two apart.
+    fresh = msgspec.structs.replace(bigger, start_ts=NOW + STEP - 10)
+    third = dataclasses.replace(second, pods=(fresh, pods[1]), pods_by_node={**second.pods_by_node, "a": (fresh,)})
+    with_memo = RemovalContext(third, CFG, filters, memo=memo)
+    assert with_memo.utils == RemovalContext(third, CFG, filters).utils
+    assert with_memo.utils["a"].pods_not_in_metrics == 1
+    assert RemovalContext(second, CFG, filters, memo=memo).utils["a"].pods_not_in_metrics == 0

@@ -27,11 +27,11 @@ from scaler.simulator.removal import PlacementFailure, RemovalSimulator
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin, sum_requests
 from scaler.utilization import (
     NodeUtilization,
-    is_empty,
+    PodFacts,
     no_usage_words,
     node_utilization,
+    pod_facts,
     pod_load,
-    requests_fractions,
 )
 
 __all__ = [
@@ -64,7 +64,7 @@ class _NodeFacts:
     node: Node
     counted: tuple[Pod, ...]
     requested: Resources
-    requests: tuple[float, float, bool] | None  # None: a pod is terminating (the clock matters)
+    pods: PodFacts
 
 
 class NodeMemo:
@@ -101,13 +101,8 @@ class NodeMemo:
             f = old.get(name)
             if f is None or f.source is not source or f.node is not node:
                 counted = tuple(p for p in source if not p.is_terminal and not p.is_expendable(cutoff))
-                terminating = any(p.deletion_ts is not None for p in counted)
-                requests = (
-                    None
-                    if terminating
-                    else (*requests_fractions(node, counted, config, snapshot.now), is_empty(counted))
-                )
-                f = _NodeFacts(source, node, counted, sum_requests(counted), requests)
+                facts = pod_facts(node, counted, config, snapshot.now)
+                f = _NodeFacts(source, node, counted, sum_requests(counted), facts)
             out[name] = f
         self._facts = out
         return out
@@ -141,16 +136,24 @@ class RemovalContext:
     ) -> None:
         self.snapshot = snapshot
         self.config = config
-        facts = (memo or NodeMemo()).facts(snapshot, config)
-        self.pods_by_node = {name: list(f.counted) for name, f in facts.items()}
-        for name, pods in snapshot.pods_by_node.items():  # pods bound to nodes not listed
-            if name not in facts:
-                self.pods_by_node[name] = counted_pods_of(pods, config)
-        requested = {name: f.requested for name, f in facts.items()}
-        self.utils: dict[str, NodeUtilization] = {
-            n.name: node_utilization(n, facts[n.name].counted, snapshot, config, facts[n.name].requests)
-            for n in snapshot.nodes
-        }
+        requested: dict[str, Resources] | None = None
+        if memo is None:  # one context: nothing to keep
+            self.pods_by_node = counted_pods(snapshot, config)
+            self.utils: dict[str, NodeUtilization] = {
+                n.name: node_utilization(n, self.pods_by_node[n.name], snapshot, config)
+                for n in snapshot.nodes
+            }
+        else:
+            facts = memo.facts(snapshot, config)
+            self.pods_by_node = {name: list(f.counted) for name, f in facts.items()}
+            for name, pods in snapshot.pods_by_node.items():  # pods bound to nodes not listed
+                if name not in facts:
+                    self.pods_by_node[name] = counted_pods_of(pods, config)
+            requested = {name: f.requested for name, f in facts.items()}
+            self.utils = {
+                n.name: node_utilization(n, facts[n.name].counted, snapshot, config, facts[n.name].pods)
+                for n in snapshot.nodes
+            }
         usage: dict[str, tuple[int, int]] = {}
         for name, u in self.utils.items():
             if u.destination_cpu_millicores is not None and u.destination_memory_bytes is not None:

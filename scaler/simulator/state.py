@@ -307,7 +307,8 @@ class ClusterState:
             req = requested.get(node.name) if requested is not None else None
             for p in pods:
                 if p.required_anti_affinity:
-                    self.anti_affinity_keys.update(t.topology_key for t in p.required_anti_affinity)
+                    for term in p.required_anti_affinity:
+                        self.anti_affinity_keys.add(term.topology_key)
                     self._count_anti_affinity(node.name, 1)
             self.nodes[node.name] = NodeState(
                 node=node,
