@@ -42,7 +42,9 @@ pod is ever proposed to move onto a node that is itself reported removable.
 Speed (``docs/benchmarks.md``): destinations are :class:`~scaler.simulator.removal.Tier` values of
 node-table rows, a candidate's PDB charges are journaled and reverted rather than copying the
 tracker, and the cyclic garbage collector is paused for the evaluation
-(:mod:`scaler.model.gcpause`).
+(:mod:`scaler.model.gcpause`). With ``verdicts``, failed checks whose inputs did not move are
+answered again (:mod:`scaler.simulator.reuse`) and each node's pod facts are kept while its
+pods are the same objects (:class:`scaler.simulator.cluster.NodeMemo`).
 """
 
 from __future__ import annotations
