@@ -63,12 +63,12 @@ every node (``source = "requests (NotReady)"``); the controller deletes it after
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from scaler.config import ScalerConfig
-from scaler.model.records import Node, NodeMetrics, Pod
+from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
@@ -370,31 +370,19 @@ def _pods_of_node(
     unknown is named); the others' newest fresh PodMetrics are summed (a reading lacking some
     containers counts for what it reports: a lower bound), for the check that the node's
     NodeMetrics are not far below them."""
-    cpu = mem = count = seen_cpu = seen_mem = 0
+    cpu = mem = count = 0
     readings = snapshot.newest_pod_metrics or snapshot.pod_metrics  # never aggregates a pod
     partial = snapshot.partial_pod_metrics
     oldest = snapshot.now - config.max_metrics_age
     if facts is not None and facts.newest_start <= window_start:  # every pod is in the window
-        for key in facts.keys:
-            r = readings.get(key)
-            if r is None and partial:
-                r = partial.get(key, (None,))[0]
-            if r is not None and r.timestamp >= oldest:
-                seen_cpu += r.cpu_millicores
-                seen_mem += r.memory_bytes
-        return _PodsOfNode(0, 0, 0, "", seen_cpu, seen_mem)
+        return _PodsOfNode(0, 0, 0, "", *_sum_readings(facts.keys, readings, partial, oldest))
+    measured: list[tuple[str, str]] = []
     for p in pods:
         if p.is_terminal:
             continue
         started = p.start_ts if p.start_ts is not None else p.creation_ts
         if started is None or started <= window_start:
-            key = (p.namespace, p.name)
-            r = readings.get(key)
-            if r is None and partial:
-                r = partial.get(key, (None,))[0]
-            if r is not None and r.timestamp >= oldest:
-                seen_cpu += r.cpu_millicores
-                seen_mem += r.memory_bytes
+            measured.append((p.namespace, p.name))
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
@@ -403,9 +391,28 @@ def _pods_of_node(
                 f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
                 f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
             )
-            return _PodsOfNode(0, 0, count, unknown, seen_cpu, seen_mem)
+            return _PodsOfNode(0, 0, count, unknown, *_sum_readings(measured, readings, partial, oldest))
         cpu, mem, count = cpu + c, mem + m, count + 1
-    return _PodsOfNode(cpu, mem, count, "", seen_cpu, seen_mem)
+    return _PodsOfNode(cpu, mem, count, "", *_sum_readings(measured, readings, partial, oldest))
+
+
+def _sum_readings(
+    keys: Iterable[tuple[str, str]],
+    readings: Mapping[tuple[str, str], PodMetrics],
+    partial: Mapping[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]],
+    oldest: float,
+) -> tuple[int, int]:
+    """The summed CPU millicores and memory bytes of the pods ``keys``' PodMetrics taken at or
+    after ``oldest`` (Unix seconds), a partial reading counting for what it reports."""
+    cpu = mem = 0
+    for key in keys:
+        r = readings.get(key)
+        if r is None and partial:
+            r = partial.get(key, (None,))[0]
+        if r is not None and r.timestamp >= oldest:
+            cpu += r.cpu_millicores
+            mem += r.memory_bytes
+    return cpu, mem
 
 
 def _far_below(node_value: int, pods_value: int, slack: int) -> bool:
