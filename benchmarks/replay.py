@@ -334,7 +334,19 @@ def _profile_lines(saved: dict[str, Any]) -> list[str]:
             p, steps = r["profile"], r["steps"]
             cells.append(f"{100 * p[label] / p['total']:.0f}% ({p[label] / steps * 1000:,.0f} ms)")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return [*lines, ""]
+    return [*lines, "", *WHAT_BOUNDS, ""]
+
+
+WHAT_BOUNDS = (
+    "What bounds a step on a large cluster: every loop simulates again the removal of every node",
+    "it may remove (as cluster-autoscaler does: a node stays unneeded only while a simulation on the",
+    "loop's state says so, and real usage moves every step), and each removal is checked once more on",
+    "a fresh view before its drain; both place every pod of the node through the scheduler filters",
+    "and TargetUsage. What the replay keeps from step to step is what real usage cannot change: failed",
+    "checks decided by the pods and the cluster's shape alone, and each node's pod facts while its",
+    "pods stay the same.",
+)
+"""The paragraph under the profile table (static: it explains the table's large phases)."""
 
 
 def _plot(saved: dict[str, Any], path: Path) -> None:
