@@ -56,6 +56,7 @@ import numpy.typing as npt
 
 from scaler.controller import NO_STATUS, Controller
 from scaler.history.profiles import build_profiles_from_arrays, workload_key
+from scaler.model.gcpause import no_cycle_collector
 from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_time
@@ -392,6 +393,10 @@ class ReplayLogContext(logging.Filter):
         return True
 
 
+COLLECT_EVERY_STEPS = 288
+"""Steps between two runs of the cycle collector in a replay (a day of 5-minute steps)."""
+
+
 def run_policy(
     inp: ReplayInput,
     policy: Policy,
@@ -527,36 +532,42 @@ def _run_policy(
     minutes = inp.step / 60.0
     by_pool: dict[str, float] = dict.fromkeys(templates, 0.0)
     n_steps = len(inp.usage.times)
-    for k in range(inp.start_step, n_steps):
-        world.advance(k)
-        _LOG_CONTEXT.set((policy.name, world.now))
-        if policy.scale_down:
-            if trim:
-                controller.trim_usage_history(world.now, cast(float, window))
-            controller.run_once()
-        for uid in world.pending:
-            world.stats.unplaceable_pods.add(world.pods[uid].key)
-        world.scale_up()
-        # Accounting for the interval [t, t + step).
-        sizes = world.pool_sizes()
-        other = len(world.nodes) - sum(1 for n in world.nodes.values() if n.node_group in sizes)
-        if other:  # nodes in no pool the world knows: counted, never priced
-            by_pool[_NO_POOL] = by_pool.get(_NO_POOL, 0.0) + other * hours
-        step_cost = 0.0
-        for pool, count in sizes.items():
-            by_pool[pool] = by_pool.get(pool, 0.0) + count * hours
-            p = price.get(pool)
-            if p is not None:
-                step_cost += count * hours * p
-        over = _count_overload(world, result, minutes)
-        result.times.append(world.now)
-        result.nodes.append(sum(sizes.values()) + other)
-        result.overloaded.append(over)
-        result.cost_per_step.append(step_cost)
-        if observe is not None:
-            observe(world)
-        if progress is not None:
-            progress(policy.name, k + 1 - inp.start_step, n_steps - inp.start_step, world.now)
+    # The cycle collector, paused for the whole replay, runs once a simulated day: resumed after
+    # every loop, it soon ran a full collection (~0.4 s at 150,000 pods) over a heap whose
+    # records form no cycles (reference counting frees them); at most a day's cyclic garbage waits.
+    with no_cycle_collector():
+        for k in range(inp.start_step, n_steps):
+            if (k - inp.start_step) % COLLECT_EVERY_STEPS == COLLECT_EVERY_STEPS - 1:
+                gc.collect()
+            world.advance(k)
+            _LOG_CONTEXT.set((policy.name, world.now))
+            if policy.scale_down:
+                if trim:
+                    controller.trim_usage_history(world.now, cast(float, window))
+                controller.run_once()
+            for uid in world.pending:
+                world.stats.unplaceable_pods.add(world.pods[uid].key)
+            world.scale_up()
+            # Accounting for the interval [t, t + step).
+            sizes = world.pool_sizes()
+            other = len(world.nodes) - sum(1 for n in world.nodes.values() if n.node_group in sizes)
+            if other:  # nodes in no pool the world knows: counted, never priced
+                by_pool[_NO_POOL] = by_pool.get(_NO_POOL, 0.0) + other * hours
+            step_cost = 0.0
+            for pool, count in sizes.items():
+                by_pool[pool] = by_pool.get(pool, 0.0) + count * hours
+                p = price.get(pool)
+                if p is not None:
+                    step_cost += count * hours * p
+            over = _count_overload(world, result, minutes)
+            result.times.append(world.now)
+            result.nodes.append(sum(sizes.values()) + other)
+            result.overloaded.append(over)
+            result.cost_per_step.append(step_cost)
+            if observe is not None:
+                observe(world)
+            if progress is not None:
+                progress(policy.name, k + 1 - inp.start_step, n_steps - inp.start_step, world.now)
     # The last step's pending time.
     if world.pending:
         world.stats.pending_pod_seconds += len(world.pending) * inp.step
