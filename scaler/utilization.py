@@ -235,15 +235,19 @@ def pod_facts(node: Node, pods: Sequence[Pod], config: ScalerConfig, now: float)
     """The :class:`PodFacts` of ``node`` carrying ``pods`` (counted pods) at ``now``: they hold
     for any other time while the same node and pods are judged (``requests`` aside, ``None``
     when a pod is terminating). :class:`scaler.simulator.cluster.NodeMemo` keeps them."""
-    live = [p for p in pods if not p.is_terminal]
-    starts = [t for p in live if (t := p.start_ts if p.start_ts is not None else p.creation_ts) is not None]
-    terminating = any(p.deletion_ts is not None for p in pods)
-    return PodFacts(
-        None if terminating else requests_fractions(node, pods, config, now),
-        is_empty(pods),
-        tuple((p.namespace, p.name) for p in live),
-        max(starts, default=-math.inf),
-    )
+    keys: list[tuple[str, str]] = []
+    newest = -math.inf
+    terminating = False
+    for p in pods:  # one walk: called for every node whose pods changed
+        terminating = terminating or p.deletion_ts is not None
+        if p.is_terminal:
+            continue
+        keys.append((p.namespace, p.name))
+        started = p.start_ts if p.start_ts is not None else p.creation_ts
+        if started is not None and started > newest:
+            newest = started
+    requests = None if terminating else requests_fractions(node, pods, config, now)
+    return PodFacts(requests, is_empty(pods), tuple(keys), newest)
 
 
 def is_gpu_node(node: Node) -> bool:

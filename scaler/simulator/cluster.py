@@ -100,7 +100,7 @@ class NodeMemo:
             source = snapshot.pods_by_node.get(name, empty)
             f = old.get(name)
             if f is None or f.source is not source or f.node is not node:
-                counted = tuple(p for p in source if not p.is_terminal and not p.is_expendable(cutoff))
+                counted = tuple([p for p in source if not p.is_terminal and not p.is_expendable(cutoff)])
                 facts = pod_facts(node, counted, config, snapshot.now)
                 f = _NodeFacts(source, node, counted, sum_requests(counted), facts)
             out[name] = f
