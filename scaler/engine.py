@@ -361,8 +361,8 @@ def _simulate(
             unremovable(UnremovableReason.ScaleDownBudgetExhausted, hold.detail)
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
-        if verdicts is not None and rank == 0:  # rank: the removals committed in this pass
-            removal = verdicts.removal(ctx, node.name, tiers)
+        if verdicts is not None:  # rank: the removals committed in this pass
+            removal = verdicts.removal(ctx, node.name, tiers, committed=rank > 0)
         else:
             removal = simulate_node_removal(ctx, node.name, tiers)
         if not removal.removable:

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,16 @@ def _snapshot(
     )
 
 
+def _keeping_tuples(snap: ClusterSnapshot, before: ClusterSnapshot) -> ClusterSnapshot:
+    """``snap`` with the pods tuple of every node whose pods did not change taken from
+    ``before``, as the replay's world keeps them."""
+    kept = {
+        name: before.pods_by_node[name] if before.pods_by_node.get(name) == pods else pods
+        for name, pods in snap.pods_by_node.items()
+    }
+    return dataclasses.replace(snap, pods_by_node=kept)
+
+
 def _same(full: Evaluation, reused: Evaluation) -> None:
     assert reused.nodes == full.nodes
     assert reused.held == full.held
@@ -129,7 +140,7 @@ def test_incremental_evaluation_equals_a_full_one_at_every_step(
                 )
             else:
                 pdb_allowed = 1 - pdb_allowed
-            snap = structure = _snapshot(now, nodes, pods, pdb_allowed, usage)
+            snap = structure = _keeping_tuples(_snapshot(now, nodes, pods, pdb_allowed, usage), structure)
         _same(evaluate(snap, CFG), evaluate(snap, CFG, verdicts=cache))
     event(f"checks answered from the cache: {'some' if cache.hits else 'none'}")
 
@@ -226,3 +237,77 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
     assert with_memo.utils == RemovalContext(third, CFG, filters).utils
     assert with_memo.utils["a"].pods_not_in_metrics == 1
     assert RemovalContext(second, CFG, filters, memo=memo).utils["a"].pods_not_in_metrics == 0
+
+
+def _blocked_after_a_removal(guarded: bool) -> tuple[ClusterSnapshot, ClusterSnapshot, list[Pod]]:
+    """Node a empties first (removal committed before b is checked); b's drain is blocked by a
+    bare pod, with or without a PDB covering its other pod; c is a roomy destination. The second
+    snapshot changes only c (a new pod), so b keeps its pods tuple."""
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=100, owner_name="x"),
+        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
+        make_pod("b-app", node="b", cpu_m=500, **({"labels": {"app": "guarded"}} if guarded else {"owner_name": "y"})),
+        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
+    ]
+    usage = {p.name: 0.5 for p in pods} | {"c-big": 0.4}
+    first = _snapshot(NOW, nodes, pods, 1, usage)
+    more = [*pods, make_pod("c-new", node="c", cpu_m=100, owner_name="z")]
+    second = _keeping_tuples(_snapshot(NOW + STEP, nodes, more, 1, usage | {"c-new": 0.5}), first)
+    return first, second, pods
+
+
+def test_a_blocked_drain_is_answered_after_a_removal_elsewhere() -> None:
+    """b's drain reads only its own pods: its verdict is learnt although a removal was committed
+    before it in the pass, and answered again after another node's pods changed."""
+    first, second, _ = _blocked_after_a_removal(guarded=False)
+    cache = VerdictCache()
+    full = evaluate(first, CFG)
+    assert {r.node.name: r.reason.value for r in full.nodes}["b"] == "BlockedByPod"
+    assert full.removable()[0].node.name == "a"
+    _same(full, evaluate(first, CFG, verdicts=cache))
+    hits = cache.hits
+    assert second.pods_by_node["b"] is first.pods_by_node["b"]
+    _same(evaluate(second, CFG), evaluate(second, CFG, verdicts=cache))
+    assert cache.hits == hits + 1
+
+
+def test_a_blocked_drain_a_pdb_covers_is_checked_again_after_a_committed_removal() -> None:
+    """A PDB covers one of b's pods: the allowances left by the removal committed before it may
+    change its drain, so its verdict is neither learnt nor answered there."""
+    first, second, _ = _blocked_after_a_removal(guarded=True)
+    cache = VerdictCache()
+    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
+    hits = cache.hits
+    _same(evaluate(second, CFG), evaluate(second, CFG, verdicts=cache))
+    assert cache.hits == hits
+
+
+@pytest.mark.parametrize("a_first", [35.0, 0.5], ids=["removal-later", "removal-first"])
+def test_a_blocked_drain_a_pdb_covers_is_kept_only_from_a_pass_without_removals(a_first: float) -> None:
+    """A PDB covers b's pod b-app. Without a removal before b, its drain is blocked by its bare
+    pod; after a's removal spends that PDB, b-app blocks first. Whichever comes first, a verdict
+    found in one pass must not answer the other (learnt after a removal, or answered after
+    one)."""
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
+        make_pod("b-app", node="b", cpu_m=500, owner_name="y", labels={"app": "guarded"}),
+        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
+        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
+    ]
+    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+    cache = VerdictCache()
+    first = _snapshot(NOW, nodes, pods, 1, {**usage, "a-1": a_first})
+    details = []
+    for step, a_usage in enumerate((a_first, 35.5 - a_first)):  # a busy (35) or idle (0.5)
+        fresh = _snapshot(NOW + step * STEP, nodes, pods, 1, {**usage, "a-1": a_usage})
+        snap = dataclasses.replace(
+            first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
+        )
+        full = evaluate(snap, CFG)
+        _same(full, evaluate(snap, CFG, verdicts=cache))
+        details.append({r.node.name: r.detail for r in full.nodes}["b"])
+    blocked_by = ["b-bare", "b-app: NotEnoughPdb"]
+    order = blocked_by if a_first > 1 else blocked_by[::-1]
+    assert [d.startswith(f"pod default/{w}") for d, w in zip(details, order, strict=True)] == [True, True]

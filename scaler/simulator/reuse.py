@@ -13,12 +13,18 @@ is learnt):
 1. *Same structure.* The evaluated snapshot holds the same node, pod, PDB, workload, volume
    and namespace objects (compared by identity: the replay's world keeps them while nothing
    moved; any change makes new ones) and the same configuration object and filter types. A
-   change of any of them forgets every kept verdict.
+   change of any of them forgets every kept verdict but the ``BlockedByPod`` ones: the drain
+   rules read only the node's own pods, the PDBs, the workload controllers, the configuration
+   and the clock, so such a verdict is kept while those are the same (the node's pods as the
+   very same tuple of the snapshot's ``pods_by_node``: the replay's world keeps a node's tuple
+   while its pods stay).
 2. *Nothing committed before it.* No removal was committed earlier in the same evaluation
    pass, so the simulation state (which nodes are live, what they hold, the PDB allowances
    left) is the snapshot's own, as it was when the verdict was learnt (it is learnt only
    then too). Failed checks before it leave nothing behind but the round-robin positions,
-   which the reuse reads.
+   which the reuse reads. One exception: a ``BlockedByPod`` verdict on a node none of whose
+   pods a PDB covers is answered after committed removals too (they change the allowances
+   left, which its drain never reads; a node that received moved pods is never checked).
 3. *Same clock class.* The drain rules read the clock in two places: a pod terminating for
    longer than its grace period plus 30 s is skipped, and a kube-system pod without a PDB
    stops blocking ``--blocking-system-pod-disruption-timeout`` after its creation. The
@@ -70,6 +76,8 @@ class _Kept:
     pod: Pod | None = None
     refusal: StructuralRefusal | None = None
     requested: bool = False  # every pod to move requests CPU and memory: its load is always known
+    source: tuple[Pod, ...] | None = None  # the node's pods in the snapshot it was learnt on
+    pdb_free: bool = False  # no PDB matches a pod of the node: the budgets left do not matter
 
 
 def _structure(ctx: RemovalContext) -> tuple[object, ...]:
@@ -78,6 +86,12 @@ def _structure(ctx: RemovalContext) -> tuple[object, ...]:
         snap.nodes, snap.pods, snap.pdbs, snap.controllers, snap.pvs, snap.pvcs, snap.namespaces,
         snap.workload_kinds, snap.has_pvs, ctx.config, tuple(type(f) for f in ctx.simulator.filters),
     )  # fmt: skip
+
+
+def _drain_inputs(ctx: RemovalContext) -> tuple[object, ...]:
+    """What the drain rules read besides a node's pods and the clock."""
+    snap = ctx.snapshot
+    return (snap.pdbs, snap.controllers, snap.workload_kinds, ctx.config)
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
@@ -115,36 +129,49 @@ class VerdictCache:
     def __init__(self) -> None:
         self.memo = NodeMemo()
         self._structure: tuple[object, ...] = ()
+        self._drain: tuple[object, ...] = ()
         self._context: weakref.ref[RemovalContext] | None = None
         self._kept: dict[str, _Kept] = {}
         self.hits = 0
         self.misses = 0
 
-    def removal(self, ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]]) -> NodeRemoval:
+    def removal(
+        self, ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], committed: bool = False
+    ) -> NodeRemoval:
         """:func:`~scaler.simulator.cluster.simulate_node_removal` of ``node_name`` in ``ctx``
-        (committing a success), answered from the cache when the rules allow. Call it only
-        while no removal was committed in ``ctx`` (rule 2)."""
+        (committing a success), answered from the cache when the rules allow. ``committed``:
+        a removal was committed in ``ctx`` before (rule 2): only a drain blocked without any
+        PDB is answered or learnt."""
         if self._context is None or self._context() is not ctx:  # read once per context
             self._context = weakref.ref(ctx)
             structure = _structure(ctx)
             if not _same(structure, self._structure):
-                self._structure, self._kept = structure, {}
+                drain = _drain_inputs(ctx)
+                same_drain = _same(drain, self._drain)
+                self._structure, self._drain = structure, drain
+                self._kept = {k: v for k, v in self._kept.items() if same_drain and v.refusal is None}
         now = ctx.snapshot.now
         kept = self._kept.get(node_name)
-        if kept is not None and kept.learnt_at <= now <= kept.until:
-            answer = self._answer(ctx, kept, tiers)
+        if (
+            kept is not None
+            and kept.learnt_at <= now <= kept.until
+            and (not committed or (kept.refusal is None and kept.pdb_free))
+        ):
+            answer = self._answer(ctx, kept, tiers, node_name)
             if answer is not None:
                 self.hits += 1
                 return answer
         self.misses += 1
         removal = simulate_node_removal(ctx, node_name, tiers)
-        self._learn(ctx, node_name, removal)
+        self._learn(ctx, node_name, removal, committed)
         return removal
 
     @staticmethod
-    def _answer(ctx: RemovalContext, kept: _Kept, tiers: Sequence[Sequence[str]]) -> NodeRemoval | None:
-        if kept.refusal is None or kept.pod is None:
-            return kept.removal  # BlockedByPod
+    def _answer(
+        ctx: RemovalContext, kept: _Kept, tiers: Sequence[Sequence[str]], node_name: str
+    ) -> NodeRemoval | None:
+        if kept.refusal is None or kept.pod is None:  # BlockedByPod: the node's own pods decide
+            return kept.removal if kept.source is ctx.snapshot.pods_by_node.get(node_name) else None
         r = kept.removal
         if not kept.requested and _unknown_load(ctx, r.pods):
             return None
@@ -154,7 +181,14 @@ class VerdictCache:
         detail = nowhere_detail(PlacementFailure(kept.pod, reasons))
         return NodeRemoval(r.node, r.reason, detail, None, r.pods, r.daemonset_pods)
 
-    def _learn(self, ctx: RemovalContext, node_name: str, removal: NodeRemoval) -> None:
+    def _learn(self, ctx: RemovalContext, node_name: str, removal: NodeRemoval, committed: bool) -> None:
+        blocked = removal.reason is UnremovableReason.BlockedByPod
+        if committed and not blocked:
+            return  # found on a state that earlier removals changed: not the snapshot's own
+        pods = ctx.state.nodes[node_name].pods
+        pdb_free = blocked and not any(ctx.tracker.matching(p) for p in pods)
+        if committed and not pdb_free:
+            return
         self._kept.pop(node_name, None)
         pod: Pod | None = None
         refusal: StructuralRefusal | None = None
@@ -165,10 +199,11 @@ class VerdictCache:
             refusal = ctx.simulator.structural_refusal(node_name, removal.pods, pod)
             if refusal is None:
                 return
-        elif removal.reason is not UnremovableReason.BlockedByPod:
+        elif not blocked:
             return
         now = ctx.snapshot.now
         timeout = ctx.options.blocking_system_pod_disruption_timeout
-        until = clock_stable_until(ctx.state.nodes[node_name].pods, now, timeout)
+        until = clock_stable_until(pods, now, timeout)
         requested = all(p.requests.cpu_millicores > 0 and p.requests.memory_bytes > 0 for p in removal.pods)
-        self._kept[node_name] = _Kept(now, until, removal, pod, refusal, requested)
+        source = ctx.snapshot.pods_by_node.get(node_name)
+        self._kept[node_name] = _Kept(now, until, removal, pod, refusal, requested, source, pdb_free)
