@@ -114,6 +114,7 @@ from scaler.replay.sim_records import (
     _with_objects,
     pod_limits,
 )
+from scaler.replay.world_index import TrackedDict, WorldIndex
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
@@ -179,8 +180,8 @@ class World:
         self.now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, self.now - snapshot.now))
         self._base = start
-        self.nodes: dict[str, Node] = {n.name: n for n in start.nodes}
-        self.pods: dict[str, Pod] = {p.uid: p for p in start.pods}
+        self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)
+        self.pods: TrackedDict[str, Pod] = TrackedDict((p.uid, p) for p in start.pods)
         self.pending: dict[str, float] = {
             p.uid: self.now for p in start.pods if not p.node_name and not p.is_terminal
         }
@@ -195,6 +196,7 @@ class World:
         # Usage slots: one per pod (uid), a series row or a constant.
         rows = {s: i for i, s in enumerate(usage.series)}
         self._slot_of: dict[str, int] = {}
+        self._index = WorldIndex(self.pods, self.nodes, self._slot_of)
         self._slot_row: list[int] = []
         self._slot_const: list[tuple[float, float]] = []
         self._slot_limit: list[tuple[float, float]] = []
@@ -204,6 +206,8 @@ class World:
             series = pod_series.get(p.key)
             self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const, p)
         self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray] | None = None
+        self._demand: tuple[int, int, FloatArray, FloatArray] | None = None  # (step, slots, cpu, mem)
+        self._used: tuple[int, int, FloatArray, FloatArray] | None = None
         # Node overheads: NodeMetrics minus the node's pods' PodMetrics.
         self._overhead: dict[str, tuple[float, float]] = {}
         for n in start.nodes:
@@ -227,6 +231,7 @@ class World:
 
     # ---- set-up -------------------------------------------------------------------------------------
     def _add_slot(self, uid: str, row: int, const: tuple[float, float], pod: Pod) -> None:
+        self._index.slot_added(uid, uid in self._slot_of)
         self._slot_of[uid] = len(self._slot_row)
         self._slot_row.append(row)
         self._slot_const.append(const)
@@ -303,22 +308,33 @@ class World:
 
     def _demand_now(self) -> tuple[FloatArray, FloatArray]:
         """What every usage slot would use at the current step without limits: CPU millicores
-        and memory bytes from its series (or its constant)."""
-        _, rows, cpu_c, mem_c, _, _ = self._slots()
+        and memory bytes from its series (or its constant). Read-only arrays, kept for the
+        step."""
+        n, rows, cpu_c, mem_c, _, _ = self._slots()
+        if self._demand is not None and self._demand[:2] == (self.step, n):
+            return self._demand[2], self._demand[3]
         cpu, mem = cpu_c.copy(), mem_c.copy()
         mapped = rows >= 0
         if mapped.any():
             cpu[mapped] = self.usage.cpu[rows[mapped], self.step]
             mem[mapped] = self.usage.memory[rows[mapped], self.step]
+        cpu.flags.writeable = mem.flags.writeable = False
+        self._demand = (self.step, n, cpu, mem)
         return cpu, mem
 
     def _usage_now(self) -> tuple[FloatArray, FloatArray]:
         """CPU millicores and memory bytes every usage slot uses at the current step: its demand
         capped at the pod's limits (the CFS quota; a container above its memory limit is
-        OOM-killed and restarts, so it never holds more than the limit)."""
-        _, _, _, _, cpu_limit, mem_limit = self._slots()
+        OOM-killed and restarts, so it never holds more than the limit). Read-only arrays, kept
+        for the step."""
+        n, _, _, _, cpu_limit, mem_limit = self._slots()
+        if self._used is not None and self._used[:2] == (self.step, n):
+            return self._used[2], self._used[3]
         cpu, mem = self._demand_now()
-        return np.minimum(cpu, cpu_limit), np.minimum(mem, mem_limit)
+        cpu, mem = np.minimum(cpu, cpu_limit), np.minimum(mem, mem_limit)
+        cpu.flags.writeable = mem.flags.writeable = False
+        self._used = (self.step, n, cpu, mem)
+        return cpu, mem
 
     def limit_effects(self) -> tuple[float, int]:
         """What the pods' limits did at the current step, over the pods bound to a node:
@@ -336,20 +352,7 @@ class World:
     def _placement(self) -> tuple[IntArray, IntArray, list[str]]:
         """(slot of each bound pod, node index of each bound pod, node names) — cached."""
         if self._arrays is None or self._arrays[0] != self._version:
-            names = sorted(self.nodes)
-            index = {n: i for i, n in enumerate(names)}
-            slots, where = [], []
-            for p in self.pods.values():
-                i = index.get(p.node_name)
-                if i is not None and not p.is_terminal:
-                    slots.append(self._slot_of[p.uid])
-                    where.append(i)
-            self._arrays = (
-                self._version,
-                np.asarray(slots, dtype=np.int64),
-                np.asarray(where, dtype=np.int64),
-                names,
-            )
+            self._arrays = (self._version, *self._index.placement())
         _, s, w, names = self._arrays
         return s, w, names
 
@@ -375,10 +378,7 @@ class World:
         if self._cached is not None and self._cached[0] == self._version and self._cached[1] == t:
             return self._cached[2]
         if self._structure is None or self._structure[0] != self._version:
-            self._structure = (
-                self._version,
-                _with_objects(self._base, self.nodes.values(), self.pods.values(), t),
-            )
+            self._structure = (self._version, self._index.structure(self._base))
         structure = replace(self._structure[1], now=t)
         names, cpu, mem = self.node_usage()
         metrics = {
@@ -389,11 +389,7 @@ class World:
         if self.with_pod_metrics:
             cpu, mem = self._usage_now()
             keys, slots = self._bound_slots()
-            # int() of each float64, as truncation toward zero, for every pod at once.
-            cpu_i, mem_i = cpu[slots].astype(np.int64).tolist(), mem[slots].astype(np.int64).tolist()
-            pod_metrics = {
-                k: PodMetrics(k[0], k[1], t, 30.0, c, m) for k, c, m in zip(keys, cpu_i, mem_i, strict=True)
-            }
+            pod_metrics = self._index.pod_metrics(keys, slots, (t, self.step), cpu, mem)
         snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics)
         self._cached = (self._version, t, snap)
         return snap
@@ -402,9 +398,7 @@ class World:
         """``(namespace, name)`` of every pod bound to a node, in pod order, and its usage slot
         (cached until the pods change)."""
         if self._bound is None or self._bound[0] != self._version:
-            bound = [p for p in self.pods.values() if p.node_name]
-            slots = np.asarray([self._slot_of[p.uid] for p in bound], dtype=np.int64)
-            self._bound = (self._version, [(p.namespace, p.name) for p in bound], slots)
+            self._bound = (self._version, *self._index.bound())
         return self._bound[1], self._bound[2]
 
     # ---- Kubernetes writes (through SimWriter) -----------------------------------------------------
