@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from operator import itemgetter
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -122,8 +123,9 @@ class WorldIndex:
         self._slot_node = np.full(0, -1, dtype=np.int64)
         self._slot_bound = np.zeros(0, dtype=np.bool_)
         self._slot_key: list[PodKey | None] = []
-        self._pm: list[tuple[PodKey, PodMetrics] | None] = []
+        self._pm: list[PodMetrics | None] = []
         self._pm_at: tuple[float, int] | None = None
+        self._pm_stale: set[int] = set()  # slots whose pod changed since their PodMetrics were made
         self._node_id: dict[str, int] = {}
         # The layout: pods by (namespace, name), and the keys changed since the layout was made.
         self._uid_key: dict[str, PodKey] = {}
@@ -193,6 +195,8 @@ class WorldIndex:
             return
         if s >= len(self._slot_key):
             self._grow(s + 1)
+        self._pm[s] = None
+        self._pm_stale.add(s)
         if pod is None:
             self._slot_node[s], self._slot_bound[s], self._slot_key[s] = -1, False, None
             return
@@ -250,34 +254,40 @@ class WorldIndex:
             slots = np.asarray([self._slot_of[p.uid] for p in pods], dtype=np.int64)
             return [(p.namespace, p.name) for p in pods], slots
         slots = np.flatnonzero(self._slot_bound).astype(np.int64)
-        key = self._slot_key
-        return [key[s] for s in slots.tolist()], slots  # type: ignore[misc]
+        return _pick(self._slot_key, slots.tolist()), slots  # type: ignore[arg-type]
 
     def pod_metrics(
         self, keys: Sequence[PodKey], slots: IntArray, at: tuple[float, int], cpu: FloatArray, mem: FloatArray
     ) -> dict[PodKey, PodMetrics]:
-        """``keys`` → PodMetrics of their slots' usage (``cpu``, ``mem`` per slot, truncated
-        to integers), timestamped ``at[0]``; ``at`` = (time, step) names the usage: objects
-        made for the same ``at`` and key are reused."""
-        if self._pm_at != at:
-            self._pm = [None] * len(self._slot_key)
-            self._pm_at = at
-        if len(self._pm) < len(self._slot_key):
-            self._pm.extend([None] * (len(self._slot_key) - len(self._pm)))
-        cache = self._pm
+        """``keys`` → PodMetrics of their slots' usage (``cpu``, ``mem`` per slot, truncated to
+        integers), timestamped ``at[0]``, for the pods of :meth:`bound` (``keys``, ``slots``).
+        ``at`` = (time, step) names the usage: while it stays the same, the objects made for
+        pods that did not change since are reused."""
         t = at[0]
-        cpu_i: list[int] | None = None
-        mem_i: list[int] = []
-        out: dict[PodKey, PodMetrics] = {}
-        for k, s in zip(keys, slots.tolist(), strict=True):
-            c = cache[s]
-            if c is None or c[0] != k:
-                if cpu_i is None:
-                    # int() of each float64, as truncation toward zero, for every slot at once.
-                    cpu_i, mem_i = cpu.astype(np.int64).tolist(), mem.astype(np.int64).tolist()
-                c = cache[s] = (k, PodMetrics(k[0], k[1], t, 30.0, cpu_i[s], mem_i[s]))
-            out[k] = c[1]
-        return out
+        chosen = slots.tolist()
+        if not self.exact or self._pm_at != at:
+            # int() of each float64, as truncation toward zero, for every pod at once.
+            cpu_i, mem_i = cpu[slots].astype(np.int64).tolist(), mem[slots].astype(np.int64).tolist()
+            made = [PodMetrics(k[0], k[1], t, 30.0, c, m) for k, c, m in zip(keys, cpu_i, mem_i, strict=True)]
+            if self.exact:
+                self._pm = [None] * len(self._slot_key)
+                for s, o in zip(chosen, made, strict=True):
+                    self._pm[s] = o
+                self._pm_at, self._pm_stale = at, set()
+            return dict(zip(keys, made, strict=True))
+        cache = self._pm
+        if self._pm_stale:
+            todo = [s for s in self._pm_stale if self._slot_bound[s]]
+            if todo:
+                at_ = np.asarray(todo, dtype=np.int64)
+                cpu_i, mem_i = cpu[at_].astype(np.int64).tolist(), mem[at_].astype(np.int64).tolist()
+                for s, c, m in zip(todo, cpu_i, mem_i, strict=True):
+                    k = self._slot_key[s]
+                    assert k is not None
+                    cache[s] = PodMetrics(k[0], k[1], t, 30.0, c, m)
+                self._pm_stale.difference_update(todo)
+        made = cast("list[PodMetrics]", _pick(cache, chosen))  # every bound slot has one now
+        return dict(zip(keys, made, strict=True))
 
     def layout(self) -> PodLayout:
         """The pods sorted and grouped as a snapshot holds them (:class:`PodLayout`)."""
@@ -307,3 +317,10 @@ class WorldIndex:
             )
             self._structure = (rev, snap)
         return self._structure[1]
+
+
+def _pick(items: Sequence[V], at: list[int]) -> list[V]:
+    """``[items[i] for i in at]``, in C."""
+    if len(at) < 2:
+        return [items[i] for i in at]
+    return list(itemgetter(*at)(items))
