@@ -103,6 +103,7 @@ from scaler.model.records import (
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
 from scaler.replay.kube_scheduler import kube_scheduler_choice
+from scaler.replay.sim_affinity import AntiAffinity
 from scaler.replay.sim_records import (
     LABEL_INSTANCE_TYPE,
     PoolTemplate,
@@ -115,6 +116,7 @@ from scaler.replay.sim_records import (
     pod_limits,
 )
 from scaler.replay.world_index import TrackedDict, WorldIndex
+from scaler.simulator.filters import InterPodAffinity
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
@@ -552,16 +554,20 @@ class World:
 
     # ---- the scheduler -----------------------------------------------------------------------------
     def _feasible(
-        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp]
+        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], affinity: AntiAffinity
     ) -> npt.NDArray[np.intp]:
-        found = self._passing(pod, state, positions, self._place_filters)
+        found = self._passing(pod, state, positions, self._place_filters, affinity)
         if len(found) == 0 and self._place_filters is not self._sched_filters:
-            found = self._passing(pod, state, positions, self._sched_filters)
+            found = self._passing(pod, state, positions, self._sched_filters, affinity)
         return found
 
     @staticmethod
     def _passing(
-        pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], filters: Sequence[FilterPlugin]
+        pod: Pod,
+        state: ClusterState,
+        positions: npt.NDArray[np.intp],
+        filters: Sequence[FilterPlugin],
+        affinity: AntiAffinity,
     ) -> npt.NDArray[np.intp]:
         ok = np.ones(len(positions), dtype=np.bool_)
         names = state.names
@@ -574,6 +580,11 @@ class World:
             if res is not None:
                 ok[idx[res[0] != 0]] = False
                 continue
+            if type(f) is InterPodAffinity:  # all nodes at once, same verdicts
+                refused = affinity.refused(pod, positions[idx])
+                if refused is not None:
+                    ok[idx[refused]] = False
+                    continue
             for j in idx.tolist():
                 if f.filter(pod, state.nodes[names[int(positions[j])]], state) is not None:
                     ok[j] = False
@@ -597,9 +608,10 @@ class World:
             self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
         )
         positions = np.arange(len(state.names), dtype=np.intp)
+        affinity = AntiAffinity(state)
         placed = False
         for pod in sorted((self.pods[u] for u in self.pending), key=placement_order):
-            feasible = self._feasible(pod, state, positions)
+            feasible = self._feasible(pod, state, positions, affinity)
             if len(feasible) == 0:
                 continue
             if self._place_scorers:
@@ -609,6 +621,7 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
+            affinity.placed(pod, dest)
             self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
