@@ -87,6 +87,8 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
         slots, where, got_names = index.placement()
         assert got_names == names
         assert list(zip(slots.tolist(), where.tolist(), strict=True)) == placed
+        for node in [*NODES, "gone"]:
+            assert index.pods_on(node) == [p for p in pods.values() if p.node_name == node]
         keys, bound_slots = index.bound()
         assert list(zip(keys, bound_slots.tolist(), strict=True)) == bound
         # PodMetrics: the same at the same step whether made now or reused (two rounds a step).
@@ -103,6 +105,9 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
             k: [id(p) for p in v] for k, v in fresh.by_node.items()
         }
         snap = index.structure(ClusterSnapshot.create(0.0, [], []))
+        counted = index.counted_pods(snap)  # the snapshot's pods_by_node when none is terminal
+        terminal = any(p.is_terminal for p in pods.values() if p.node_name)
+        assert (counted is None) == terminal and (counted is None or counted is snap.pods_by_node)
         want = ClusterSnapshot.create(0.0, nodes.values(), pods.values())  # type: ignore[arg-type]
         assert (snap.nodes, snap.pods, snap.pods_by_node, snap.node_by_name) == (
             want.nodes,

@@ -508,9 +508,7 @@ class World:
         which makes a pod expendable below ``--expendable-pods-priority-cutoff``) and the other
         metadata the pod record carries besides its resources and scheduling constraints."""
         out = []
-        for p in self.pods.values():
-            if p.node_name != name:
-                continue
+        for p in self._pods_on(name):
             meta: dict[str, Any] = {"name": p.name, "namespace": p.namespace, "uid": p.uid}
             if p.labels:
                 meta["labels"] = dict(p.labels)
@@ -543,11 +541,16 @@ class World:
             out.append({"metadata": meta, "spec": spec, "status": status})
         return out
 
+    def _pods_on(self, name: str) -> list[Pod]:
+        """The pods bound to node ``name``, in the order of :attr:`pods`."""
+        found = self._index.pods_on(name)
+        return found if found is not None else [p for p in self.pods.values() if p.node_name == name]
+
     def delete_node(self, name: str) -> None:
         """Remove the node; pods still bound to it go with it (a controller's pods are replaced)."""
         if self.nodes.pop(name, None) is None:
             return
-        for p in [p for p in self.pods.values() if p.node_name == name]:
+        for p in self._pods_on(name):
             self._unbind(p)
         self.stats.nodes_removed += 1
         self.touch()
@@ -605,7 +608,10 @@ class World:
                 return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
 
         state = ClusterState(
-            self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
+            self.attach(snap) if self.attach is not None else snap,
+            pods_by_node=self._index.counted_pods(snap),  # skips the terminal pods' scan when none
+            usage=usage,
+            pod_load=pod_load,
         )
         positions = np.arange(len(state.names), dtype=np.intp)
         affinity = AntiAffinity(state)

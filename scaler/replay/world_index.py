@@ -122,6 +122,8 @@ class WorldIndex:
         # its pod's (namespace, name); its PodMetrics at ``_pm_at``.
         self._slot_node = np.full(0, -1, dtype=np.int64)
         self._slot_bound = np.zeros(0, dtype=np.bool_)
+        self._slot_host = np.full(0, -1, dtype=np.int64)  # node id of its pod when bound at all
+        self._slot_uid: list[str] = []
         self._slot_key: list[PodKey | None] = []
         self._pm: list[PodMetrics | None] = []
         self._pm_at: tuple[float, int] | None = None
@@ -134,7 +136,7 @@ class WorldIndex:
         self._layout_changes: set[PodKey] = set()
         self._layout: tuple[int, PodLayout] | None = None
         self._names: tuple[int, list[str], IntArray] | None = None
-        self._structure: tuple[tuple[int, int], ClusterSnapshot] | None = None
+        self._structure: tuple[tuple[int, int], ClusterSnapshot, bool] | None = None
 
     # ---- following changes -------------------------------------------------------------------
     def slot_added(self, uid: str, replaced: bool) -> None:
@@ -168,6 +170,8 @@ class WorldIndex:
         extra = size - len(self._slot_key)
         self._slot_node = np.concatenate([self._slot_node, np.full(extra, -1, dtype=np.int64)])
         self._slot_bound = np.concatenate([self._slot_bound, np.zeros(extra, dtype=np.bool_)])
+        self._slot_host = np.concatenate([self._slot_host, np.full(extra, -1, dtype=np.int64)])
+        self._slot_uid.extend([""] * extra)
         self._slot_key.extend([None] * extra)
         self._pm.extend([None] * extra)
 
@@ -198,18 +202,24 @@ class WorldIndex:
         self._pm[s] = None
         self._pm_stale.add(s)
         if pod is None:
-            self._slot_node[s], self._slot_bound[s], self._slot_key[s] = -1, False, None
+            self._slot_node[s], self._slot_host[s], self._slot_bound[s], self._slot_key[s] = (
+                -1,
+                -1,
+                False,
+                None,
+            )
             return
         node = pod.node_name
         self._slot_bound[s] = bool(node)
         self._slot_key[s] = key
-        if node and not pod.is_terminal:
-            nid = self._node_id.get(node)
-            if nid is None:
+        self._slot_uid[s] = uid
+        nid = -1
+        if node:
+            nid = self._node_id.get(node, -1)
+            if nid < 0:
                 nid = self._node_id[node] = len(self._node_id)
-            self._slot_node[s] = nid
-        else:
-            self._slot_node[s] = -1
+        self._slot_host[s] = nid
+        self._slot_node[s] = -1 if pod.is_terminal else nid
 
     # ---- answers -------------------------------------------------------------------------------
     def _sorted_names(self) -> tuple[list[str], IntArray]:
@@ -244,6 +254,17 @@ class WorldIndex:
         at = rank[ids[candidates]]
         keep = at >= 0
         return candidates[keep].astype(np.int64), at[keep].astype(np.int64), names
+
+    def pods_on(self, name: str) -> list[Pod] | None:
+        """The pods bound to node ``name`` in the dict's order; ``None`` when the index cannot
+        tell (not :attr:`exact`)."""
+        self.sync()
+        if not self.exact:
+            return None
+        nid = self._node_id.get(name)
+        if nid is None:
+            return []
+        return [self._pods[u] for u in _pick(self._slot_uid, np.flatnonzero(self._slot_host == nid).tolist())]
 
     def bound(self) -> tuple[list[PodKey], IntArray]:
         """``(namespace, name)`` of every pod bound to a node (existing or not), in the dict's
@@ -315,8 +336,22 @@ class WorldIndex:
                 pods_by_node=fresh.pods_by_node,
                 node_by_name=fresh.node_by_name,
             )
-            self._structure = (rev, snap)
+            if self.exact:  # a bound pod is terminal where it has no node id
+                terminal = bool(np.any(self._slot_bound & (self._slot_node < 0)))
+            else:
+                terminal = any(p.is_terminal for p in layout.pods if p.node_name)
+            self._structure = (rev, snap, terminal)
         return self._structure[1]
+
+    def counted_pods(self, snap: ClusterSnapshot) -> dict[str, list[Pod]] | None:
+        """``snap.pods_by_node`` when ``snap`` has the pods of the latest :meth:`structure` and
+        none of its bound pods is terminal: then it is the ``pods_by_node`` a
+        :class:`~scaler.simulator.state.ClusterState` counts by default (the lists it copies
+        from it are the same); ``None`` otherwise."""
+        s = self._structure
+        if s is None or s[2] or s[1].pods_by_node is not snap.pods_by_node:
+            return None
+        return cast("dict[str, list[Pod]]", snap.pods_by_node)
 
 
 def _pick(items: Sequence[V], at: list[int]) -> list[V]:
