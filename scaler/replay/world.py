@@ -89,7 +89,7 @@ from scaler.kube.writer import (
     TAINT_HOT,
     WriteError,
 )
-from scaler.limits import node_group_limits
+from scaler.limits import GroupLimits, node_group_limits
 from scaler.model.records import (
     LABEL_HOSTNAME,
     LABEL_ZONE,
@@ -195,6 +195,7 @@ class World:
         self._arrays: tuple[int, IntArray, IntArray, list[str]] | None = None
         self._bound: tuple[int, list[tuple[str, str]], IntArray] | None = None
         self._node_counter = 0
+        self._facts: tuple[int, GroupLimits, dict[str, dict[str, int]], dict[str, int]] | None = None
         # Usage slots: one per pod (uid), a series row or a constant.
         rows = {s: i for i, s in enumerate(usage.series)}
         self._slot_of: dict[str, int] = {}
@@ -644,7 +645,7 @@ class World:
     def _pool_limits(self) -> dict[str, tuple[int, int]]:
         """Pool → (min, max) of the whole pool: ``--nodes`` limits hold per zone, so a pool
         has no minimum of its own and its maximum is the per-zone one times its zones."""
-        limits = node_group_limits(self.config, self.nodes.values())
+        limits = self._node_facts()[0]
         out = {}
         for pool, tpl in self.templates.items():
             spec = limits.pools.get(pool)
@@ -652,16 +653,27 @@ class World:
             out[pool] = (0, spec.max_size * zones) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
         return out
 
+    def _node_facts(self) -> tuple[GroupLimits, dict[str, dict[str, int]], dict[str, int]]:
+        """``--nodes`` limits resolved over the nodes, nodes per pool and zone, and nodes per
+        pool (the template pools first), kept while no node changes."""
+        rev = self._index.node_revision()
+        if self._facts is None or self._facts[0] != rev:
+            counts: dict[str, dict[str, int]] = {}
+            sizes = dict.fromkeys(self.templates, 0)
+            for n in self.nodes.values():
+                by_zone = counts.setdefault(n.node_group, {})
+                by_zone[n.zone] = by_zone.get(n.zone, 0) + 1
+                if n.node_group:
+                    sizes[n.node_group] = sizes.get(n.node_group, 0) + 1
+            self._facts = (rev, node_group_limits(self.config, self.nodes.values()), counts, sizes)
+        return self._facts[1:]
+
     def zone_groups(self, pool: str) -> tuple[ZoneGroupInfo, ...]:
         """The pool in each zone its nodes are in: nodes there, and ``--nodes`` limits (a MIG's
         entry, else the pool's; min 0 and max 1000 without)."""
-        limits = node_group_limits(self.config, self.nodes.values())
-        counts: dict[str, int] = {}
-        for n in self.nodes.values():
-            if n.node_group == pool:
-                counts[n.zone] = counts.get(n.zone, 0) + 1
+        limits, counts, _ = self._node_facts()
         out = []
-        for zone, count in sorted(counts.items()):
+        for zone, count in sorted(counts.get(pool, {}).items()):
             spec = limits.for_zone(pool, zone)
             lo, hi = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
             out.append(ZoneGroupInfo(zone, lo, hi, count))
@@ -669,10 +681,7 @@ class World:
 
     def pool_sizes(self) -> dict[str, int]:
         """Nodes per pool, counting nodes being provisioned (the MIG's target size)."""
-        sizes = dict.fromkeys(self.templates, 0)
-        for n in self.nodes.values():
-            if n.node_group:
-                sizes[n.node_group] = sizes.get(n.node_group, 0) + 1
+        sizes = dict(self._node_facts()[2])
         for _, _, pool in self.provisioning:
             sizes[pool] = sizes.get(pool, 0) + 1
         return sizes

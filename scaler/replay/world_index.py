@@ -222,6 +222,11 @@ class WorldIndex:
         self._slot_node[s] = -1 if pod.is_terminal else nid
 
     # ---- answers -------------------------------------------------------------------------------
+    def node_revision(self) -> int:
+        """A number that changes whenever a node is set or deleted."""
+        self.sync()
+        return self._node_rev
+
     def _sorted_names(self) -> tuple[list[str], IntArray]:
         """Node names sorted, and per node id its index among them (-1: no such node)."""
         key = self._node_rev * 1_000_003 + len(self._node_id)
