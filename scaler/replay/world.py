@@ -89,7 +89,7 @@ from scaler.kube.writer import (
     TAINT_HOT,
     WriteError,
 )
-from scaler.limits import node_group_limits
+from scaler.limits import GroupLimits, node_group_limits
 from scaler.model.records import (
     LABEL_HOSTNAME,
     LABEL_ZONE,
@@ -103,6 +103,7 @@ from scaler.model.records import (
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
 from scaler.replay.kube_scheduler import kube_scheduler_choice
+from scaler.replay.sim_affinity import AntiAffinity
 from scaler.replay.sim_records import (
     LABEL_INSTANCE_TYPE,
     PoolTemplate,
@@ -114,6 +115,8 @@ from scaler.replay.sim_records import (
     _with_objects,
     pod_limits,
 )
+from scaler.replay.world_index import TrackedDict, WorldIndex
+from scaler.simulator.filters import InterPodAffinity
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
@@ -179,8 +182,8 @@ class World:
         self.now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, self.now - snapshot.now))
         self._base = start
-        self.nodes: dict[str, Node] = {n.name: n for n in start.nodes}
-        self.pods: dict[str, Pod] = {p.uid: p for p in start.pods}
+        self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)
+        self.pods: TrackedDict[str, Pod] = TrackedDict((p.uid, p) for p in start.pods)
         self.pending: dict[str, float] = {
             p.uid: self.now for p in start.pods if not p.node_name and not p.is_terminal
         }
@@ -192,9 +195,11 @@ class World:
         self._arrays: tuple[int, IntArray, IntArray, list[str]] | None = None
         self._bound: tuple[int, list[tuple[str, str]], IntArray] | None = None
         self._node_counter = 0
+        self._facts: tuple[int, GroupLimits, dict[str, dict[str, int]], dict[str, int]] | None = None
         # Usage slots: one per pod (uid), a series row or a constant.
         rows = {s: i for i, s in enumerate(usage.series)}
         self._slot_of: dict[str, int] = {}
+        self._index = WorldIndex(self.pods, self.nodes, self._slot_of)
         self._slot_row: list[int] = []
         self._slot_const: list[tuple[float, float]] = []
         self._slot_limit: list[tuple[float, float]] = []
@@ -204,6 +209,8 @@ class World:
             series = pod_series.get(p.key)
             self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const, p)
         self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray] | None = None
+        self._demand: tuple[int, int, FloatArray, FloatArray] | None = None  # (step, slots, cpu, mem)
+        self._used: tuple[int, int, FloatArray, FloatArray] | None = None
         # Node overheads: NodeMetrics minus the node's pods' PodMetrics.
         self._overhead: dict[str, tuple[float, float]] = {}
         for n in start.nodes:
@@ -227,6 +234,7 @@ class World:
 
     # ---- set-up -------------------------------------------------------------------------------------
     def _add_slot(self, uid: str, row: int, const: tuple[float, float], pod: Pod) -> None:
+        self._index.slot_added(uid, uid in self._slot_of)
         self._slot_of[uid] = len(self._slot_row)
         self._slot_row.append(row)
         self._slot_const.append(const)
@@ -303,22 +311,33 @@ class World:
 
     def _demand_now(self) -> tuple[FloatArray, FloatArray]:
         """What every usage slot would use at the current step without limits: CPU millicores
-        and memory bytes from its series (or its constant)."""
-        _, rows, cpu_c, mem_c, _, _ = self._slots()
+        and memory bytes from its series (or its constant). Read-only arrays, kept for the
+        step."""
+        n, rows, cpu_c, mem_c, _, _ = self._slots()
+        if self._demand is not None and self._demand[:2] == (self.step, n):
+            return self._demand[2], self._demand[3]
         cpu, mem = cpu_c.copy(), mem_c.copy()
         mapped = rows >= 0
         if mapped.any():
             cpu[mapped] = self.usage.cpu[rows[mapped], self.step]
             mem[mapped] = self.usage.memory[rows[mapped], self.step]
+        cpu.flags.writeable = mem.flags.writeable = False
+        self._demand = (self.step, n, cpu, mem)
         return cpu, mem
 
     def _usage_now(self) -> tuple[FloatArray, FloatArray]:
         """CPU millicores and memory bytes every usage slot uses at the current step: its demand
         capped at the pod's limits (the CFS quota; a container above its memory limit is
-        OOM-killed and restarts, so it never holds more than the limit)."""
-        _, _, _, _, cpu_limit, mem_limit = self._slots()
+        OOM-killed and restarts, so it never holds more than the limit). Read-only arrays, kept
+        for the step."""
+        n, _, _, _, cpu_limit, mem_limit = self._slots()
+        if self._used is not None and self._used[:2] == (self.step, n):
+            return self._used[2], self._used[3]
         cpu, mem = self._demand_now()
-        return np.minimum(cpu, cpu_limit), np.minimum(mem, mem_limit)
+        cpu, mem = np.minimum(cpu, cpu_limit), np.minimum(mem, mem_limit)
+        cpu.flags.writeable = mem.flags.writeable = False
+        self._used = (self.step, n, cpu, mem)
+        return cpu, mem
 
     def limit_effects(self) -> tuple[float, int]:
         """What the pods' limits did at the current step, over the pods bound to a node:
@@ -336,20 +355,7 @@ class World:
     def _placement(self) -> tuple[IntArray, IntArray, list[str]]:
         """(slot of each bound pod, node index of each bound pod, node names) — cached."""
         if self._arrays is None or self._arrays[0] != self._version:
-            names = sorted(self.nodes)
-            index = {n: i for i, n in enumerate(names)}
-            slots, where = [], []
-            for p in self.pods.values():
-                i = index.get(p.node_name)
-                if i is not None and not p.is_terminal:
-                    slots.append(self._slot_of[p.uid])
-                    where.append(i)
-            self._arrays = (
-                self._version,
-                np.asarray(slots, dtype=np.int64),
-                np.asarray(where, dtype=np.int64),
-                names,
-            )
+            self._arrays = (self._version, *self._index.placement())
         _, s, w, names = self._arrays
         return s, w, names
 
@@ -375,10 +381,7 @@ class World:
         if self._cached is not None and self._cached[0] == self._version and self._cached[1] == t:
             return self._cached[2]
         if self._structure is None or self._structure[0] != self._version:
-            self._structure = (
-                self._version,
-                _with_objects(self._base, self.nodes.values(), self.pods.values(), t),
-            )
+            self._structure = (self._version, self._index.structure(self._base))
         structure = replace(self._structure[1], now=t)
         names, cpu, mem = self.node_usage()
         metrics = {
@@ -389,11 +392,7 @@ class World:
         if self.with_pod_metrics:
             cpu, mem = self._usage_now()
             keys, slots = self._bound_slots()
-            # int() of each float64, as truncation toward zero, for every pod at once.
-            cpu_i, mem_i = cpu[slots].astype(np.int64).tolist(), mem[slots].astype(np.int64).tolist()
-            pod_metrics = {
-                k: PodMetrics(k[0], k[1], t, 30.0, c, m) for k, c, m in zip(keys, cpu_i, mem_i, strict=True)
-            }
+            pod_metrics = self._index.pod_metrics(keys, slots, (t, self.step), cpu, mem)
         snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics)
         self._cached = (self._version, t, snap)
         return snap
@@ -402,9 +401,7 @@ class World:
         """``(namespace, name)`` of every pod bound to a node, in pod order, and its usage slot
         (cached until the pods change)."""
         if self._bound is None or self._bound[0] != self._version:
-            bound = [p for p in self.pods.values() if p.node_name]
-            slots = np.asarray([self._slot_of[p.uid] for p in bound], dtype=np.int64)
-            self._bound = (self._version, [(p.namespace, p.name) for p in bound], slots)
+            self._bound = (self._version, *self._index.bound())
         return self._bound[1], self._bound[2]
 
     # ---- Kubernetes writes (through SimWriter) -----------------------------------------------------
@@ -512,9 +509,7 @@ class World:
         which makes a pod expendable below ``--expendable-pods-priority-cutoff``) and the other
         metadata the pod record carries besides its resources and scheduling constraints."""
         out = []
-        for p in self.pods.values():
-            if p.node_name != name:
-                continue
+        for p in self._pods_on(name):
             meta: dict[str, Any] = {"name": p.name, "namespace": p.namespace, "uid": p.uid}
             if p.labels:
                 meta["labels"] = dict(p.labels)
@@ -547,27 +542,36 @@ class World:
             out.append({"metadata": meta, "spec": spec, "status": status})
         return out
 
+    def _pods_on(self, name: str) -> list[Pod]:
+        """The pods bound to node ``name``, in the order of :attr:`pods`."""
+        found = self._index.pods_on(name)
+        return found if found is not None else [p for p in self.pods.values() if p.node_name == name]
+
     def delete_node(self, name: str) -> None:
         """Remove the node; pods still bound to it go with it (a controller's pods are replaced)."""
         if self.nodes.pop(name, None) is None:
             return
-        for p in [p for p in self.pods.values() if p.node_name == name]:
+        for p in self._pods_on(name):
             self._unbind(p)
         self.stats.nodes_removed += 1
         self.touch()
 
     # ---- the scheduler -----------------------------------------------------------------------------
     def _feasible(
-        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp]
+        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], affinity: AntiAffinity
     ) -> npt.NDArray[np.intp]:
-        found = self._passing(pod, state, positions, self._place_filters)
+        found = self._passing(pod, state, positions, self._place_filters, affinity)
         if len(found) == 0 and self._place_filters is not self._sched_filters:
-            found = self._passing(pod, state, positions, self._sched_filters)
+            found = self._passing(pod, state, positions, self._sched_filters, affinity)
         return found
 
     @staticmethod
     def _passing(
-        pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], filters: Sequence[FilterPlugin]
+        pod: Pod,
+        state: ClusterState,
+        positions: npt.NDArray[np.intp],
+        filters: Sequence[FilterPlugin],
+        affinity: AntiAffinity,
     ) -> npt.NDArray[np.intp]:
         ok = np.ones(len(positions), dtype=np.bool_)
         names = state.names
@@ -580,6 +584,11 @@ class World:
             if res is not None:
                 ok[idx[res[0] != 0]] = False
                 continue
+            if type(f) is InterPodAffinity:  # all nodes at once, same verdicts
+                refused = affinity.refused(pod, positions[idx])
+                if refused is not None:
+                    ok[idx[refused]] = False
+                    continue
             for j in idx.tolist():
                 if f.filter(pod, state.nodes[names[int(positions[j])]], state) is not None:
                     ok[j] = False
@@ -600,12 +609,16 @@ class World:
                 return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
 
         state = ClusterState(
-            self.attach(snap) if self.attach is not None else snap, usage=usage, pod_load=pod_load
+            self.attach(snap) if self.attach is not None else snap,
+            pods_by_node=self._index.counted_pods(snap),  # skips the terminal pods' scan when none
+            usage=usage,
+            pod_load=pod_load,
         )
         positions = np.arange(len(state.names), dtype=np.intp)
+        affinity = AntiAffinity(state)
         placed = False
         for pod in sorted((self.pods[u] for u in self.pending), key=placement_order):
-            feasible = self._feasible(pod, state, positions)
+            feasible = self._feasible(pod, state, positions, affinity)
             if len(feasible) == 0:
                 continue
             if self._place_scorers:
@@ -615,6 +628,7 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
+            affinity.placed(pod, dest)
             self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
@@ -631,7 +645,7 @@ class World:
     def _pool_limits(self) -> dict[str, tuple[int, int]]:
         """Pool → (min, max) of the whole pool: ``--nodes`` limits hold per zone, so a pool
         has no minimum of its own and its maximum is the per-zone one times its zones."""
-        limits = node_group_limits(self.config, self.nodes.values())
+        limits = self._node_facts()[0]
         out = {}
         for pool, tpl in self.templates.items():
             spec = limits.pools.get(pool)
@@ -639,16 +653,27 @@ class World:
             out[pool] = (0, spec.max_size * zones) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
         return out
 
+    def _node_facts(self) -> tuple[GroupLimits, dict[str, dict[str, int]], dict[str, int]]:
+        """``--nodes`` limits resolved over the nodes, nodes per pool and zone, and nodes per
+        pool (the template pools first), kept while no node changes."""
+        rev = self._index.node_revision()
+        if self._facts is None or self._facts[0] != rev:
+            counts: dict[str, dict[str, int]] = {}
+            sizes = dict.fromkeys(self.templates, 0)
+            for n in self.nodes.values():
+                by_zone = counts.setdefault(n.node_group, {})
+                by_zone[n.zone] = by_zone.get(n.zone, 0) + 1
+                if n.node_group:
+                    sizes[n.node_group] = sizes.get(n.node_group, 0) + 1
+            self._facts = (rev, node_group_limits(self.config, self.nodes.values()), counts, sizes)
+        return self._facts[1:]
+
     def zone_groups(self, pool: str) -> tuple[ZoneGroupInfo, ...]:
         """The pool in each zone its nodes are in: nodes there, and ``--nodes`` limits (a MIG's
         entry, else the pool's; min 0 and max 1000 without)."""
-        limits = node_group_limits(self.config, self.nodes.values())
-        counts: dict[str, int] = {}
-        for n in self.nodes.values():
-            if n.node_group == pool:
-                counts[n.zone] = counts.get(n.zone, 0) + 1
+        limits, counts, _ = self._node_facts()
         out = []
-        for zone, count in sorted(counts.items()):
+        for zone, count in sorted(counts.get(pool, {}).items()):
             spec = limits.for_zone(pool, zone)
             lo, hi = (spec.min_size, spec.max_size) if spec is not None else (0, _DEFAULT_MAX_POOL_SIZE)
             out.append(ZoneGroupInfo(zone, lo, hi, count))
@@ -656,10 +681,7 @@ class World:
 
     def pool_sizes(self) -> dict[str, int]:
         """Nodes per pool, counting nodes being provisioned (the MIG's target size)."""
-        sizes = dict.fromkeys(self.templates, 0)
-        for n in self.nodes.values():
-            if n.node_group:
-                sizes[n.node_group] = sizes.get(n.node_group, 0) + 1
+        sizes = dict(self._node_facts()[2])
         for _, _, pool in self.provisioning:
             sizes[pool] = sizes.get(pool, 0) + 1
         return sizes
