@@ -608,11 +608,13 @@ class World:
                 u = used.get(p.uid, (0.0, 0.0))
                 return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
 
+        counted = self._index.counted_pods(snap)  # skips the terminal pods' scan when none
         state = ClusterState(
             self.attach(snap) if self.attach is not None else snap,
-            pods_by_node=self._index.counted_pods(snap),  # skips the terminal pods' scan when none
+            pods_by_node=counted,
             usage=usage,
             pod_load=pod_load,
+            requested=None if counted is None else self._index.requested(snap.pods_by_node),
         )
         positions = np.arange(len(state.names), dtype=np.intp)
         affinity = AntiAffinity(state)

@@ -22,8 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.model.layout import PodLayout
-from scaler.model.records import Node, Pod, PodMetrics
+from scaler.model.records import Node, Pod, PodMetrics, Resources
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.simulator.state import sum_requests
 
 __all__ = ["TrackedDict", "WorldIndex"]
 
@@ -133,6 +134,7 @@ class WorldIndex:
         self._uid_key: dict[str, PodKey] = {}
         self._key_uid: dict[PodKey, str] = {}
         self._by_key: dict[PodKey, Pod] = {}
+        self._sums: dict[str, tuple[tuple[Pod, ...], Resources]] = {}
         self._layout_changes: set[PodKey] = set()
         self._layout: tuple[int, PodLayout] | None = None
         self._names: tuple[int, list[str], IntArray] | None = None
@@ -347,6 +349,16 @@ class WorldIndex:
                 terminal = any(p.is_terminal for p in layout.pods if p.node_name)
             self._structure = (rev, snap, terminal)
         return self._structure[1]
+
+    def requested(self, pods_by_node: Mapping[str, tuple[Pod, ...]]) -> dict[str, Resources]:
+        """Each node's sum of its ``pods_by_node`` pods' requests, kept per node while its pods
+        tuple is the same object (the layout keeps a node's tuple while its pods stay)."""
+        old, kept = self._sums, {}
+        for name, pods in pods_by_node.items():
+            entry = old.get(name)
+            kept[name] = entry if entry is not None and entry[0] is pods else (pods, sum_requests(pods))
+        self._sums = kept
+        return {name: entry[1] for name, entry in kept.items()}
 
     def counted_pods(self, snap: ClusterSnapshot) -> dict[str, list[Pod]] | None:
         """``snap.pods_by_node`` when ``snap`` has the pods of the latest :meth:`structure` and
