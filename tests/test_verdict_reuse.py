@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, evaluate
-from scaler.model.records import NodeMetrics, Pod, PodMetrics, Taint
+from scaler.model.records import LabelSelector, NodeMetrics, Pod, PodAffinityTerm, PodMetrics, Taint
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.reuse import VerdictCache
 from tests.builders import GI, MI, make_node, make_pdb, make_pod
 
 NOW = 1_800_000_000.0
+ANTI = PodAffinityTerm(LabelSelector({"app": "x"}), "kubernetes.io/hostname")
 STEP = 300.0
 CFG = ScalerConfig()
 
@@ -204,7 +205,7 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000)]
     pods = [
         make_pod("a-1", node="a", cpu_m=500, owner_name="x"),
-        make_pod("b-1", node="b", cpu_m=700, owner_name="x"),
+        make_pod("b-1", node="b", cpu_m=700, owner_name="x", required_anti_affinity=(ANTI,)),
     ]
     first = _snapshot(NOW, nodes, pods, 0, {"a-1": 0.5, "b-1": 0.5})
     memo = NodeMemo()
@@ -226,9 +227,11 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
     assert facts["a"] is not kept["a"]
     assert facts["a"].requested.cpu_millicores == 1500
     filters = load_filters(CFG)
-    with_memo = RemovalContext(second, CFG, filters, memo=memo)
-    assert with_memo.utils == RemovalContext(second, CFG, filters).utils
+    with_memo, without = RemovalContext(second, CFG, filters, memo=memo), RemovalContext(second, CFG, filters)
+    assert with_memo.utils == without.utils
     assert with_memo.utils["a"].request_cpu == 1500 / 4000
+    assert with_memo.state.anti_affinity_pods == without.state.anti_affinity_pods == {"b": 1}
+    assert with_memo.state.anti_affinity_keys == without.state.anti_affinity_keys == {"kubernetes.io/hostname"}
     # A pod that started after the newest NodeMetrics window began counts by its load, not its
     # PodMetrics: the kept facts tell the two apart.
     fresh = msgspec.structs.replace(bigger, start_ts=NOW + STEP - 10)

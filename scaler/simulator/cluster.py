@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
 from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
-from scaler.model.records import Node, Pod, Resources
+from scaler.model.records import Node, Pod, PodDisruptionBudget, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
 from scaler.simulator.removal import PlacementFailure, RemovalSimulator
@@ -65,6 +65,7 @@ class _NodeFacts:
     counted: tuple[Pod, ...]
     requested: Resources
     pods: PodFacts
+    anti_affinity: tuple[Pod, ...]  # the counted pods with required anti-affinity terms
 
 
 class NodeMemo:
@@ -86,6 +87,8 @@ class NodeMemo:
     def __init__(self) -> None:
         self._config: ScalerConfig | None = None
         self._facts: dict[str, _NodeFacts] = {}
+        self._pdbs: tuple[PodDisruptionBudget, ...] | None = None
+        self._tracker: RemainingPdbTracker | None = None
 
     def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, _NodeFacts]:
         """Every node's facts for ``snapshot`` and ``config``; nodes gone are forgotten."""
@@ -102,10 +105,18 @@ class NodeMemo:
             if f is None or f.source is not source or f.node is not node:
                 counted = tuple([p for p in source if not p.is_terminal and not p.is_expendable(cutoff)])
                 facts = pod_facts(node, counted, config, snapshot.now)
-                f = _NodeFacts(source, node, counted, sum_requests(counted), facts)
+                anti = tuple([p for p in counted if p.required_anti_affinity])
+                f = _NodeFacts(source, node, counted, sum_requests(counted), facts, anti)
             out[name] = f
         self._facts = out
         return out
+
+    def tracker(self, pdbs: tuple[PodDisruptionBudget, ...]) -> RemainingPdbTracker:
+        """A fresh :class:`~scaler.drain.pdb.RemainingPdbTracker` of ``pdbs``: a copy of the one
+        kept while the snapshot holds the same PDB objects (its indexes are shared)."""
+        if self._pdbs is not pdbs or self._tracker is None:
+            self._pdbs, self._tracker = pdbs, RemainingPdbTracker(pdbs)
+        return self._tracker.copy()
 
 
 class RemovalContext:
@@ -113,7 +124,7 @@ class RemovalContext:
 
     Attributes:
         snapshot, config: the cluster state and the settings.
-        pods_by_node: :func:`counted_pods`.
+        pods_by_node: :func:`counted_pods` (lists, or the memo's tuples: read them, never change them).
         utils: every node's :class:`~scaler.utilization.NodeUtilization`.
         state: the simulation state: counted pods, each node's destination usage
             (``NodeUtilization.destination_cpu_millicores``), moved pods loaded with
@@ -137,19 +148,22 @@ class RemovalContext:
         self.snapshot = snapshot
         self.config = config
         requested: dict[str, Resources] | None = None
+        anti: dict[str, tuple[Pod, ...]] | None = None
+        self.pods_by_node: dict[str, Sequence[Pod]] = {}
         if memo is None:  # one context: nothing to keep
-            self.pods_by_node = counted_pods(snapshot, config)
+            self.pods_by_node.update(counted_pods(snapshot, config))
             self.utils: dict[str, NodeUtilization] = {
                 n.name: node_utilization(n, self.pods_by_node[n.name], snapshot, config)
                 for n in snapshot.nodes
             }
         else:
             facts = memo.facts(snapshot, config)
-            self.pods_by_node = {name: list(f.counted) for name, f in facts.items()}
+            self.pods_by_node.update((name, f.counted) for name, f in facts.items())
             for name, pods in snapshot.pods_by_node.items():  # pods bound to nodes not listed
                 if name not in facts:
                     self.pods_by_node[name] = counted_pods_of(pods, config)
             requested = {name: f.requested for name, f in facts.items()}
+            anti = {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity}
             self.utils = {
                 n.name: node_utilization(n, facts[n.name].counted, snapshot, config, facts[n.name].pods)
                 for n in snapshot.nodes
@@ -164,9 +178,9 @@ class RemovalContext:
             # Unknown loads never reach a placement (simulate_node_removal refuses them first).
             return cpu or 0, mem or 0
 
-        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested)
+        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti)
         self.simulator = RemovalSimulator(self.state, filters, scorers)
-        self.tracker = RemainingPdbTracker(snapshot.pdbs)
+        self.tracker = memo.tracker(snapshot.pdbs) if memo is not None else RemainingPdbTracker(snapshot.pdbs)
         self.options = DrainOptions.from_config(config)
 
 

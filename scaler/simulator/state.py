@@ -269,15 +269,19 @@ class ClusterState:
             bytes)`` (:meth:`load`); defaults to its requests.
         requested: the sum of each node's ``pods_by_node`` requests, when the caller knows it
             already (:class:`scaler.simulator.cluster.NodeMemo`); computed otherwise.
+        anti_affinity: with ``requested``, the pods of each node that have required
+            anti-affinity terms (nodes without any absent), known to the caller likewise;
+            found by a scan of every pod otherwise.
     """
 
     def __init__(
         self,
         snapshot: ClusterSnapshot,
-        pods_by_node: dict[str, list[Pod]] | None = None,
+        pods_by_node: Mapping[str, Sequence[Pod]] | None = None,
         usage: dict[str, tuple[int, int]] | None = None,
         pod_load: Callable[[Pod], tuple[int, int]] | None = None,
         requested: Mapping[str, Resources] | None = None,
+        anti_affinity: Mapping[str, Sequence[Pod]] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._pod_load = pod_load
@@ -305,11 +309,15 @@ class ClusterState:
             )
             u = usage.get(node.name)
             req = requested.get(node.name) if requested is not None else None
-            for p in pods:
-                if p.required_anti_affinity:
-                    for term in p.required_anti_affinity:
-                        self.anti_affinity_keys.add(term.topology_key)
-                    self._count_anti_affinity(node.name, 1)
+            with_terms = (
+                [p for p in pods if p.required_anti_affinity]
+                if anti_affinity is None
+                else anti_affinity.get(node.name, ())
+            )
+            for p in with_terms:
+                for term in p.required_anti_affinity:
+                    self.anti_affinity_keys.add(term.topology_key)
+                self._count_anti_affinity(node.name, 1)
             self.nodes[node.name] = NodeState(
                 node=node,
                 pods=pods,
