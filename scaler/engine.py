@@ -361,7 +361,7 @@ def _simulate(
             unremovable(UnremovableReason.ScaleDownBudgetExhausted, hold.detail)
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
-        if verdicts is not None:  # rank: the removals committed in this pass
+        if verdicts is not None:  # rank: the removals committed in this pass (rule 2 of reuse)
             removal = verdicts.removal(ctx, node.name, tiers, committed=rank > 0)
         else:
             removal = simulate_node_removal(ctx, node.name, tiers)

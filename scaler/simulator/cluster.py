@@ -71,10 +71,11 @@ class _NodeFacts:
 class NodeMemo:
     """Per-node facts that depend only on the node, its pods and the configuration, kept from
     one evaluation to the next (one per controller, held by its
-    :class:`~scaler.simulator.reuse.VerdictCache`): the counted pods (:func:`counted_pods`),
-    the sum of their requests, their requests fractions
-    (:func:`~scaler.utilization.requests_fractions`) and whether only DaemonSet and mirror pods
-    are counted.
+    :class:`~scaler.simulator.reuse.VerdictCache`, and one per actuator for its re-checks): the
+    counted pods (:func:`counted_pods`), the sum of their requests, their
+    :class:`~scaler.utilization.PodFacts` (requests fractions, whether only DaemonSet and mirror
+    pods are counted, the pods' keys and newest start) and the counted pods with required
+    anti-affinity terms; and a PDB tracker per set of PDB objects (:meth:`tracker`).
 
     A node's facts are reused when the snapshot holds the very same node object and pods tuple
     (``pods_by_node[name]``, compared by identity: the replay's world and a watch cache keep
@@ -96,14 +97,13 @@ class NodeMemo:
             self._config, self._facts = config, {}
         old = self._facts
         out: dict[str, _NodeFacts] = {}
-        cutoff = config.expendable_pods_priority_cutoff
         empty: tuple[Pod, ...] = ()
         for node in snapshot.nodes:
             name = node.name
             source = snapshot.pods_by_node.get(name, empty)
             f = old.get(name)
             if f is None or f.source is not source or f.node is not node:
-                counted = tuple([p for p in source if not p.is_terminal and not p.is_expendable(cutoff)])
+                counted = tuple(counted_pods_of(source, config))
                 facts = pod_facts(node, counted, config, snapshot.now)
                 anti = tuple([p for p in counted if p.required_anti_affinity])
                 f = _NodeFacts(source, node, counted, sum_requests(counted), facts, anti)
