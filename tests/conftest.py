@@ -37,6 +37,7 @@ E2E = frozenset(
         "test_docs",
         "test_dry_run_gke",
         "test_fanout",
+        "test_health_server",
         "test_history_prometheus",
         "test_incomplete_input",
         "test_kubectl_plugin",
