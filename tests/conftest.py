@@ -35,6 +35,7 @@ E2E = frozenset(
         "test_decisions_e2e",
         "test_deploy",
         "test_docs",
+        "test_deploy_hardening",
         "test_dry_run_gke",
         "test_fanout",
         "test_health_server",
@@ -64,7 +65,7 @@ E2E = frozenset(
 """Modules, or ``module::test`` names, that run whole commands, loops or processes (loopback
 fakes, subprocesses, a real Prometheus, Ray, mkdocs, Chromium, pip, kubectl)."""
 
-REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca"})
+REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca", "test_real_hardening"})
 """Modules that need the real control plane or cluster-autoscaler in ``../shared`` (they skip,
 saying why, without it)."""
 
@@ -74,11 +75,13 @@ SLOW = frozenset(
         "test_cloud_gke",
         "test_decode_equivalence",
         "test_deploy",
+        "test_deploy_hardening",
         "test_fake_kube_api",
         "test_kube_source",
         "test_peer_ca",
         "test_peer_objects",
         "test_real_apiserver",
+        "test_real_hardening",
         "test_replay_cli",
         "test_snapshot_secrets",
         "test_table",
