@@ -1,6 +1,7 @@
 """`scaler snapshot` leaks nothing a pod spec may carry: env values, managedFields and kubectl's
 last-applied annotation are stripped (``--raw`` keeps them), files are 0600 and a directory it
-creates 0700; what scaler writes from a snapshot (dry-run, why, replay reports) repeats none of it.
+creates 0700; what scaler writes from a snapshot (dry-run, why, replay reports, tune results)
+repeats none of it.
 
 Against the loopback fake API server (real HTTP); the same check against the real kube-apiserver
 is in :mod:`test_real_hardening`.
@@ -140,7 +141,8 @@ def test_write_snapshot_never_follows_a_symlink_at_its_temporary_file(tmp_path: 
 
 def test_nothing_written_from_a_snapshot_repeats_its_secrets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A snapshot that does hold secrets (written with --raw, or by kubectl): the dry-run and why
-    reports, and the replay's reports and cache, repeat none of them."""
+    reports, the replay's reports and the tune's results (what a Ray job writes to its volume)
+    repeat none of them."""
     snap = tmp_path / "snap"
     write_snapshot(secret_objects(LOWREQ), snap, raw=True)
     assert files_holding(snap, SECRET)
@@ -157,8 +159,12 @@ def test_nothing_written_from_a_snapshot_repeats_its_secrets(tmp_path: Path, cap
         code = main(["replay", "--snapshot", str(snap), "--trace", str(write_trace(tmp_path)), "--output", fmt,
                      "--out", str(out / name), "--policies", "seed,scaler", "--processes", "1", "--quiet"])  # fmt: skip
         assert code == 0, capsys.readouterr().err
+    code = main(["tune", "--snapshot", str(snap), "--trace", str(write_trace(tmp_path)), "--trials", "2",
+                 "--generation-size", "2", "--workers", "1", "--out", str(out / "tune"), "--quiet"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
     captured = capsys.readouterr()
     outputs += [captured.out, captured.err]
     assert all(SECRET not in text for text in outputs)
     assert files_holding(out, SECRET) == []
     assert (out / "replay.json").stat().st_size > 0
+    assert {p.name for p in (out / "tune").iterdir()} >= {"frontier.json", "report.html", "recommended.yaml"}
