@@ -453,50 +453,77 @@ def _purpose(call: Any, purposes: dict[str, str]) -> str:
     return ""
 
 
-def rbac_page() -> str:
-    """Every Kubernetes call (RBAC) and Google API method (IAM) of ``scaler run``, of a dry-run and
-    of ``kubectl scaler``, each with what needs it and where it is granted."""
-    from scaler.cloud.base import CHECK_CALLS, DELETE_CALLS, IAM_PERMISSIONS
-    from scaler.cloud.base import READ_CALLS as GOOGLE_READ_CALLS
-    from scaler.cloud.gke import GKEProvider
-    from scaler.cloud.kubernetes import KubernetesProvider
-    from scaler.config import ScalerConfig
-    from scaler.kube.permissions import Permission, required_permissions
-    from scaler.status import VIEWER_CALLS
+def _permission_table(permissions: Any, purposes: dict[str, str] = _CALL_PURPOSES) -> list[str]:
+    """Markdown rows of :class:`~scaler.kube.permissions.Permission` s: verb, resource, group,
+    where it is granted (cluster, all namespaces, or one namespace and name) and why."""
 
-    config = ScalerConfig()
-
-    def scope(p: Permission) -> str:
+    def scope(p: Any) -> str:
         if p.namespace:
             return f"`{p.namespace}`" + (f", `{p.name}` only" if p.name else "")
         return "all namespaces" if p.call.namespaced else "cluster"
 
-    def table(permissions: Any, purposes: dict[str, str] = _CALL_PURPOSES) -> list[str]:
-        rows = ["| verb | resource | API group | where | needed for |", "|---|---|---|---|---|"]
-        rows += [
-            f"| {p.call.verb} | `{p.call.resource}` | `{p.call.group or 'core'}` | {scope(p)} | "
-            f"{_cell(_purpose(p.call, purposes))} |"
-            for p in permissions
-        ]
-        return rows
+    rows = ["| verb | resource | API group | where | needed for |", "|---|---|---|---|---|"]
+    rows += [
+        f"| {p.call.verb} | `{p.call.resource}` | `{p.call.group or 'core'}` | {scope(p)} | "
+        f"{_cell(_purpose(p.call, purposes))} |"
+        for p in permissions
+    ]
+    return rows
 
+
+def _google_section() -> list[str]:
+    """The Google Cloud IAM section of the RBAC page: each method, its permission, why, and
+    which of the two roles grants it."""
+    from scaler.cloud.base import CHECK_CALLS, DELETE_CALLS, IAM_PERMISSIONS
+    from scaler.cloud.base import READ_CALLS as GOOGLE_READ_CALLS
+
+    dry, full = "`scalerScaleDownDryRun`", "`scalerScaleDown`"
+
+    def in_full(permission: str) -> str:  # the IAM condition holds on MIGs only
+        on_migs = permission.startswith("compute.instanceGroupManagers.")
+        return "yes, on the cluster's MIGs only" if on_migs else "yes"
+
+    return [
+        "## Google Cloud IAM (GKE provider)",
+        "",
+        "Two Google service accounts, each bound to the Kubernetes service account `scaler-system/scaler` "
+        f"through Workload Identity in turn: `scaler-dry-run` with the read-only role {dry} "
+        "(`deploy/gke/iam-role-dry-run.yaml`) while scaler runs in dry-run, and `scaler` with "
+        f"{full} (`deploy/gke/iam-role.yaml`) for real deletions, bound under an IAM condition that "
+        "limits its MIG permissions to the cluster's own MIGs "
+        "([Installing scaler on GKE](../getting-started/install-gke.md), step 7). "
+        "`scaler dry-run --cloud-provider gke` and `kubectl scaler` read with your own credentials.",
+        "",
+        f"| API method | IAM permission | needed for | {dry} | {full} |",
+        "|---|---|---|---|---|",
+        *[
+            f"| `{m}` | `{IAM_PERMISSIONS[m]}` | {_cell(_GOOGLE_PURPOSES[m])} | "
+            f"{'yes' if m in GOOGLE_READ_CALLS else 'no'} | {in_full(IAM_PERMISSIONS[m])} |"
+            for m in (*GOOGLE_READ_CALLS, *DELETE_CALLS)
+        ],
+        *[f"| `{m}` | none | {_cell(_GOOGLE_PURPOSES[m])} | | |" for m in CHECK_CALLS],
+    ]
+
+
+def rbac_page() -> str:
+    """Every Kubernetes call (RBAC) and Google API method (IAM) of ``scaler run``, of a dry-run and
+    of ``kubectl scaler``, each with what needs it and where it is granted."""
+    from scaler.cloud.gke import GKEProvider
+    from scaler.cloud.kubernetes import KubernetesProvider
+    from scaler.config import ScalerConfig
+    from scaler.kube.permissions import Permission, required_permissions
+    from scaler.status import STATUS_CALLS, VIEWER_CALLS
+
+    config = ScalerConfig()
     active = required_permissions(config, GKEProvider.kube_calls, dry_run=False)
     dry = required_permissions(config, GKEProvider.kube_calls, dry_run=True)
     kubernetes = required_permissions(config, KubernetesProvider.kube_calls, dry_run=False)
     added = [p for p in kubernetes if p not in active]
-    status = {("", "configmaps", "get")}
+    by_name = {c for c in STATUS_CALLS if c.resource == "configmaps"}  # the status ConfigMap, by name
     viewer = [
-        Permission(c, config.namespace, config.status_config_map_name)
-        if (c.group, c.resource, c.verb) in status
-        else Permission(c)
+        Permission(c, config.namespace, config.status_config_map_name) if c in by_name else Permission(c)
         for c in VIEWER_CALLS
     ]
-    role = {"dry": "`scalerScaleDownDryRun`", "full": "`scalerScaleDown`"}
-
-    def full(permission: str) -> str:  # the IAM condition holds on MIGs only
-        on_migs = permission.startswith("compute.instanceGroupManagers.")
-        return "yes, on the cluster's MIGs only" if on_migs else "yes"
-
     return "\n".join(
         [
             "# RBAC and IAM",
@@ -515,18 +542,18 @@ def rbac_page() -> str:
             "The ClusterRole `scaler` and, in scaler's namespace, the Role `scaler` (its Lease and status "
             "ConfigMap, by name).",
             "",
-            *table(active),
+            *_permission_table(active),
             "",
             "## Kubernetes: `scaler run --dry-run` (`deploy/overlays/dry-run`)",
             "",
             "The same reads and the writes of its own reporting: no write to a node or a pod, no eviction. "
             "(`--write-node-status=true` would add `patch` on nodes, which this overlay does not grant.)",
             "",
-            *table(dry),
+            *_permission_table(dry),
             "",
             "## Kubernetes: added by `--cloud-provider kubernetes` (`deploy/base`)",
             "",
-            *(table(added) if added else ["None."]),
+            *(_permission_table(added) if added else ["None."]),
             "",
             "## Kubernetes: `kubectl scaler` (`deploy/viewer`)",
             "",
@@ -534,26 +561,9 @@ def rbac_page() -> str:
             "Nothing is watched or written. The ClusterRole `scaler-viewer` and the Role `scaler-viewer` in "
             f"`{config.namespace}` grant exactly this; bind your users or groups to both.",
             "",
-            *table(viewer, {**_CALL_PURPOSES, **_VIEWER_PURPOSES}),
+            *_permission_table(viewer, {**_CALL_PURPOSES, **_VIEWER_PURPOSES}),
             "",
-            "## Google Cloud IAM (GKE provider)",
-            "",
-            "Two Google service accounts, each bound to the Kubernetes service account `scaler-system/scaler` "
-            "through Workload Identity in turn: `scaler-dry-run` with the read-only role "
-            f"{role['dry']} (`deploy/gke/iam-role-dry-run.yaml`) while scaler runs in dry-run, and `scaler` "
-            f"with {role['full']} (`deploy/gke/iam-role.yaml`) for real deletions, bound under an IAM "
-            "condition that limits its MIG permissions to the cluster's own MIGs "
-            "([Installing scaler on GKE](../getting-started/install-gke.md), step 7). "
-            "`scaler dry-run --cloud-provider gke` and `kubectl scaler` read with your own credentials.",
-            "",
-            f"| API method | IAM permission | needed for | {role['dry']} | {role['full']} |",
-            "|---|---|---|---|---|",
-            *[
-                f"| `{m}` | `{IAM_PERMISSIONS[m]}` | {_cell(_GOOGLE_PURPOSES[m])} | "
-                f"{'yes' if m in GOOGLE_READ_CALLS else 'no'} | {full(IAM_PERMISSIONS[m])} |"
-                for m in (*GOOGLE_READ_CALLS, *DELETE_CALLS)
-            ],
-            *[f"| `{m}` | none | {_cell(_GOOGLE_PURPOSES[m])} | | |" for m in CHECK_CALLS],
+            *_google_section(),
             "",
         ]
     )
