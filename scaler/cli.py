@@ -235,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_flags(snap, offline=False)
     snap.add_argument("--out", required=True, metavar="DIR", help="output directory (must be new or empty)")
     snap.add_argument("--overwrite", action="store_true", help="replace files in a non-empty --out")
+    snap.add_argument("--raw", action="store_true",
+                      help="keep what is stripped by default: env[].value of every container, metadata.managedFields "
+                           "and the kubectl.kubernetes.io/last-applied-configuration annotation")  # fmt: skip
     from scaler.replay.cli import add_parser as add_replay_parser
 
     add_replay_parser(sub)
@@ -630,7 +633,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     except (ClusterUnreachable, LiveSourceError) as e:
         raise UsageError(f"cannot read the cluster: {e}") from None
     try:
-        paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite)
+        paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite, raw=args.raw)
     except (ValueError, OSError) as e:
         raise UsageError(str(e)) from None
     sys.stderr.write(f"wrote {len(paths)} files to {args.out}\n")

@@ -19,10 +19,34 @@ from typing import Any
 import yaml
 
 from scaler.errors import InputError
+from scaler.kube.client import READ_CALLS, ApiCall
 from scaler.kube.writer import ANNOTATION_STATUS
 from scaler.report.columns import render_columns
 
-__all__ = ["StatusError", "StatusView", "read_status", "status_lines", "status_object"]
+__all__ = [
+    "STATUS_CALLS",
+    "VIEWER_CALLS",
+    "StatusError",
+    "StatusView",
+    "read_status",
+    "status_lines",
+    "status_object",
+]
+
+STATUS_CALLS: tuple[ApiCall, ...] = (
+    ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
+    ApiCall("", "v1", "nodes", "list", namespaced=False, optional=False),
+)
+"""The calls :func:`read_status` makes: ``get`` of the status ConfigMap (in ``--namespace``, by
+its name) and ``list`` of the nodes (their status annotations)."""
+
+VIEWER_CALLS: tuple[ApiCall, ...] = tuple(
+    {(c.group, c.resource, c.verb): c for c in (*READ_CALLS, *STATUS_CALLS)}.values()
+)
+"""Every call of the read-only commands ``kubectl scaler`` offers (``scaler dry-run``, ``scaler
+why`` and ``scaler status`` on a live cluster): one LIST of each kind of
+:data:`~scaler.kube.client.READ_CALLS` and :data:`STATUS_CALLS`; duplicates removed. What
+``deploy/viewer``'s roles grant (a test compares)."""
 
 
 class StatusError(InputError):

@@ -35,8 +35,10 @@ E2E = frozenset(
         "test_decisions_e2e",
         "test_deploy",
         "test_docs",
+        "test_deploy_hardening",
         "test_dry_run_gke",
         "test_fanout",
+        "test_health_server",
         "test_history_prometheus",
         "test_incomplete_input",
         "test_kubectl_plugin",
@@ -50,6 +52,7 @@ E2E = frozenset(
         "test_replay_prometheus",
         "test_report_acceptance",
         "test_runner_e2e",
+        "test_snapshot_secrets",
         "test_table",
         "test_tune",
         "test_cli_flags::test_version",
@@ -62,7 +65,7 @@ E2E = frozenset(
 """Modules, or ``module::test`` names, that run whole commands, loops or processes (loopback
 fakes, subprocesses, a real Prometheus, Ray, mkdocs, Chromium, pip, kubectl)."""
 
-REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca"})
+REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca", "test_real_hardening"})
 """Modules that need the real control plane or cluster-autoscaler in ``../shared`` (they skip,
 saying why, without it)."""
 
@@ -72,12 +75,15 @@ SLOW = frozenset(
         "test_cloud_gke",
         "test_decode_equivalence",
         "test_deploy",
+        "test_deploy_hardening",
         "test_fake_kube_api",
         "test_kube_source",
         "test_peer_ca",
         "test_peer_objects",
         "test_real_apiserver",
+        "test_real_hardening",
         "test_replay_cli",
+        "test_snapshot_secrets",
         "test_table",
         "test_watch",
         "test_cloud_kubernetes::test_three_deletions_with_room_for_three_all_go",

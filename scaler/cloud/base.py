@@ -61,15 +61,19 @@ T = TypeVar("T")
 READ_CALLS: tuple[str, ...] = (
     "container.clusters.nodePools.list",
     "compute.instanceGroupManagers.get",
+)
+"""The Google API methods every evaluation reads with (a dry-run makes no other): node pools of
+the cluster (``projects.locations.clusters.nodePools.list``) and a MIG's ``targetSize``
+(``instanceGroupManagers.get``)."""
+
+DELETE_CALLS: tuple[str, ...] = (
+    "compute.instanceGroupManagers.deleteInstances",
     "compute.zoneOperations.wait",
 )
-"""Read-only Google API methods: node pools of the cluster (``projects.locations.clusters.
-nodePools.list``), a MIG's ``targetSize`` (``instanceGroupManagers.get``), and waiting for a zone
+"""The Google API methods of a deletion, made only by an active controller:
+``instanceGroupManagers.deleteInstances`` (mutating; CA:
+``cloudprovider/gce/autoscaling_gce_client.go`` ``DeleteInstances``) and waiting for its zone
 operation (``zoneOperations.wait``)."""
-
-DELETE_CALLS: tuple[str, ...] = ("compute.instanceGroupManagers.deleteInstances",)
-"""Mutating Google API methods: ``instanceGroupManagers.deleteInstances`` (CA:
-``cloudprovider/gce/autoscaling_gce_client.go`` ``DeleteInstances``)."""
 
 CHECK_CALLS: tuple[str, ...] = ("cloudresourcemanager.projects.testIamPermissions",)
 """Google API methods that check permissions before acting: Resource Manager's
