@@ -278,7 +278,7 @@ def _pod(w: wire.PodW) -> Pod:
     spec_requests = None
     if status.container_statuses:  # the kubelet's word: the containers running now
         running = _running(status)
-        resized = resize_requests(spec, status, describe(w))
+        resized = resize_requests(spec, status, w)
         if resized:
             counted, _ = compute_pod_requests(spec, describe(w), resized)
             if counted != requests:

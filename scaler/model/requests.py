@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 from scaler.model import wire
-from scaler.model.parse_base import ObjectError, parse_resources
+from scaler.model.parse_base import ObjectError, describe, parse_resources
 from scaler.model.quantity import QuantityError, check_total, parse_quantity
 from scaler.model.records import QoSClass, Resources
 
@@ -277,25 +277,52 @@ def _resize_infeasible(status: wire.PodStatusW) -> bool:
     return status.resize == "Infeasible"
 
 
-def _larger(values: list[wire.Quantity], where: str, field: str) -> wire.Quantity:
+def _status_changes(
+    containers: list[wire.ContainerW] | None, statuses: list[wire.ContainerStatusW] | None
+) -> list[tuple[wire.ContainerW, wire.ContainerStatusW]]:
+    """The containers (of ``containers``, by name) whose status in ``statuses`` may count other
+    requests than their spec's: it has ``resources`` or ``allocatedResources`` that do not
+    repeat the spec's requests. Statuses come in the spec's order: a container is found by its
+    index first, by its name otherwise."""
+    out: list[tuple[wire.ContainerW, wire.ContainerStatusW]] = []
+    if not containers or not statuses:
+        return out
+    for i, cs in enumerate(statuses):
+        applied = cs.resources.requests if cs.resources is not None else None
+        allocated = cs.allocated_resources
+        if applied is None and allocated is None:
+            continue
+        c = containers[i] if i < len(containers) and containers[i].name == cs.name else None
+        if c is None:
+            c = next((x for x in containers if x.name == cs.name), None)
+            if c is None:
+                continue
+        wanted = c.resources.requests if c.resources is not None else None
+        if (applied is None or applied == wanted) and (allocated is None or allocated == wanted):
+            continue  # the usual case: the status repeats the spec
+        out.append((c, cs))
+    return out
+
+
+def _larger(values: list[wire.Quantity], w: wire.PodW, field: str) -> wire.Quantity:
     """The largest of ``values`` (quantities), as given.
 
     Raises:
-        ObjectError: a malformed quantity.
+        ObjectError: a malformed quantity (naming the pod ``w`` and ``field``).
     """
     best, best_value = values[0], None
     for v in values:
         try:
             q = parse_quantity(v)
         except QuantityError as e:
-            raise ObjectError(f"{where}: {field}: {e}") from None
+            raise ObjectError(f"{describe(w)}: {field}: {e}") from None
         if best_value is None or q > best_value:
             best, best_value = v, q
     return best
 
 
 def resize_requests(
-    spec: wire.PodSpecW, status: wire.PodStatusW, where: str
+    spec: wire.PodSpecW, status: wire.PodStatusW, w: wire.PodW
 ) -> dict[str, dict[str, wire.Quantity]] | None:
     """The requests kube-scheduler counts for each container of a pod resized in place, where
     they differ from its spec; ``None`` when none does (the usual case, decided without parsing
@@ -316,19 +343,15 @@ def resize_requests(
     Raises:
         ObjectError: a malformed quantity in a status.
     """
-    statuses = [*(status.container_statuses or ()), *(status.init_container_statuses or ())]
-    by_name = {
-        cs.name: cs for cs in statuses if cs.resources is not None or cs.allocated_resources is not None
-    }
-    if not by_name:
+    changed = _status_changes(spec.containers, status.container_statuses)
+    if status.init_container_statuses and spec.init_containers:
+        sidecars = [c for c in spec.init_containers if c.restart_policy == "Always"]
+        changed += _status_changes(sidecars, status.init_container_statuses)
+    if not changed:
         return None
-    infeasible: bool | None = None
+    infeasible = _resize_infeasible(status)
     out: dict[str, dict[str, wire.Quantity]] | None = None
-    sidecars = (c for c in spec.init_containers or () if c.restart_policy == "Always")
-    for c in (*(spec.containers or ()), *sidecars):
-        cs = by_name.get(c.name)
-        if cs is None:
-            continue
+    for c, cs in changed:
         applied = (cs.resources.requests if cs.resources is not None else None) or _NO_RESOURCES
         allocated = cs.allocated_resources or _NO_RESOURCES
         wanted = _rr(c.resources)[0]
@@ -337,13 +360,10 @@ def resize_requests(
             got, held = applied.get(name), allocated.get(name)
             if (got is None or got == mine) and (held is None or held == mine):
                 continue  # the status repeats the spec (or says nothing): the spec's request
-            if infeasible is None:
-                infeasible = _resize_infeasible(status)
             values = [v for v in (got, held) if v is not None]
             if not infeasible and mine is not None:
                 values.append(mine)
-            field = f"container {c.name!r} status resources"
-            counted = _larger(values, where, field)
+            counted = _larger(values, w, f"container {c.name!r} status resources")
             if mine is not None and parse_quantity(counted) == parse_quantity(mine):
                 continue
             if out is None:

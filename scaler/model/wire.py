@@ -298,14 +298,20 @@ class ContainerStateW(_W, frozen=True):
     running: ContainerStateRunningW | None = None
 
 
+class StatusResourcesW(_W, frozen=True):
+    """``resources`` of a container status: only the requests the runtime applies are read."""
+
+    requests: ResourceList | None = None
+
+
 class ContainerStatusW(_W, frozen=True):
     """``status.containerStatuses[]`` / ``initContainerStatuses[]``: the name, whether the
     container runs, and what the kubelet has allocated to it and the runtime applies
-    (``allocatedResources``, ``resources``; in-place resize, KEP-1287)."""
+    (``allocatedResources``, ``resources.requests``; in-place resize, KEP-1287)."""
 
     name: str = ""
     state: ContainerStateW | None = None
-    resources: ResourceRequirementsW | None = None
+    resources: StatusResourcesW | None = None
     allocated_resources: ResourceList | None = None
 
 
