@@ -355,6 +355,11 @@ def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[Cluster
     return load_live_snapshot(api, time.time() if now is None else now), "live cluster"
 
 
+def _warn(line: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"scaler: {line}\n")
+
+
 def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
     """The snapshot to evaluate and where it came from: ``--snapshot``, else the cluster of the
     kubeconfig or in-cluster config (an error, exit 2, when it cannot be reached), else, when no
@@ -363,7 +368,7 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
-        return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
+        return load_snapshot(args.snapshot, now, warn=_warn), ", ".join(args.snapshot)
     from scaler.sources.kube import (  # the Kubernetes client: only when reading a live cluster
         ClusterUnreachable,
         LiveSourceError,

@@ -51,6 +51,7 @@ E2E = frozenset(
         "test_replay_html",
         "test_replay_prometheus",
         "test_report_acceptance",
+        "test_resize_unmeasured_e2e",
         "test_runner_e2e",
         "test_snapshot_secrets",
         "test_table",
@@ -60,6 +61,7 @@ E2E = frozenset(
         "test_edge_decisions::test_run_never_reads_pod_metrics_without_containers_as_zero",
         "test_gpu_nodes::test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high",
         "test_mig_minimums::test_run_keeps_every_mig_of_a_zone_at_its_minimum",
+        "test_snapshot_files::test_dry_run_skips_pods_bound_to_a_missing_node",
     }
 )
 """Modules, or ``module::test`` names, that run whole commands, loops or processes (loopback

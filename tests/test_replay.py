@@ -35,6 +35,7 @@ from scaler.replay.simulate import ReplayInput, run_policies, run_policy
 from scaler.replay.traces import Series, Trace, TraceError, load_trace, resample
 from scaler.replay.world import LABEL_INSTANCE_TYPE, World
 from scaler.sources.files import load_snapshot
+from scaler.utilization import unknown_usage
 from tests.builders import GI, MI, make_controller, make_node, make_pod, owner_ref
 
 T0 = 1_700_000_000.0  # a Tuesday, 22:13:20 UTC; the replay grid starts here
@@ -806,3 +807,89 @@ def test_columnar_long_format_reads_as_the_row_reader(tmp_path: Path, rows: list
             assert g.times.tolist() == s.times.tolist()
             assert g.cpu_millicores.tolist() == s.cpu_millicores.tolist()
             assert g.memory_bytes.tolist() == s.memory_bytes.tolist()
+
+
+# ---- in-place resize and containers nobody measures, as pods move ------------------------------------
+
+
+def _resized_batch() -> Pod:
+    """``batch-x-0`` as read from a snapshot while its resize from 1000m down to 400m is in
+    progress: the container still runs with 1000m, so kube-scheduler counts 1000m."""
+    from scaler.model.decode import parse_pod
+
+    obj = {
+        "kind": "Pod",
+        "metadata": {"name": "batch-x-0", "namespace": "default", "uid": "uid-batch",
+                     "labels": {"app": "b"},
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "batch-x", "controller": True}]},
+        "spec": {"nodeName": "n3", "containers": [{"name": "c", "resources": {"requests": {"cpu": "400m", "memory": "2Gi"}}}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [{"name": "c", "state": {"running": {}}, "allocatedResources": {"cpu": "400m", "memory": "2Gi"},
+                                   "resources": {"requests": {"cpu": "1000m", "memory": "2Gi"}}}],
+        },
+    }  # fmt: skip
+    return msgspec.structs.replace(parse_pod(obj), creation_ts=T0 - 86400)
+
+
+def test_a_replacement_takes_its_spec_requests_without_resize_status() -> None:
+    """The world reads a pod being resized as the snapshot gives it (1000m counted, 400m in
+    its spec); once evicted, its replacement asks for what its spec asks (the stand-in for its
+    workload's template) and carries no resize status."""
+    base = small_cluster()
+    pods = [p if p.name != "batch-x-0" else _resized_batch() for p in base.pods]
+    snap = dataclasses.replace(base, pods=()).create(
+        T0, base.nodes, pods, controllers=base.controllers.values(), node_metrics=base.node_metrics.values(),
+        pod_metrics=base.pod_metrics.values(),
+    )  # fmt: skip
+    inp = replay_input(snap, idle_trace(2), 2)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, with_pod_metrics=True)
+    batch = next(p for p in w.snapshot().pods if p.name == "batch-x-0")
+    assert batch.requests.cpu_millicores == 1000 and batch.spec_requests is not None
+    assert batch.spec_requests.cpu_millicores == 400
+    assert w.evict(batch).ok
+    replacement = w.pods[batch.uid]
+    assert replacement.requests.cpu_millicores == 400 and replacement.spec_requests is None
+    w.schedule_pending()
+    placed = next(p for p in w.snapshot().pods if p.name == "batch-x-0")
+    assert placed.node_name and placed.requests.cpu_millicores == 400 and placed.spec_requests is None
+
+
+def test_a_container_nobody_measures_stays_unmeasured_in_the_replay() -> None:
+    """``batch-x-0`` runs ``c`` and ``shipper`` (no request); its snapshot PodMetrics report
+    ``c`` only. Every snapshot the world gives lacks ``shipper`` too, so n3 stays
+    ``MetricsUnavailable`` step after step (as the dry-run of the snapshot says), never judged
+    with the shipper using nothing; its replacement is measured the same way."""
+    base = small_cluster()
+    pods = [
+        p if p.name != "batch-x-0" else msgspec.structs.replace(
+            p, containers=("c", "shipper"), container_requests=(("c", 1000, 2 * GI), ("shipper", 0, 0))
+        )
+        for p in base.pods
+    ]  # fmt: skip
+    readings = [
+        m if m.name != "batch-x-0" else msgspec.structs.replace(m, containers=("c",)) for m in base.pod_metrics.values()
+    ]
+    snap = ClusterSnapshot.create(
+        T0, base.nodes, pods, controllers=base.controllers.values(), node_metrics=base.node_metrics.values(),
+        pod_metrics=readings,
+    )  # fmt: skip
+    cfg = ScalerConfig()
+    lacks = "pod default/batch-x-0: its PodMetrics lack container 'shipper', which has no cpu request"
+    assert unknown_usage(next(p for p in snap.pods if p.name == "batch-x-0"), snap, cfg).startswith(lacks)
+    inp = replay_input(snap, idle_trace(3), 3)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, with_pod_metrics=True)
+    for step in (1, 2):
+        w.advance(step)
+        s = w.snapshot()
+        assert ("default", "batch-x-0") not in s.pod_metrics
+        assert s.partial_pod_metrics[("default", "batch-x-0")][1] == ("shipper",)
+        batch = next(p for p in s.pods if p.name == "batch-x-0")
+        assert unknown_usage(batch, s, cfg).startswith(lacks)
+        moved = [m.key for r in evaluate(s, cfg).nodes for m, _ in r.moves]
+        assert "default/batch-x-0" not in moved
+    batch = next(p for p in w.pods.values() if p.name == "batch-x-0")
+    w.evict(batch)
+    w.schedule_pending()
+    assert ("default", "batch-x-0") in w.snapshot().partial_pod_metrics

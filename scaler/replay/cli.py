@@ -376,7 +376,9 @@ def _load_snapshot(args: argparse.Namespace) -> tuple[ClusterSnapshot, str, str]
 
     if args.snapshot or not args.prometheus_url:
         paths = [Path(p) for p in (args.snapshot or [str(bundled_example())])]
-        snapshot = load_snapshot([str(p) for p in paths], None)
+        snapshot = load_snapshot(
+            [str(p) for p in paths], None, warn=lambda line: sys.stderr.write(f"scaler: {line}\n")
+        )
         name = paths[0].resolve().name if len(paths) == 1 else ""
         return snapshot, name, ", ".join(str(p) for p in paths)
     snapshot, source = _live_cluster(args)
