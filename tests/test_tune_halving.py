@@ -190,3 +190,63 @@ def test_the_same_trials_without_halving_agree(example: ReplayInput, halved: dic
     assert (a is None) == (b is None)
     if a is not None and a != b:
         assert by_number[b]["savedPercent"] - by_number[a]["savedPercent"] <= 0.5
+
+
+# ---- what the outputs say ------------------------------------------------------------------------------
+
+
+def _result(name: str, node_hours: float, overload: float, evicted: int = 0, relief: int = 0) -> PolicyResult:
+    return PolicyResult(name, "", (), node_hours=node_hours, overload_node_minutes=overload, cost=node_hours,
+                        pods_evicted=evicted, relief_evictions=relief)  # fmt: skip
+
+
+def _doc(relief: bool, ratio: float | None = None) -> dict[str, object]:
+    from scaler.tune.frontier import frontier_dict
+    from scaler.tune.search import TrialResult
+
+    none = _result("none", 100.0, 1000.0)
+    search = SearchResult(
+        trials=[
+            TrialResult(0, {"hot-node-relief": relief}, _result("t0", 80.0, 600.0, 50, 40 if relief else 0), None, 0, 288, relief),
+            TrialResult(1, {"hot-node-relief": False}, _result("t1", 90.0, 990.0, 5), None, 0, 288, False),
+        ],
+        references={"none": none, "scaler": _result("scaler", 92.0, 1000.0, 3), "ca-requests": _result("ca", 95.0, 1000.0)},
+        rungs=[288],
+        rung_trials=[2],
+        baselines=[none],
+    )  # fmt: skip
+    inputs = {"snapshot": "s", "trace": "t", "from": 0.0, "to": 86400.0, "stepSeconds": 300.0, "steps": 288}
+    settings = {"sampler": "tpe", "seed": 1, "trials": 2, "generationSize": 8, "trialsFrom": None,
+                "maxAddedOverloadNodeMinutes": None if ratio is not None else 0.0, "maxOverloadRatio": ratio}  # fmt: skip
+    return frontier_dict(search, load_space(None), inputs, settings, {})
+
+
+def test_a_recommendation_that_turns_on_relief_says_so_with_its_evictions() -> None:
+    import io
+
+    from scaler.tune.frontier import print_front, recommended_yaml
+    from scaler.tune.html import render_html
+
+    doc = _doc(relief=True)
+    assert doc["recommended"] == 0
+    out = io.StringIO()
+    print_front(doc, {"hot-node-relief": False}, out, 1.0, "1 worker")
+    note = "turns on hot-node relief (hot-node-relief: true), which evicts pods from busy nodes"
+    assert note in out.getvalue() and "40 of its 50 evictions" in out.getvalue()
+    assert "50 (40 by relief)" in out.getvalue()  # the EVICTIONS column
+    text = recommended_yaml(doc, {})
+    assert text is not None and note in " ".join(line.lstrip("# ") for line in text.splitlines())
+    assert "40 of its 50 evictions" in render_html(doc, {"hot-node-relief": False})
+    quiet = _doc(relief=False)
+    out = io.StringIO()
+    print_front(quiet, {"hot-node-relief": False}, out, 1.0, "1 worker")
+    assert "hot-node relief" not in out.getvalue() and "hot-node relief" not in (recommended_yaml(quiet, {}) or "")
+
+
+def test_overload_ratio_constraint_in_the_frontier() -> None:
+    doc = _doc(relief=True, ratio=0.5)
+    trials = {t["number"]: t for t in doc["trials"]}  # type: ignore[attr-defined]
+    assert trials[0]["overloadRatio"] == 0.6 and trials[1]["overloadRatio"] == 0.99
+    assert not trials[0]["feasible"] and not trials[1]["feasible"] and doc["recommended"] is None
+    doc = _doc(relief=True, ratio=0.6)
+    assert doc["recommended"] == 0 and doc["search"]["maxOverloadRatio"] == 0.6  # type: ignore[index]

@@ -323,7 +323,9 @@ def recommended_yaml(doc: Mapping[str, Any], base: Mapping[str, Any]) -> str | N
     values: dict[str, Any] = {**base, **t["flags"]}
     added = float(t["addedOverloadNodeMinutes"])
     usd = "" if t["usdPerMonth"] is None else f", about ${t['usdPerMonth']:,.0f} a month"
-    ratio = "" if t["overloadRatio"] is None else f" ({t['overloadRatio']:.2f} of it)"
+    ratio = (
+        "" if t["overloadRatio"] is None else f" (its overload: {t['overloadRatio']:.2f} of no scale-down's)"
+    )
     halving = f", the whole window{_rungs_phrase(doc)}" if doc["search"].get("halving") else ""
     head = [
         "# scaler configuration recommended by `scaler tune` (trial {n}, seed {seed}).".format(
