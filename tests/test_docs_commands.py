@@ -268,3 +268,12 @@ def test_the_commands_run_and_give_the_figures_the_pages_quote(workdir: Path, ki
         json_flag = " -o json" if "-o json" not in step.command else ""
         reports = [json.loads(run(s, workdir, json_flag)) for s in block]
         same_table(step.table, reports)
+
+
+def test_the_replay_page_explains_every_builtin_policy() -> None:
+    from scaler.replay.policies import BUILTIN_POLICIES
+
+    text = (ROOT / "docs/tasks/replay.md").read_text(encoding="utf-8")
+    table = text.split("**Policies**", 1)[1].split("\n\n", 2)[1]
+    names = re.findall(r"^\| `([a-z-]+)` \|", table, re.M)
+    assert names == list(BUILTIN_POLICIES)

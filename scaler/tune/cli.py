@@ -51,6 +51,7 @@ search space (--space FILE, YAML; default: the bundled space, printed by
   scale-down-utilization-threshold: {low: 0.3, high: 0.8, step: 0.05}
   scale-down-unneeded-time: {low: 5m, high: 30m, step: 5m}
   usage-aggregation: {choices: [max, p95, ewma]}
+  constraints: {max-overload-ratio: 0.5}
 """
 
 
@@ -142,7 +143,12 @@ def add_parser(subparsers: Any) -> None:
         metavar="DIR",
         help="write frontier.json, report.html and recommended.yaml into DIR (created if missing)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress on stderr (the simulated controllers' log lines are never printed)",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
