@@ -25,6 +25,7 @@ from scaler.config import (
     DRY_RUN_KEYS,
     DURATION_KEYS,
     FLAG_GROUPS,
+    SETTINGS,
     ScalerConfig,
     flag_name,
     load_config_file,
@@ -69,19 +70,6 @@ def _shown_default(key: str, value: Any) -> str | None:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-_METAVARS = {
-    "prices": "FILE",
-    "prometheus_url": "URL",
-    "prometheus_auth_file": "FILE",
-    "prometheus_selector": "MATCHERS",
-    "gke_project": "NAME",
-    "gke_location": "NAME",
-    "gke_cluster": "NAME",
-}
-"""Metavars of the string flags whose value is a file, a URL or label matchers: the same words
-``scaler replay`` and ``scaler history export`` use for the same flags."""
-
-
 def _metavar(annotation: Any) -> str:
     """Go's flag type names: ``float``, ``int``, ``string``; ``list`` for comma-separated names."""
     if annotation is float:
@@ -116,24 +104,22 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
                 kwargs.update(nargs="?", const="true", metavar="true|false")
             elif bool in get_args(annotation):  # bool | Literal["auto"]
                 kwargs.update(nargs="?", const="true", metavar="true|false|auto")
-            elif key == "nodes":
-                kwargs.update(action="append", metavar="MIN:MAX:NAME")
-            elif key == "budgets":
-                kwargs.update(action="append", metavar="BUDGET")
+            elif key in ("nodes", "budgets"):  # repeatable
+                kwargs.update(action="append", metavar=SETTINGS[key].metavar)
             elif get_origin(annotation) is Literal:
                 kwargs.update(choices=get_args(annotation))
             else:
                 kwargs.update(
-                    metavar="duration" if key in DURATION_KEYS else _METAVARS.get(key) or _metavar(annotation)
+                    metavar="duration"
+                    if key in DURATION_KEYS
+                    else SETTINGS[key].metavar or _metavar(annotation)
                 )
             group.add_argument(flag, **kwargs)
-    # CA's own spelling of this flag.
-    parser.add_argument(
-        "--blocking-system-pod-distruption-timeout",
-        dest="blocking_system_pod_disruption_timeout",
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
-    )
+    # Other spellings of a flag (CA's own "distruption"), accepted but not shown.
+    for key, s in SETTINGS.items():
+        hidden = [f"--{a}" for a in s.aliases if f"--{a}" != flag_name(key)]
+        if hidden and flag_name(key) and (keys is None or key in keys):
+            parser.add_argument(*hidden, dest=key, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:

@@ -36,6 +36,7 @@ E2E = frozenset(
         "test_deploy",
         "test_docs",
         "test_deploy_hardening",
+        "test_docs_commands",
         "test_dry_run_gke",
         "test_fanout",
         "test_health_server",
@@ -60,6 +61,7 @@ E2E = frozenset(
         "test_edge_decisions::test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods",
         "test_edge_decisions::test_run_never_reads_pod_metrics_without_containers_as_zero",
         "test_gpu_nodes::test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high",
+        "test_tune_halving::test_halving_gives_the_same_frontier_on_two_workers",
         "test_mig_minimums::test_run_keeps_every_mig_of_a_zone_at_its_minimum",
         "test_snapshot_files::test_dry_run_skips_pods_bound_to_a_missing_node",
     }
@@ -99,6 +101,11 @@ SLOW = frozenset(
         "test_replay::test_cli_json_on_the_bundled_snapshot",
         "test_replay::test_replay_is_identical_serial_and_parallel_and_twice",
         "test_spread_vector::test_filter_nodes_agrees_with_filter",
+        "test_docs_commands",
+        "test_tune_halving::test_a_rung_is_the_first_steps_of_the_whole_replay",
+        "test_tune_halving::test_halving_replays_a_third_on_each_longer_window_and_says_which",
+        "test_tune_halving::test_halving_gives_the_same_frontier_on_two_workers",
+        "test_tune_halving::test_the_same_trials_without_halving_agree",
     }
 )
 """Modules, or ``module::test`` names, that take seconds: a test by itself, or a module's tests in

@@ -41,10 +41,10 @@ from tests.builders import GI, MI, make_controller, make_node, make_pod, owner_r
 T0 = 1_700_000_000.0  # a Tuesday, 22:13:20 UTC; the replay grid starts here
 STEP = 300.0
 BITBRAINS_TAR = Path(__file__).resolve().parents[2] / "shared/data/raw/bitbrains-rnd-2013/rnd-2013-7.tar.gz"
+DAY1 = str(bundled_example())  # the bundled example the test traces name pods of
 
 
 # ---- a small cluster ------------------------------------------------------------------------------
-
 
 def _node(name: str, **kw: object) -> object:
     return make_node(
@@ -273,10 +273,21 @@ def test_builtin_policies() -> None:
     ca = ps["ca-requests"].config
     assert ca.utilization_source == "requests" and ca.scale_down_utilization_threshold == 0.5
     assert ca.filter_plugins == ()
-    assert ps["seed"].usage_window == 0 and ps["seed"].config.target_cpu_usage == 0.45
+    assert ps["ca-usage"].usage_window == 0 and ps["ca-usage"].config.target_cpu_usage == 0.45
     assert ps["scaler"].usage_window is None and ps["scaler"].config.usage_aggregation == "p95"
     assert ps["scaler-portrait"].portrait and not ps["scaler"].portrait
     assert "ResourceBalanceOnPortrait" in ps["scaler-portrait"].config.score_plugins
+
+
+def test_every_builtin_policy_is_explained_and_seed_is_the_former_name_of_ca_usage() -> None:
+    from scaler.replay.policies import BUILTIN_POLICIES, POLICY_HELP
+
+    assert list(POLICY_HELP) == list(BUILTIN_POLICIES)
+    (former,) = parse_policies(["seed"])
+    assert former.name == "ca-usage" and former.flags == parse_policies(["ca-usage"])[0].flags
+    assert "modified cluster-autoscaler" in former.description and "seed" not in former.description
+    with pytest.raises(PolicyError, match=r"policy 'ca-usage' is listed twice \(seed is its former name\)"):
+        parse_policies(["seed,ca-usage"])
 
 
 def test_user_policies_with_commas_and_errors() -> None:
@@ -569,8 +580,8 @@ def test_seed_window_is_the_newest_sample_and_scaler_aggregates() -> None:
     web = [(1800.0, MI) if k % 4 == 0 else (10.0, MI) for k in range(steps)]
     tr = constant_trace({"default/web": web, "default/batch": [(10.0, MI)] * steps}, steps)
     inp = replay_input(small_cluster(), tr, steps)
-    by = {r.name: r for r in run_policies(inp, parse_policies(["seed,scaler,none"]), processes=1)}
-    seed, scaler, none = by["seed"], by["scaler"], by["none"]
+    by = {r.name: r for r in run_policies(inp, parse_policies(["ca-usage,scaler,none"]), processes=1)}
+    seed, scaler, none = by["ca-usage"], by["scaler"], by["none"]
     assert seed.nodes_removed == 2 and seed.pods_evicted == 2 and seed.nodes[3:] == [2] * (steps - 3)
     assert scaler.nodes_removed == 1 and scaler.pods_evicted == 0
     assert none.overload_node_minutes == scaler.overload_node_minutes == 0
@@ -617,12 +628,12 @@ def test_cli_json_on_the_bundled_snapshot(tmp_path: Path, capsys: pytest.Capture
     trace = _bundled_trace(tmp_path)
     out = tmp_path / "r.json"
     code = _run_cli(
-        ["--trace", str(trace), "--policies", "seed,scaler", "-o", "json", "--out", str(out), "-q"]
+        ["--snapshot", DAY1, "--trace", str(trace), "--policies", "seed,scaler", "-o", "json", "--out", str(out), "-q"]
     )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["kind"] == "ReplayReport" and report["steps"] == 12
-    assert [p["name"] for p in report["policies"]] == ["seed", "scaler"]
+    assert [p["name"] for p in report["policies"]] == ["ca-usage", "scaler"]  # seed: its former name
     assert report["trace"]["podsFollowingTrace"] >= 3
     base = report["baseline"]
     assert base["nodeHours"] == pytest.approx(94 * 1.0)
@@ -638,18 +649,18 @@ def test_cli_bad_input_is_one_line_naming_the_value(tmp_path: Path) -> None:
         "timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes\n1,catalog,x,1,1\n2,catalog,x,one,1\n"
     )
     with pytest.raises(UsageError, match=r"bad.csv:3: cpu_cores 'one' is not a number"):
-        _run_cli(["--trace", str(bad), "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(bad), "-q"])
     trace = _bundled_trace(tmp_path)
     with pytest.raises(UsageError, match="unknown policy 'nope'"):
-        _run_cli(["--trace", str(trace), "--policies", "nope", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--policies", "nope", "-q"])
     with pytest.raises(UsageError, match="--step: not a duration: 'soon'"):
-        _run_cli(["--trace", str(trace), "--step", "soon", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--step", "soon", "-q"])
     with pytest.raises(UsageError, match="--output html needs --out"):
-        _run_cli(["--trace", str(trace), "-o", "html", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "-o", "html", "-q"])
     with pytest.raises(UsageError, match="policy 'x': unknown filter plugin 'Nope'"):
-        _run_cli(["--trace", str(trace), "--policies", "x=--filter-plugins=Nope", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--policies", "x=--filter-plugins=Nope", "-q"])
     with pytest.raises(UsageError, match="no such file"):
-        _run_cli(["--trace", str(tmp_path / "missing.csv"), "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(tmp_path / "missing.csv"), "-q"])
 
 
 def test_incremental_profiles_equal_a_full_rebuild() -> None:
