@@ -97,18 +97,11 @@ def _window(start: float, step: float, steps: int) -> dict[str, Any]:
     return {"from": format_time(start), "to": format_time(start + steps * step), "steps": steps}
 
 
-def frontier_dict(
-    search: SearchResult,
-    space: Space,
-    inputs: Mapping[str, Any],
-    settings: Mapping[str, Any],
-    run: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The ``frontier.json`` document (see the module doc). ``inputs``: ``snapshot``, ``trace``,
-    ``from``/``to`` (Unix seconds), ``stepSeconds``, ``steps``; ``settings``: the search's
-    ``sampler``, ``seed``, ``trials``, ``generationSize``, ``maxAddedOverloadNodeMinutes``,
-    ``maxOverloadRatio``; ``run``: how it ran."""
-    start, step = float(inputs["from"]), float(inputs["stepSeconds"])
+def _trial_rows(
+    search: SearchResult, settings: Mapping[str, Any], start: float, step: float
+) -> list[dict[str, Any]]:
+    """One ``frontier.json`` row per trial, each marked ``pareto`` (on the frontier of the
+    feasible trials of the full window) or not."""
     full = len(search.rungs) - 1
     constraints = Constraints(settings["maxAddedOverloadNodeMinutes"], settings["maxOverloadRatio"])
     trials: list[dict[str, Any]] = []
@@ -134,6 +127,36 @@ def frontier_dict(
     front = pareto(points)
     for t in trials:
         t["pareto"] = t["number"] in front
+    return trials
+
+
+def _halving(search: SearchResult, start: float, step: float) -> dict[str, Any] | None:
+    """The ``search.halving`` section: η and each rung's window and trial count (``None``
+    without halving)."""
+    if len(search.rungs) <= 1:
+        return None
+    return {
+        "eta": ETA,
+        "rungs": [
+            {**_window(start, step, steps), "trials": count}
+            for steps, count in zip(search.rungs, search.rung_trials, strict=True)
+        ],
+    }
+
+
+def frontier_dict(
+    search: SearchResult,
+    space: Space,
+    inputs: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    run: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ``frontier.json`` document (see the module doc). ``inputs``: ``snapshot``, ``trace``,
+    ``from``/``to`` (Unix seconds), ``stepSeconds``, ``steps``; ``settings``: the search's
+    ``sampler``, ``seed``, ``trials``, ``generationSize``, ``maxAddedOverloadNodeMinutes``,
+    ``maxOverloadRatio``; ``run``: how it ran."""
+    start, step = float(inputs["from"]), float(inputs["stepSeconds"])
+    trials = _trial_rows(search, settings, start, step)
     best = sorted(
         (t for t in trials if t["pareto"]),
         key=lambda t: (-t["savedNodeHours"], t["evictions"], t["addedOverloadNodeMinutes"], t["number"]),
@@ -152,15 +175,7 @@ def frontier_dict(
             **_figures(search.references["ca-requests"], baseline, span),
         },
     ]
-    halving = None
-    if len(search.rungs) > 1:
-        halving = {
-            "eta": ETA,
-            "rungs": [
-                {**_window(start, step, steps), "trials": count}
-                for steps, count in zip(search.rungs, search.rung_trials, strict=True)
-            ],
-        }
+    halving = _halving(search, start, step)
     return {
         "apiVersion": "scaler.io/v1alpha1",
         "kind": "TuneFrontier",

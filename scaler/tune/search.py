@@ -429,20 +429,12 @@ def run_search(
     import optuna
 
     constraints = constraints or Constraints()
-    total_steps = len(inp.usage.times) - inp.start_step
-    plan = [total_steps] if not halving else list(rungs or rung_steps(total_steps, inp.step, trials))
-    if plan[-1] != total_steps or any(a >= b for a, b in itertools.pairwise(plan)):
-        raise ValueError(f"rungs must grow to the whole window of {total_steps} steps, got {plan}")
-    sizes = [trials]
-    for _ in plan[1:]:
-        sizes.append(math.ceil(sizes[-1] / ETA))
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    plan, sizes = _rung_plan(len(inp.usage.times) - inp.start_step, inp.step, trials, halving, rungs)
+    _quiet_optuna()
     halved = len(plan) > 1
     directions: list[Literal["maximize", "minimize"]] = ["maximize", "minimize"]
     if not halved:
         directions.append("minimize")
-    warnings.filterwarnings("ignore", message="Fixed parameter", category=UserWarning)
     study = optuna.create_study(directions=directions, sampler=_sampler(sampler, seed, generation_size))
     for params in fixed:
         study.enqueue_trial(dict(params))
@@ -482,6 +474,34 @@ def run_search(
             run.best = pct if run.best is None else max(run.best, pct)
     run.progress(0)
     return out
+
+
+def _quiet_optuna() -> None:
+    """Keep Optuna's own log lines and its warnings about experimental and fixed parameters
+    off the terminal."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", message="Fixed parameter", category=UserWarning)
+
+
+def _rung_plan(
+    total_steps: int, step: float, trials: int, halving: bool, rungs: Sequence[int] | None
+) -> tuple[list[int], list[int]]:
+    """The rungs' lengths in steps (shortest first, the last ``total_steps``) and how many
+    trials each replays (``trials``, then a third of the rung before, rounded up).
+
+    Raises:
+        ValueError: ``rungs`` that do not grow or do not end at the whole window.
+    """
+    plan = [total_steps] if not halving else list(rungs or rung_steps(total_steps, step, trials))
+    if plan[-1] != total_steps or any(a >= b for a, b in itertools.pairwise(plan)):
+        raise ValueError(f"rungs must grow to the whole window of {total_steps} steps, got {plan}")
+    sizes = [trials]
+    for _ in plan[1:]:
+        sizes.append(math.ceil(sizes[-1] / ETA))
+    return plan, sizes
 
 
 def _saved_and_evictions(result: PolicyResult, baseline: PolicyResult) -> tuple[float, float]:
