@@ -583,6 +583,10 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{p}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -214,6 +214,10 @@ def _read(path: Path) -> Any:
         raise PriceError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
         raise PriceError(f"{path}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise PriceError(
+            f"{path}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
 
 
 def load_price_table(path: str | Path | None = None) -> PriceTable:
