@@ -580,7 +580,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: cannot read config file: {e}") from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser when installed: the same safe load, and a nesting limit of its own
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {getattr(e, 'problem', e)}") from None
     except RecursionError:

@@ -209,7 +209,10 @@ class PriceTable:
 
 def _read(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's parser when installed: the same safe load, and a nesting limit of its own
+        return yaml.load(
+            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
     except (OSError, UnicodeDecodeError) as e:
         raise PriceError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:

@@ -16,6 +16,7 @@ it clean, as cluster-autoscaler does (``OnStoppedLeading``: ``klog.Fatalf``).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -58,7 +59,6 @@ def default_identity() -> str:
     """The leader-election identity: ``POD_NAME`` (else the hostname) plus ``_`` and a random
     UUID, as client-go's callers do (CA: ``os.Hostname() + "_" + uuid.NewUUID()``), so two
     processes on one host, or a restarted container of one pod, never share an identity."""
-    import os
     import socket
     import uuid
 
@@ -111,7 +111,9 @@ def build_runner(
         raise StartupError(str(e)) from None
     if problem:
         raise StartupError(problem)
-    cache = WatchCache(api)
+    # SCALER_WATCH_TIMEOUT_SECONDS: each WATCH's timeoutSeconds (default 300), for tests that need
+    # watches to end and resume soon (a resourceVersion compacted meanwhile: 410); unset in production.
+    cache = WatchCache(api, watch_timeout_seconds=int(os.environ.get("SCALER_WATCH_TIMEOUT_SECONDS") or 300))
     cache.start()
     runner: Runner | None = None
     try:
@@ -223,8 +225,6 @@ def _provider(
 ) -> CloudProvider:
     """The cloud provider ``--cloud-provider`` names. ``nodes``: the nodes of the last loop (the
     ``kubernetes`` provider counts group sizes from them instead of listing nodes)."""
-    import os
-
     if config.cloud_provider == "gke":
         from scaler.cloud.gke import GKEProvider, make_clients, make_projects_client
 

@@ -355,12 +355,12 @@ class WatchCache:
 
     def stale_kinds(self) -> dict[str, str]:
         """Kind → why its cached objects may be stale now and since how long (``relisting after
-        410 …: 3s``); empty when every kind is fresh (see the module docstring). A kind skipped
+        watch ERROR 410 … (for 3s)``); empty when every kind is fresh (see the module docstring). A kind skipped
         because the API refuses it is not stale: it is known to be empty."""
         now = time.monotonic()
         with self._lock:
             return {
-                kind: f"{st.stale}: {now - st.stale_since:.0f}s"
+                kind: f"{st.stale} (for {now - st.stale_since:.0f}s)"
                 for kind, st in self.stats.items()
                 if st.stale and not st.skipped
             }
