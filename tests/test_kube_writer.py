@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from builders import OBJECT_NAMESPACE, make_pod, node_object, pod_object
+from builders import OBJECT_NAMESPACE, Sleeps, make_pod, node_object, pod_object
 from fakes.kube_api import FakeKubeAPI
 
 from scaler.kube.leader import LeaseLost
@@ -26,16 +26,6 @@ from scaler.kube.writer import (
 from scaler.model.records import TAINT_TO_BE_DELETED
 
 NOW = 1_780_000_000.0
-
-
-class Sleeps:
-    """The writer's injected sleep: records each wait instead of waiting."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture

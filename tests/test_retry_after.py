@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import OBJECT_NAMESPACE, make_pod, node_object, pod_object
+from builders import OBJECT_NAMESPACE, Sleeps, make_pod, node_object, pod_object
 from fakes.kube_api import FakeKubeAPI
 from kubernetes.client.exceptions import ApiException
 
@@ -28,16 +28,6 @@ from scaler.kube.writer import KubeWriter
 NOW = 1_780_000_000.0
 APF = {"Retry-After": "2"}  # what API Priority and Fairness sends with a 429 (whole seconds)
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/scaler-system/leases"
-
-
-class Sleeps:
-    """An injected sleep: records each wait instead of waiting."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture
