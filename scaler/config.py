@@ -646,9 +646,14 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{p}: cannot read config file: {e}") from None
     try:
-        data = yaml.safe_load(text)
+        # libyaml's parser when installed: the same safe load, and a nesting limit of its own
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{p}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

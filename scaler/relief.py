@@ -328,7 +328,10 @@ def plan_relief(
     )
     if not wanted:
         return ReliefPlan()
-    destinations = Tier.of(ctx.state, [n.name for n in ctx.snapshot.nodes if n.name not in hot])
+    unreadable = ctx.snapshot.unreadable
+    destinations = Tier.of(
+        ctx.state, [n.name for n in ctx.snapshot.nodes if n.name not in hot and n.name not in unreadable]
+    )
     left = cfg.max_relief_evictions_per_loop
     reliefs: list[NodeRelief] = []
     for h in wanted:

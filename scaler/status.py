@@ -75,6 +75,8 @@ def parse_status(text: str, where: str) -> dict[str, Any]:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise StatusError(f"{where}: the status key is not YAML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise StatusError(f"{where}: the status key is nested too deeply to be read") from None
     if not isinstance(doc, dict):
         raise StatusError(f"{where}: the status key is not a YAML mapping")
     return doc
@@ -91,7 +93,7 @@ def parse_annotations(nodes: list[Mapping[str, Any]]) -> dict[str, dict[str, Any
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply: not ours
             continue
         if isinstance(value, dict):
             out[str(meta.get("name", ""))] = value

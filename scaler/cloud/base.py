@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor
@@ -471,10 +471,12 @@ def call_with_retries(
     retryable: Callable[[BaseException], bool],
     max_attempts: int,
     wait_seconds: float,
+    wait_at_least: Callable[[BaseException], float | None] | None = None,
 ) -> T:
     """Run ``fn`` (one API request), again after ``wait_seconds`` while it raises an exception
     that ``retryable`` accepts, at most ``max_attempts`` times in all; each retry is logged as a
-    warning naming ``what`` (the call and its resource).
+    warning naming ``what`` (the call and its resource). ``wait_at_least`` may ask a longer
+    wait for an exception (a 429's ``Retry-After``: :func:`scaler.kube.retry.retry_after`).
 
     Returns:
         What ``fn`` returned.
@@ -487,9 +489,14 @@ def call_with_retries(
         exc = state.outcome.exception() if state.outcome is not None else None
         log.warning("%s: attempt %d failed (%s); retrying", what, state.attempt_number, exc)
 
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = wait_at_least(exc) if wait_at_least is not None and exc is not None else None
+        return max(wait_seconds, asked or 0.0)
+
     retrying = Retrying(
         stop=stop_after_attempt(max(1, max_attempts)),
-        wait=wait_fixed(wait_seconds),
+        wait=wait,
         retry=retry_if_exception(retryable),
         before_sleep=before_sleep,
         reraise=True,

@@ -19,7 +19,6 @@ cluster snapshot skip it, and said in one line.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
@@ -33,7 +32,14 @@ from typing import Any
 import msgspec
 import yaml
 
-from scaler.model.decode import Place, decode_document, document_records, flatten_objects, records_of_plain
+from scaler.model.decode import (
+    TOO_DEEP,
+    Place,
+    decode_document,
+    document_records,
+    flatten_objects,
+    records_of_plain,
+)
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
@@ -112,6 +118,8 @@ def _json_error(path: Path, data: bytes) -> Any:
     integers); otherwise raises its error with line and column."""
     try:
         return json.loads(data)
+    except RecursionError:
+        raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         where = (
             f" at line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else ""
@@ -122,6 +130,10 @@ def _json_error(path: Path, data: bytes) -> Any:
 def _yaml_documents(path: Path, data: bytes) -> list[Any]:
     try:
         return [d for d in yaml.load_all(data.decode("utf-8"), Loader=_StringLoader) if d is not None]
+    except RecursionError:
+        raise SnapshotError(
+            f"{path}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
     except UnicodeDecodeError as e:
         raise SnapshotError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
@@ -139,6 +151,8 @@ def _plain_documents(path: Path, view: bytes | memoryview) -> tuple[list[Any], b
     if _is_json(path, data):  # YAML flow style ({kind: Node, ...}) starts like JSON
         try:
             return [json.loads(data)], True
+        except RecursionError:
+            raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
         except ValueError:
             pass
     return _yaml_documents(path, data), False
@@ -179,8 +193,12 @@ def load_objects(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
         data = _read(path)
         docs: list[Any] = []
         if _is_json(path, data):
-            with contextlib.suppress(msgspec.DecodeError):
+            try:
                 docs = [msgspec.json.decode(data)]
+            except RecursionError:
+                raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
+            except msgspec.DecodeError:
+                pass
         if not docs:
             docs = _plain_documents(path, data)[0]
         for doc, source in zip(docs, _sources(path, docs), strict=True):

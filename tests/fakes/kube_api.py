@@ -57,7 +57,7 @@ Kinds are the :data:`RESOURCES` table (including ``Lease``, ``ConfigMap`` and bo
 APIs). Unknown paths get a ``404`` JSON ``Status``; a bearer token is required (``401``).
 
 Every request is recorded in :attr:`FakeKubeAPI.requests`; :meth:`FakeKubeAPI.fail` and
-:meth:`FakeKubeAPI.delay` inject HTTP errors, bodies and latency by path prefix (optionally exact
+:meth:`FakeKubeAPI.delay` inject HTTP errors (with headers: a 429's ``Retry-After``), bodies and latency by path prefix (optionally exact
 path, method, predicate, and "after the write took effect"); :meth:`FakeKubeAPI.drop_watches`
 and :meth:`FakeKubeAPI.expire_history` break watches.
 
@@ -668,6 +668,7 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         method: str | None = None,
         exact: bool = False,
         after: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Answer requests whose path starts with ``path_prefix`` with HTTP ``status``.
 
@@ -682,10 +683,15 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
             exact: the path must equal ``path_prefix`` (one object, not its siblings).
             after: the request takes effect first and only its answer is replaced (a server
                 that fails after committing), to test idempotent retries.
+            headers: extra response headers (``{"Retry-After": "2"}``, as API Priority and
+                Fairness sends with its 429s).
         """
         self._add_rule(
-            FaultRule(_matcher(path_prefix, match, method, exact), status, times, body=body, after=after)
-        )
+            FaultRule(
+                _matcher(path_prefix, match, method, exact), status, times, body=body, after=after,
+                headers=dict(headers or {}),
+            )
+        )  # fmt: skip
 
     def delay(
         self,
