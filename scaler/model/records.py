@@ -41,6 +41,7 @@ __all__ = [
     "PersistentVolumeClaim",
     "Pod",
     "PodAffinityTerm",
+    "PodClaim",
     "PodDisruptionBudget",
     "PodMetrics",
     "QoSClass",
@@ -378,6 +379,18 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     api_version: str = ""
 
 
+class PodClaim(msgspec.Struct, frozen=True, gc=False):
+    """One ``spec.resourceClaims[]`` entry of a pod, resolved: ``claim`` names the ResourceClaim
+    (in the pod's namespace), given (``resourceClaimName``) or made for the pod from
+    ``template`` (``resourceClaimTemplateName``, the name read from
+    ``status.resourceClaimStatuses``); ``""`` while no claim was made for a template entry yet.
+    An entry whose status says no claim is needed is not kept."""
+
+    name: str
+    claim: str
+    template: str = ""
+
+
 class QoSClass(StrEnum):
     """Kubernetes pod QoS class."""
 
@@ -437,6 +450,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     memory_limit_bytes: int | None = None  # None: no memory limit
     has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
     containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
+    resource_claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (Dynamic Resource Allocation)
 
     @property
     def started(self) -> float | None:
