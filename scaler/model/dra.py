@@ -196,7 +196,7 @@ class ClaimSpec:
     requests: tuple[ClaimRequest, ...] = ()
     constraints: tuple[DeviceConstraint, ...] = ()
 
-    @cached_property
+    @property
     def unsupported(self) -> str:
         """What of this spec scaler does not model, worded; ``""`` when it models it all."""
         for r in self.requests:
