@@ -20,6 +20,8 @@ from scaler.report.compare import Variants, compare_with_requests_rule, removal_
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
+    DraModel,
+    DraPoolModel,
     DryRunReport,
     GpuModel,
     HotNodeModel,
@@ -138,6 +140,16 @@ def _node_report(
             request_utilization=u.gpu,
             usage=u.gpu_usage,
             judged_by="requests" if u.gpu_usage is None else "requests and usage",
+        ),
+        dra=None
+        if u.dra is None
+        else DraModel(
+            utilization=u.dra.value,
+            resource=u.dra.resource,
+            pools=[DraPoolModel(driver=d, pool=p, utilization=v) for d, p, v in u.dra.pools],
+            usage=u.gpu_usage,
+            judged_by="allocations" if u.gpu_usage is None else "allocations and usage",
+            error=u.dra.error,
         ),
     )
 

@@ -171,15 +171,18 @@ def selectable(
         raise AllocationError(f"DeviceClass {request.device_class} not found")
     if cls.unsupported:
         raise AllocationError(f"DeviceClass {cls.name}: {cls.unsupported}")
-    try:
-        for expr in cls.selectors:
-            if not device_matches(compile_selector(expr), driver, device):
-                return False
-        for expr in request.selectors:
-            if not device_matches(compile_selector(expr), driver, device):
-                return False
-    except CelError as e:
-        raise AllocationError(f"selector on device {device.name}: {e}") from None
+    for owner, exprs in ((f"DeviceClass {cls.name}", cls.selectors), ("the request", request.selectors)):
+        for expr in exprs:
+            selector = compile_selector(expr)
+            if selector.problem:
+                raise AllocationError(f"{owner}: selector {expr!r}: {selector.problem}")
+            try:
+                if not device_matches(selector, driver, device):
+                    return False
+            except CelError as e:
+                raise AllocationError(
+                    f"{owner}: selector {expr!r} on device {driver}/{device.name}: {e}"
+                ) from None
     if device.binding_conditions:
         return False
     if per_device and node is not None:
