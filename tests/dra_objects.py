@@ -121,15 +121,24 @@ def claim(
     devices: dict[str, Any] = {"requests": list(requests or [request()])}
     if constraints:
         devices["constraints"] = list(constraints)
-    obj: dict[str, Any] = {"apiVersion": RESOURCE_API, "kind": "ResourceClaim", "metadata": meta, "spec": {"devices": devices}}
+    obj: dict[str, Any] = {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": devices},
+    }
     status: dict[str, Any] = {}
     if allocated:
         alloc: dict[str, Any] = {
-            "devices": {"results": [{"request": r, "driver": DRIVER, "pool": p, "device": d} for r, p, d in allocated]}
+            "devices": {
+                "results": [{"request": r, "driver": DRIVER, "pool": p, "device": d} for r, p, d in allocated]
+            }
         }
         if node_name:
             alloc["nodeSelector"] = {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}]
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
             }
         status["allocation"] = alloc
     if reserved_for:
@@ -139,7 +148,9 @@ def claim(
     return obj
 
 
-def template(name: str, namespace: str = "ml", *, requests: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def template(
+    name: str, namespace: str = "ml", *, requests: Sequence[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
     """A ResourceClaimTemplate."""
     return {
         "apiVersion": RESOURCE_API,
@@ -156,10 +167,21 @@ def pod(
 ) -> dict[str, Any]:  # fmt: skip
     """A running pod. ``claims``: pod claim name → ResourceClaim name; ``template_claims``: pod
     claim name → the claim made for it from template ``tmpl``."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}", "creationTimestamp": CREATED}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}",
+        "creationTimestamp": CREATED,
+    }
     if owner is not None:
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": owner[0], "name": owner[1], "uid": f"uid-{owner[1]}", "controller": True}
+            {
+                "apiVersion": "apps/v1",
+                "kind": owner[0],
+                "name": owner[1],
+                "uid": f"uid-{owner[1]}",
+                "controller": True,
+            }
         ]
     spec: dict[str, Any] = {
         "nodeName": node_name,
@@ -171,7 +193,9 @@ def pod(
     if refs:
         spec["resourceClaims"] = refs
     if template_claims:
-        status["resourceClaimStatuses"] = [{"name": k, "resourceClaimName": v} for k, v in template_claims.items()]
+        status["resourceClaimStatuses"] = [
+            {"name": k, "resourceClaimName": v} for k, v in template_claims.items()
+        ]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
@@ -205,11 +229,15 @@ def write_snapshot(directory: Path, objects: Iterable[Mapping[str, Any]]) -> Pat
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for obj in objects:
         kind = obj["kind"]
-        file = {"Node": "nodes", "Pod": "pods", "NodeMetrics": "metrics", "PodMetrics": "metrics"}.get(kind, "other")
+        file = {"Node": "nodes", "Pod": "pods", "NodeMetrics": "metrics", "PodMetrics": "metrics"}.get(
+            kind, "other"
+        )
         if obj.get("apiVersion") == RESOURCE_API:
             file = "dra"
         groups.setdefault(file, []).append(obj)
     directory.mkdir(parents=True, exist_ok=True)
     for file, items in groups.items():
-        (directory / f"{file}.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=1))
+        (directory / f"{file}.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=1)
+        )
     return directory
