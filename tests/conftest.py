@@ -35,6 +35,7 @@ E2E = frozenset(
         "test_decisions_e2e",
         "test_deploy",
         "test_docs",
+        "test_dra_e2e",
         "test_dry_run_gke",
         "test_fanout",
         "test_history_prometheus",
