@@ -123,7 +123,7 @@ def test_dry_run_snapshot_and_run_give_the_same_verdicts(
     with c.controller(c.config(**CONFIG)) as ctl:
         first = ctl.run_once()
         for name, (reason, detail) in expected.items():
-            status, why, text = first.verdicts[name]
+            _status, why, text = first.verdicts[name]
             if reason == "NoReason":
                 assert name in first.unneeded
             else:
@@ -150,7 +150,7 @@ def test_a_gpu_pod_never_moves_to_a_node_without_devices(
     assert a["reason"] == "NoPlaceToMovePods", a["detail"]
     assert "DynamicResources: cannot allocate all claims" in a["detail"]
     with c.controller(c.config(**CONFIG)) as ctl:
-        status, why, text = ctl.run_once().verdicts[c.gpu["a"]]
+        _status, why, text = ctl.run_once().verdicts[c.gpu["a"]]
         assert why.value == "NoPlaceToMovePods" and "cannot allocate all claims" in text
 
 
@@ -173,6 +173,6 @@ def test_a_cluster_without_the_dra_api_is_said_once(
         said = [r for r in caplog.records if "does not serve resource.k8s.io/v1" in r.getMessage()]
         assert len(said) == 1 and said[0].levelno == logging.INFO
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "resource.k8s.io" in r.getMessage()]
-        status, why, text = first.verdicts[c.gpu["a"]]
+        _status, why, text = first.verdicts[c.gpu["a"]]
         assert why.value == "BlockedByPod" and "ResourceClaim not found" in text
 
