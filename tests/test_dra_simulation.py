@@ -218,3 +218,41 @@ def test_dra_utilization_of_partitionable_devices_follows_calculate_pool_util() 
     snap = build_snapshot(objs)
     u = dra_utilization(snap.node_by_name["gpu-9"], snap.pods_by_node["gpu-9"], snap.dra)
     assert abs(u.value - 0.5) < 1e-9
+
+
+def test_the_replay_world_keeps_claims_and_slices_consistent_as_pods_move() -> None:
+    """An evicted GPU pod's claim (made from a template) goes with it; its replacement, placed by
+    the replay's scheduler on the node with a free device, gets that device written back; a
+    deleted node's slices go; a scaled-up node publishes its pool's template node's slices."""
+    import numpy as np
+
+    from scaler.replay.sim_records import UsageTable
+    from scaler.replay.world import World
+
+    snap = cluster(devices=1)
+    t0 = snap.now
+    usage = UsageTable(np.array([t0, t0 + 300.0]), (), np.zeros((0, 2)), np.zeros((0, 2)))
+    world = World(snap, usage, {}, ScalerConfig())
+    p = next(x for x in world.pods.values() if x.name == "infer-0")
+    world.evict(p)
+    key = ("ml", "infer-0-gpu")
+    assert world.dra.claims[key].allocation is None and world.dra.claims[key].reserved_for == ()
+    world.delete_node("gpu-1")
+    assert "gpu-1" not in world.dra.local_slices
+    world.schedule_pending()
+    moved = world.pods[p.uid]
+    assert moved.node_name == "gpu-2"
+    claim_now = world.dra.claims[key]
+    assert claim_now.allocation is not None and [d.pool for d in claim_now.allocation.devices] == ["gpu-2"]
+    assert claim_now.reserved_for == ("infer-0",)
+    assert world.snapshot().dra is world.dra
+    # The only device left is taken: a second eviction finds no place, and the pod stays pending.
+    world.evict(moved)
+    world.delete_node("gpu-2")
+    world.schedule_pending()
+    assert not world.pods[p.uid].node_name
+    assert world.scale_up() == 1  # the gpu pool's template node has a device for it
+    world.advance(1)
+    added = [n for n in world.nodes if n.startswith("gpu") and n not in ("gpu-1", "gpu-2")]
+    assert len(added) == 1 and added[0] in world.dra.local_slices
+    assert world.pods[p.uid].node_name == added[0]
