@@ -704,7 +704,9 @@ class World:
         pods = [replace_pod(p, node_name=node.name) for p in tpl.pods]
         snap = _with_objects(self._base, [node], pods, self.now)
         if self.dra.present:  # the template node's devices, and the claims as they are now
-            snap = replace(snap, dra=sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, node.name))
+            snap = replace(
+                snap, dra=sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, node.name)
+            )
         return ClusterState(snap), node
 
     def scale_up(self) -> int:
