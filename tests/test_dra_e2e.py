@@ -176,3 +176,47 @@ def test_a_cluster_without_the_dra_api_is_said_once(
         _status, why, text = first.verdicts[c.gpu["a"]]
         assert why.value == "BlockedByPod" and "ResourceClaim not found" in text
 
+
+
+def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``scaler replay`` over a snapshot with DRA objects: gpu-1's pod (one of its two devices)
+    moves to gpu-2's free device when gpu-1 is removed, never to the CPU node; gpu-2 then holds
+    both its devices and stays."""
+    import dra_objects as d
+
+    acc = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    objs = [
+        d.node("gpu-1", labels=acc), d.node("gpu-2", labels=acc), d.node("cpu-1", pool="cpu", cpu="16", memory="64Gi"),
+        d.local_slice("gpu-1", [d.device("gpu-0"), d.device("gpu-1")]),
+        d.local_slice("gpu-2", [d.device("gpu-0"), d.device("gpu-1")]),
+        d.device_class(), d.template("tmpl"),
+        d.claim("infer-0-gpu", owner="infer-0", allocated=[("gpu", "gpu-1", "gpu-0")], node_name="gpu-1", reserved_for=["infer-0"]),
+        d.claim("infer-1-gpu", owner="infer-1", allocated=[("gpu", "gpu-2", "gpu-0")], node_name="gpu-2", reserved_for=["infer-1"]),
+        d.pod("infer-0", "gpu-1", template_claims={"gpu": "infer-0-gpu"}),
+        d.pod("infer-1", "gpu-2", template_claims={"gpu": "infer-1-gpu"}),
+        d.pod("web-0", "cpu-1", namespace="shop", cpu="4", memory="8Gi", owner=("ReplicaSet", "web")),
+        d.node_metrics("gpu-1"), d.node_metrics("gpu-2"), d.node_metrics("cpu-1", cpu="5", memory="10Gi"),
+        d.pod_metrics("infer-0"), d.pod_metrics("infer-1"), d.pod_metrics("web-0", "shop", "4", "8Gi"),
+    ]  # fmt: skip
+    snap = d.write_snapshot(tmp_path / "snap", objs)
+    start = 1_795_867_200  # 2026-11-28T12:00:00Z, the snapshot's time
+    rows = ["timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes"]
+    for k in range(13):
+        rows += [f"{start + 300 * k},ml,infer-0,0.1,536870912", f"{start + 300 * k},ml,infer-1,0.1,536870912"]
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    argv = ["replay", "--snapshot", str(snap), "--trace", str(trace), "-o", "json", "--workers", "1",
+            "--policies", "scaler", "--config", str(_config(tmp_path))]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    (policy,) = report["policies"]
+    assert policy["nodesRemoved"] == 1 and policy["podsEvicted"] == 1
+    assert policy["unplaceablePods"] == 0 and policy["pendingPodMinutes"] == 0
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text("scale-down-unneeded-time: 10m\nscale-down-utilization-threshold: 0.9\n")
+    return path
