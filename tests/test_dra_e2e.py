@@ -65,7 +65,11 @@ class DraCluster(E2ECluster):
                 pod = pod_json(pod_name, name, owner=("ReplicaSet", "infer"), cpu_m=500, mem=GI, created=now)
                 objects.append(_with_claims(pod, template_claim=f"{pod_name}-gpu"))
         zone = self.gce.mig_of(self.cpu).zone
-        objects.append(node_json(self.cpu, "cpu", zone, self.gce.provider_id(self.cpu), cpu_m=16000, mem=64 * GI, created=now))
+        objects.append(
+            node_json(
+                self.cpu, "cpu", zone, self.gce.provider_id(self.cpu), cpu_m=16000, mem=64 * GI, created=now
+            )
+        )
         self.usage[self.cpu] = (1000, 4 * GI)
         objects.append(claim("odd", "default", requests=[request(selectors=[BAD_SELECTOR])]))
         odd = pod_json("odd-0", self.cpu, owner=("ReplicaSet", "odd"), cpu_m=500, mem=GI, created=now)
@@ -77,11 +81,23 @@ class DraCluster(E2ECluster):
         """The fake's objects as snapshot files, metrics included."""
         directory.mkdir(parents=True, exist_ok=True)
         items = []
-        for kind in ("Node", "Pod", "ReplicaSet", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"):
+        for kind in (
+            "Node",
+            "Pod",
+            "ReplicaSet",
+            "DeviceClass",
+            "ResourceSlice",
+            "ResourceClaim",
+            "ResourceClaimTemplate",
+        ):
             items += [{**o, "kind": kind} for o in self.kube.objects(kind)]
-        (directory / "objects.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        (directory / "objects.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+        )
         metrics = [{**o, "kind": k} for k in ("NodeMetrics", "PodMetrics") for o in self.kube.objects(k)]
-        (directory / "metrics.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": metrics}))
+        (directory / "metrics.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": metrics})
+        )
         return directory
 
 
@@ -100,7 +116,10 @@ def _expected(c: DraCluster) -> dict[str, tuple[str, str]]:
         c.gpu["a"]: ("NoReason", ""),
         c.gpu["b"]: ("DestinationForMovedPods", ""),
         c.gpu["c"]: ("NotUnderutilized", "dra gpu.example.com/" + c.gpu["c"] + " 100.0% > gpu threshold 50%"),
-        c.cpu: ("BlockedByPod", "UnexpectedError (ResourceClaim default/odd: request gpu: the request: selector"),
+        c.cpu: (
+            "BlockedByPod",
+            "UnexpectedError (ResourceClaim default/odd: request gpu: the request: selector",
+        ),
     }
 
 
@@ -154,9 +173,7 @@ def test_a_gpu_pod_never_moves_to_a_node_without_devices(
         assert why.value == "NoPlaceToMovePods" and "cannot allocate all claims" in text
 
 
-def test_a_cluster_without_the_dra_api_is_said_once(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_cluster_without_the_dra_api_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The fake as a cluster before 1.34 (no resource.k8s.io/v1): the controller runs, says so
     once, and the GPU pods, whose claims it cannot read, are not moved."""
     import logging
@@ -172,10 +189,11 @@ def test_a_cluster_without_the_dra_api_is_said_once(
             ctl.run_once()
         said = [r for r in caplog.records if "does not serve resource.k8s.io/v1" in r.getMessage()]
         assert len(said) == 1 and said[0].levelno == logging.INFO
-        assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "resource.k8s.io" in r.getMessage()]
+        assert not [
+            r for r in caplog.records if r.levelno >= logging.WARNING and "resource.k8s.io" in r.getMessage()
+        ]
         _status, why, text = first.verdicts[c.gpu["a"]]
         assert why.value == "BlockedByPod" and "ResourceClaim not found" in text
-
 
 
 def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
