@@ -196,12 +196,14 @@ def test_a_cluster_without_the_dra_api_is_said_once(tmp_path: Path, caplog: pyte
         assert why.value == "BlockedByPod" and "ResourceClaim not found" in text
 
 
+@pytest.mark.parametrize("gpu2_full", [False, True])
 def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gpu2_full: bool
 ) -> None:
     """``scaler replay`` over a snapshot with DRA objects: gpu-1's pod (one of its two devices)
     moves to gpu-2's free device when gpu-1 is removed, never to the CPU node; gpu-2 then holds
-    both its devices and stays."""
+    both its devices and stays. With gpu-2's second device taken too, nothing moves (the CPU node
+    has room for the pod but no device)."""
     import dra_objects as d
 
     acc = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
@@ -218,11 +220,18 @@ def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
         d.node_metrics("gpu-1"), d.node_metrics("gpu-2"), d.node_metrics("cpu-1", cpu="5", memory="10Gi"),
         d.pod_metrics("infer-0"), d.pod_metrics("infer-1"), d.pod_metrics("web-0", "shop", "4", "8Gi"),
     ]  # fmt: skip
+    pods = ["infer-0", "infer-1"]
+    if gpu2_full:
+        objs += [
+            d.claim("infer-2-gpu", owner="infer-2", allocated=[("gpu", "gpu-2", "gpu-1")], node_name="gpu-2", reserved_for=["infer-2"]),
+            d.pod("infer-2", "gpu-2", template_claims={"gpu": "infer-2-gpu"}), d.pod_metrics("infer-2"),
+        ]  # fmt: skip
+        pods.append("infer-2")
     snap = d.write_snapshot(tmp_path / "snap", objs)
     start = 1_795_867_200  # 2026-11-28T12:00:00Z, the snapshot's time
     rows = ["timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes"]
     for k in range(13):
-        rows += [f"{start + 300 * k},ml,infer-0,0.1,536870912", f"{start + 300 * k},ml,infer-1,0.1,536870912"]
+        rows += [f"{start + 300 * k},ml,{p},0.1,536870912" for p in pods]
     trace = tmp_path / "trace.csv"
     trace.write_text("\n".join(rows) + "\n")
     argv = ["replay", "--snapshot", str(snap), "--trace", str(trace), "-o", "json", "--workers", "1",
@@ -230,7 +239,7 @@ def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     (policy,) = report["policies"]
-    assert policy["nodesRemoved"] == 1 and policy["podsEvicted"] == 1
+    assert (policy["nodesRemoved"], policy["podsEvicted"]) == ((0, 0) if gpu2_full else (1, 1))
     assert policy["unplaceablePods"] == 0 and policy["pendingPodMinutes"] == 0
 
 
