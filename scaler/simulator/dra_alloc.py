@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from scaler.errors import ScalerError
 from scaler.model.dra import (
     ALLOCATION_RESULTS_MAX,
     AllocatedDevice,
@@ -61,7 +62,7 @@ PoolKey = tuple[str, str]
 """``(driver, pool)``."""
 
 
-class AllocationError(Exception):
+class AllocationError(ScalerError):
     """The allocation cannot be decided on this node (a selector fails, the search is too long,
     a pool is being updated under an ``All`` request); the message says why."""
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import cel
 
+from scaler.errors import ScalerError
 from scaler.model.dra import Device, VersionValue
 from scaler.model.quantity import QuantityError, parse_quantity
 
@@ -50,7 +51,7 @@ _QUANTITY = "k8s.quantity"
 _SEMVER = "k8s.semver"
 
 
-class CelError(Exception):
+class CelError(ScalerError):
     """A selector failed on a device (a runtime error: a missing attribute, a type mismatch, a
     division by zero, a bad version); the message says what."""
 
