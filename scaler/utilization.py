@@ -527,6 +527,16 @@ def _ignored_usage(pods: Sequence[Pod], snapshot: ClusterSnapshot, config: Scale
     return skip_cpu, skip_mem
 
 
+def _dra_figures(
+    node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, gpus: int
+) -> DraUtilization | None:
+    """The node's DRA utilization when its devices come from a DRA driver (no GPU allocatable
+    and ResourceSlices local to it), else ``None``."""
+    if gpus <= 0 and snapshot.dra.local_slices.get(node.name):
+        return dra_utilization(node, pods, snapshot.dra)
+    return None
+
+
 def node_utilization(
     node: Node,
     pods: Sequence[Pod],
@@ -557,9 +567,6 @@ def node_utilization(
             node, m, pods, snapshot, config, facts
         )
     gpu, gpu_usage, gpus = _gpu_figures(node, pods, snapshot, config)
-    dra = None
-    if gpus <= 0 and snapshot.dra.local_slices.get(node.name):
-        dra = dra_utilization(node, pods, snapshot.dra)
 
     def result(cpu: float | None, memory: float | None, source: str = "usage") -> NodeUtilization:
         # An empty node reports cpu as its resource, as seed 004's empty-node fix does.
@@ -587,7 +594,7 @@ def node_utilization(
             gpu,
             gpu_usage,
             gpus,
-            dra,
+            _dra_figures(node, pods, snapshot, gpus),
         )
 
     if config.utilization_source == "requests":
