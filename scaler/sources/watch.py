@@ -74,6 +74,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scaler.kube.client import (
+    DRA_GROUP,
     METRICS_GROUP,
     READ_CALLS,
     ApiCall,
@@ -96,6 +97,7 @@ from scaler.sources.kube import (
     _one_line,
     _status_message,
     list_pages,
+    skipped_optional,
     snapshot_with_unreadable,
 )
 
@@ -455,7 +457,9 @@ class WatchCache:
         self._synced[call.kind].set()
         base = min(self.optional_retry_max, self.optional_retry_initial * 2.0 ** min(state.refusals - 1, 30))
         delay = base * random.uniform(0.75, 1.0)
-        if state.refusals == 1:
+        if state.refusals == 1 and call.group == DRA_GROUP and "HTTP 404" in message:
+            skipped_optional(call, 404, message, logger)  # said once for the whole API group
+        elif state.refusals == 1:
             logger.warning(
                 "skipping %s: %s; listing it again in %.0fs, then less and less often (at most every %.0fs)",
                 call.display, message, delay, self.optional_retry_max,
