@@ -113,6 +113,8 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "Prometheus query; read at each refresh (rotated tokens work). Empty: no auth header.",
         "prometheus_selector": 'Extra label matchers added to both Prometheus queries, e.g. cluster="prod" '
         "when one (managed) Prometheus holds several clusters.",
+        "prometheus_timeout": "Deadline of each Prometheus call, whole (connect, wait and read the answer): "
+        "a slower answer is a failed refresh (seconds or Go duration).",
         "history_days": "Profiles cover the last this many days of usage.",
         "oversell_rate": "PodFitsResourceOnPortrait's hard limit: a destination's cpu requests must stay <= "
         "allocatable x this (memory requests <= allocatable, never oversold). At most 1: evicted pods are "
@@ -320,6 +322,7 @@ DURATION_KEYS = (
     "leader_elect_lease_duration",
     "leader_elect_renew_deadline",
     "leader_elect_retry_period",
+    "prometheus_timeout",
 )
 """Keys holding durations in seconds (the file and flags also take Go strings like ``10m``)."""
 
@@ -361,6 +364,7 @@ class ScalerConfig(BaseModel):
     prometheus_url: str = ""
     prometheus_auth_file: str = ""
     prometheus_selector: str = Field("", pattern=r"^[^{}]*$")
+    prometheus_timeout: Duration = Field(60.0, gt=0)
     history_days: float = Field(7.0, gt=0.0)
     oversell_rate: float = Field(1.0, gt=0.0, le=1.0)
     portrait_target_cpu_usage: float = Field(0.45, gt=0.0, le=1.0)

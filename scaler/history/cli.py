@@ -21,7 +21,15 @@ from scaler.cmdline import UsageError
 if TYPE_CHECKING:
     from scaler.history.export import UsageExport
 
-__all__ = ["add_parser", "add_prometheus_flags", "export_to_file", "progress_bar", "resolve_window", "run"]
+__all__ = [
+    "add_parser",
+    "add_prometheus_flags",
+    "export_to_file",
+    "progress_bar",
+    "prometheus_timeout",
+    "resolve_window",
+    "run",
+]
 
 
 def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
@@ -45,6 +53,12 @@ def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
         metavar="MATCHERS",
         default="",
         help='label matchers added to both queries, e.g. cluster="prod"',
+    )
+    p.add_argument(
+        "--prometheus-timeout",
+        metavar="duration",
+        default="60s",
+        help="deadline of each query, whole: connect, wait and read the answer (default 1m0s)",
     )
 
 
@@ -104,6 +118,24 @@ def resolve_window(start: str, end: str, step: str) -> tuple[float, float, float
     return out[0], out[1], step_s
 
 
+def prometheus_timeout(args: argparse.Namespace) -> float:
+    """``--prometheus-timeout`` in seconds.
+
+    Raises:
+        scaler.cmdline.UsageError: not a positive duration (names it).
+    """
+    from scaler.history.export import parse_span
+
+    value = getattr(args, "prometheus_timeout", "60s")
+    try:
+        seconds = parse_span(value)
+    except ValueError:
+        raise UsageError(f"--prometheus-timeout: not a duration: {value!r}") from None
+    if not seconds > 0:
+        raise UsageError(f"--prometheus-timeout must be positive, got {value!r}")
+    return seconds
+
+
 @contextmanager
 def progress_bar(quiet: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
     """A rich progress bar on stderr when it is a terminal and not ``quiet``: yields
@@ -154,6 +186,7 @@ def export_to_file(
                 step,
                 auth_file=args.prometheus_auth_file,
                 selector=args.prometheus_selector,
+                deadline=prometheus_timeout(args),
                 progress=progress,
             )
     except HistoryError as e:

@@ -39,18 +39,19 @@ from typing import Any
 import httpx
 import numpy as np
 import numpy.typing as npt
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import Retrying
 
+from scaler.history.http import DEFAULT_DEADLINE_SECONDS, retrying
 from scaler.history.prometheus import (
     _MAX_POINTS,
     CPU_QUERY,
     MEMORY_QUERY,
     HistoryError,
     PrometheusClient,
-    TransientHistoryError,
     _chunks,
 )
 from scaler.model.times import format_time, timestamp_seconds
+from scaler.specs import redact_url
 
 __all__ = [
     "META_PREFIX",
@@ -185,26 +186,22 @@ def _fetch(
     retrying: Retrying,
     tick: Callable[[], None],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Run ``query`` over each window; returns (pod index, time s, value) arrays, finite values
-    only. ``names`` maps (namespace, pod) to its index and grows."""
+    """Run ``query`` over each window; returns (pod index, time s, value) arrays (validated by
+    :meth:`PrometheusClient.query_range`: on the window's grid, finite, >= 0). ``names`` maps
+    (namespace, pod) to its index and grows."""
     idx: list[npt.NDArray[np.int64]] = []
     ts: list[npt.NDArray[np.float64]] = []
     vs: list[npt.NDArray[np.float64]] = []
     for lo, hi in windows:
-        try:
-            result = retrying(client.query_range, query, lo, hi, step)
-        except HistoryError as e:
-            raise type(e)(f"{e} (query {query})") from None
-        for labels, values in result:
+        result = retrying(client.query_range, query, lo, hi, step)
+        for labels, times, values in result:
             pod = labels.get("pod", "")
-            if not pod or not values:
+            if not pod or len(times) == 0:
                 continue
             i = names.setdefault((labels.get("namespace", ""), pod), len(names))
-            arr = np.asarray(values, dtype=np.float64).reshape(-1, 2)
-            ok = np.isfinite(arr[:, 1]) & (arr[:, 1] >= 0)
-            ts.append(arr[ok, 0])
-            vs.append(arr[ok, 1])
-            idx.append(np.full(int(ok.sum()), i, dtype=np.int64))
+            ts.append(times)
+            vs.append(values)
+            idx.append(np.full(len(times), i, dtype=np.int64))
         tick()
     if not idx:
         empty = np.empty(0, dtype=np.float64)
@@ -215,7 +212,7 @@ def _fetch(
 def _no_data(client: PrometheusClient, query: str, metric: str, start: float, end: float) -> HistoryError:
     """The error for a query without a point in the window: a window without samples when the
     metric has series outside it, else an empty result."""
-    where = f"prometheus at {client.url}"
+    where = client.where
     window = f"from {format_time(start)} to {format_time(end)}"
     try:
         exists = client.series_exist(metric)
@@ -248,8 +245,13 @@ def _joined_table(
     mi, mt, mv = memory
     # Join by (pod, instant): instants are lo + k·step.
     per = round((hi - lo) / step) + 1
-    ckey = ci * per + np.rint((ct - lo) / step).astype(np.int64)
-    mkey = mi * per + np.rint((mt - lo) / step).astype(np.int64)
+    csteps = np.rint((ct - lo) / step).astype(np.int64)
+    msteps = np.rint((mt - lo) / step).astype(np.int64)
+    for k in (csteps, msteps):  # validated at the edge; checked again where a slip would mix pods
+        if len(k) and (int(k.min()) < 0 or int(k.max()) >= per):
+            raise HistoryError("history export: a sample outside the exported window (internal check)")
+    ckey = ci * per + csteps
+    mkey = mi * per + msteps
     both, cpos, mpos = np.intersect1d(ckey, mkey, assume_unique=True, return_indices=True)
     dropped = len(ckey) + len(mkey) - 2 * len(both)
     # Sort by namespace, pod, time: rank the pods by name.
@@ -289,7 +291,7 @@ def export_usage(
     *,
     auth_file: str = "",
     selector: str = "",
-    timeout: float = 60.0,
+    deadline: float = DEFAULT_DEADLINE_SECONDS,
     max_points: int = _MAX_POINTS,
     attempts: int = 4,
     retry_wait: float = 0.5,
@@ -329,22 +331,17 @@ def export_usage(
         if progress is not None:
             progress(done, total)
 
-    retrying = Retrying(
-        stop=stop_after_attempt(max(1, attempts)),
-        wait=wait_exponential(multiplier=retry_wait, max=30.0),
-        retry=retry_if_exception_type(TransientHistoryError),
-        reraise=True,
-    )
+    retry = retrying(attempts, retry_wait)
     if progress is not None:
         progress(0, total)
     names: dict[tuple[str, str], int] = {}
-    with PrometheusClient(url, auth_file=auth_file, timeout=timeout, transport=transport) as client:
-        ci, ct, cv = _fetch(client, cpu_query, windows, step, names, retrying, tick)
+    with PrometheusClient(url, auth_file=auth_file, deadline=deadline, transport=transport) as client:
+        ci, ct, cv = _fetch(client, cpu_query, windows, step, names, retry, tick)
         if len(ci) == 0:
             raise _no_data(
                 client, cpu_query, f'container_cpu_usage_seconds_total{{container!=""{extra}}}', lo, hi
             )
-        mi, mt, mv = _fetch(client, memory_query, windows, step, names, retrying, tick)
+        mi, mt, mv = _fetch(client, memory_query, windows, step, names, retry, tick)
         if len(mi) == 0:
             raise _no_data(
                 client, memory_query, f'container_memory_working_set_bytes{{container!=""{extra}}}', lo, hi
@@ -352,7 +349,7 @@ def export_usage(
     table, pod_rank, dropped = _joined_table(names, lo, hi, step, (ci, ct, cv), (mi, mt, mv))
     if table.num_rows == 0:
         raise HistoryError(
-            f"prometheus at {url.rstrip('/')}: no pod has both CPU and memory samples from "
+            f"prometheus at {redact_url(url.rstrip('/'))}: no pod has both CPU and memory samples from "
             f"{format_time(lo)} to {format_time(hi)} ({cpu_query}; {memory_query})"
         )
     pods = len(np.unique(pod_rank))

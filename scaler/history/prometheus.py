@@ -26,8 +26,14 @@ snapshot, by its name and the workloads the snapshot knows (``web-7d9c6b5f4-x2x9
 Deployment ``web``; ``db-3`` → StatefulSet ``db``; ``agent-x2x9z`` → DaemonSet, Job or
 ReplicaSet ``agent``). Pods that match nothing are dropped: their workload is unknown.
 
-Every failure (unreachable server, HTTP error, bad JSON, a non-success status, an unexpected
-answer, an unreadable auth file) raises :class:`HistoryError` with a one-line message.
+Nothing the server says is trusted. Every call has an overall deadline and a byte cap
+(:mod:`scaler.history.http`), and every answer is checked before any number of it is used
+(:meth:`PrometheusClient.query_range`): a JSON object (not nested deeper than a Prometheus answer
+is), a matrix, string labels, no two series alike, at most :data:`MAX_SERIES` series, and points
+on the query's step grid inside its window, strictly increasing in time, with finite values
+>= 0. Every failure (unreachable server, deadline, size, HTTP error, bad JSON, a non-success
+status, an answer that fails a check, an unreadable auth file) raises :class:`HistoryError` with
+a one-line message naming the server (its URL redacted) and the query.
 """
 
 from __future__ import annotations
@@ -36,13 +42,24 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
-from scaler.errors import ScalerError, TransientError
+from scaler.history.errors import HistoryError, TransientHistoryError, with_suffix
+from scaler.history.errors import one_line as _one_line
+from scaler.history.http import (
+    DEFAULT_DEADLINE_SECONDS,
+    DEFAULT_MAX_BYTES,
+    Answer,
+    bounded_call,
+    retry_after_seconds,
+)
 from scaler.history.profiles import workload_key
+from scaler.specs import prometheus_url_problem, redact_url
 
 if TYPE_CHECKING:
     from scaler.model.snapshot import ClusterSnapshot
@@ -52,9 +69,11 @@ __all__ = [
     "GPU_NODE_LABELS",
     "GPU_QUERY",
     "GPU_STEP_SECONDS",
+    "MAX_SERIES",
     "MEMORY_QUERY",
     "HistoryError",
     "PrometheusClient",
+    "RangeSeries",
     "TransientHistoryError",
     "fetch_gpu_usage",
     "fetch_pod_usage",
@@ -80,23 +99,22 @@ GPU_NODE_LABELS = ("Hostname", "node", "kubernetes_node")
 GPU_STEP_SECONDS = 60.0
 """Resolution of the GPU usage range query (seconds)."""
 
+MAX_SERIES = 500_000
+"""The most series one answer may hold (a month of a 5,000-node cluster's pods is ~150,000)."""
+
 _CHUNK_SECONDS = 86400.0
 _MAX_POINTS = 11000
 _HEADER = re.compile(r"^([A-Za-z0-9!#$%&'*+.^_`|~-]+):\s*(.+)$")
 
 
-class HistoryError(ScalerError, RuntimeError):
-    """Usage history could not be loaded; the message is one line naming the server or file."""
+class RangeSeries(NamedTuple):
+    """One series of a validated ``query_range`` answer: its labels and its points, ``times``
+    (Unix seconds, strictly increasing, on the query's step grid inside its window) and
+    ``values`` (finite, >= 0), two float64 arrays of one length."""
 
-
-class TransientHistoryError(HistoryError, TransientError):
-    """A failure worth retrying: the server is unreachable, timed out, or answered HTTP 429 or
-    5xx (overloaded, restarting, a proxy's gateway error)."""
-
-
-def _one_line(text: object, limit: int = 300) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    labels: dict[str, str]
+    times: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
 
 
 def read_auth_header(path: str | Path) -> tuple[str, str]:
@@ -121,14 +139,41 @@ def read_auth_header(path: str | Path) -> tuple[str, str]:
     return "Authorization", f"Bearer {token}"
 
 
+class _Body(msgspec.Struct):
+    """The envelope of every Prometheus API answer (``data`` decoded later, by its kind)."""
+
+    status: str = ""
+    data: msgspec.Raw = msgspec.Raw(b"null")
+    error: str = ""
+    errorType: str = ""
+
+
+class _Matrix(msgspec.Struct):
+    resultType: str
+    result: msgspec.Raw = msgspec.Raw(b"[]")
+
+
+class _Series(msgspec.Struct):
+    metric: dict[str, str]
+    values: list[tuple[float, str]] = []
+
+
 class PrometheusClient:
-    """A minimal client of the Prometheus HTTP query API (``/api/v1/query_range``).
+    """A client of the Prometheus HTTP query API (``/api/v1/query_range``) that trusts nothing
+    it reads: every call has an overall deadline and a byte cap (:func:`~scaler.history.http.
+    bounded_call`), and every answer is validated (:meth:`query_range`).
 
     Args:
-        url: base URL, the part before ``/api/v1`` (a trailing ``/`` is fine).
+        url: base URL, the part before ``/api/v1`` (a trailing ``/`` is fine); no credentials
+            in it (:func:`scaler.specs.prometheus_url_problem`). Errors name it redacted.
         auth_file: optional auth file (:func:`read_auth_header`), read once here.
-        timeout: seconds per HTTP request.
+        deadline: seconds one call may take in all (connect, wait, body).
+        max_bytes: the largest answer read (bytes, decompressed).
+        max_series: the most series one answer may hold.
         transport: an httpx transport (tests).
+
+    Raises:
+        HistoryError: no URL, a URL refused, or an unreadable auth file.
     """
 
     def __init__(
@@ -136,19 +181,27 @@ class PrometheusClient:
         url: str,
         *,
         auth_file: str = "",
-        timeout: float = 60.0,
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_series: int = MAX_SERIES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not url:
             raise HistoryError("--prometheus-url is required with --history=prometheus")
-        if not url.startswith(("http://", "https://")):
-            raise HistoryError(f"--prometheus-url must start with http:// or https://, got {url!r}")
+        problem = prometheus_url_problem(url)
+        if problem:
+            raise HistoryError(problem)
         self.url = url.rstrip("/")
-        headers = {"Accept": "application/json", "User-Agent": "scaler-history"}
+        self.where = f"prometheus at {redact_url(self.url)}"
+        """How errors name the server (its URL, redacted)."""
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.max_series = max_series
+        self._headers = {"Accept": "application/json", "User-Agent": "scaler-history"}
         if auth_file:
             name, value = read_auth_header(auth_file)
-            headers[name] = value
-        self._client = httpx.Client(headers=headers, timeout=timeout, transport=transport)
+            self._headers[name] = value
+        self._client = httpx.Client(transport=transport, follow_redirects=False)
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -162,53 +215,60 @@ class PrometheusClient:
         """Close the client."""
         self.close()
 
-    def query_range(
-        self, query: str, start: float, end: float, step: float
-    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-        """Run one range query; return ``(labels, [(unix seconds, value), ...])`` per series.
+    def _get(self, path: str, params: Mapping[str, str]) -> tuple[Answer, _Body]:
+        """GET ``path`` with ``params``: the answer and its decoded envelope, ``status: success``.
 
         Raises:
-            HistoryError: connection failure, HTTP error, invalid JSON, a non-success status or
-                an answer that is not a matrix of ``[time, "value"]`` pairs.
+            HistoryError: transport failures (:func:`bounded_call`), an HTTP error, a body that
+                is not a JSON object, nested too deeply, or a non-success status.
         """
-        endpoint = f"{self.url}/api/v1/query_range"
-        params = {"query": query, "start": _ts(start), "end": _ts(end), "step": _ts(step)}
-        where = f"prometheus at {self.url}"
+        answer = bounded_call(
+            self._client, "GET", f"{self.url}{path}", where=self.where, params=params,
+            headers=self._headers, deadline=self.deadline, max_bytes=self.max_bytes,
+        )  # fmt: skip
+        status = answer.status
+        error = TransientHistoryError if status == 429 or status >= 500 else HistoryError
         try:
-            resp = self._client.get(endpoint, params=params)
-        except httpx.TimeoutException as e:
-            raise TransientHistoryError(f"{where}: timed out: {_one_line(e) or type(e).__name__}") from None
-        except httpx.HTTPError as e:
-            raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
-        error = TransientHistoryError if resp.status_code == 429 or resp.status_code >= 500 else HistoryError
-        try:
-            body: Any = msgspec.json.decode(resp.content)
+            body = msgspec.json.decode(answer.body, type=_Body)
+        except RecursionError:
+            raise HistoryError(f"{self.where}: answer nested too deeply (not a Prometheus answer)") from None
+        except msgspec.ValidationError as e:
+            if status >= 400:
+                raise _http_error(error, self.where, answer) from None
+            what = str(e) if " - at " in str(e) else "not a JSON object"
+            raise HistoryError(f"{self.where}: unexpected answer ({_one_line(what, 200)})") from None
         except msgspec.DecodeError:
-            if resp.status_code >= 400:
-                raise error(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
-            raise HistoryError(f"{where}: invalid JSON in the answer to query_range") from None
-        if not isinstance(body, dict):
-            raise HistoryError(f"{where}: unexpected answer (not a JSON object)")
-        if body.get("status") != "success" or resp.status_code >= 400:
-            detail = body.get("error") or body.get("status") or "no status"
-            kind = body.get("errorType")
-            prefix = f"HTTP {resp.status_code}" if resp.status_code >= 400 else "query failed"
-            raise error(f"{where}: {prefix}: {_one_line(f'{kind}: {detail}' if kind else detail, 250)}")
-        data = body.get("data")
-        if not isinstance(data, dict) or data.get("resultType") != "matrix":
-            raise HistoryError(f"{where}: unexpected answer (expected a matrix)")
-        result = data.get("result")
-        if not isinstance(result, list):
-            raise HistoryError(f"{where}: unexpected answer (result is not a list)")
-        out: list[tuple[dict[str, str], list[tuple[float, float]]]] = []
+            if status >= 400:
+                raise _http_error(error, self.where, answer) from None
+            raise HistoryError(
+                f"{self.where}: invalid JSON in the answer to {path.rsplit('/', 1)[-1]}"
+            ) from None
+        if body.status != "success" or status >= 400:
+            detail = body.error or body.status or "no status"
+            prefix = f"HTTP {status}" if status >= 400 else "query failed"
+            text = f"{body.errorType}: {detail}" if body.errorType else detail
+            failure = error(f"{self.where}: {prefix}: {_one_line(text, 250)}")
+            if isinstance(failure, TransientHistoryError):
+                failure.retry_after = retry_after_seconds(answer.headers.get("retry-after"))
+            raise failure
+        return answer, body
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[RangeSeries]:
+        """Run one range query and validate its answer: a matrix whose series have string labels,
+        no two alike, at most ``max_series`` of them, and whose points are on the step grid
+        ``start + k·step`` inside ``[start, end]``, strictly increasing in time, with finite
+        values >= 0 (Prometheus's own encoding: ``[unix seconds, "value"]``).
+
+        Raises:
+            HistoryError: the call failed (:meth:`_get`), or the answer fails validation: one
+                line naming the server, the query and what was wrong.
+        """
+        params = {"query": query, "start": _ts(start), "end": _ts(end), "step": _ts(step)}
         try:
-            for series in result:
-                labels = {str(k): str(v) for k, v in series["metric"].items()}
-                values = [(float(t), float(v)) for t, v in series["values"]]
-                out.append((labels, values))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise HistoryError(f"{where}: unexpected answer (malformed series)") from None
-        return out
+            _, body = self._get("/api/v1/query_range", params)
+        except HistoryError as e:
+            raise with_suffix(e, f" (query {_one_line(query, 400)})") from None
+        return _validated_matrix(body.data, query, start, end, step, self.where, self.max_series)
 
     def series_exist(self, selector: str) -> bool:
         """Whether any series matches ``selector`` at any time the server holds: the metric
@@ -216,21 +276,114 @@ class PrometheusClient:
         many series match).
 
         Raises:
-            HistoryError: as :meth:`query_range`.
+            HistoryError: as :meth:`query_range`, or an answer that is not a list of names.
         """
-        where = f"prometheus at {self.url}"
+        _, body = self._get("/api/v1/label/__name__/values", {"match[]": selector})
         try:
-            resp = self._client.get(f"{self.url}/api/v1/label/__name__/values", params={"match[]": selector})
-        except httpx.HTTPError as e:
-            raise TransientHistoryError(f"{where}: unreachable: {_one_line(e) or type(e).__name__}") from None
+            names = msgspec.json.decode(body.data, type=list[str])
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            raise HistoryError(
+                f"{self.where}: series lookup: unexpected answer (not a list of names)"
+            ) from None
+        return len(names) > 0
+
+
+def _http_error(error: type[HistoryError], where: str, answer: Answer) -> HistoryError:
+    """The error of an HTTP error status whose body is no Prometheus answer."""
+    e = error(f"{where}: HTTP {answer.status}: {_one_line(answer.text, 200)}")
+    if isinstance(e, TransientHistoryError):
+        e.retry_after = retry_after_seconds(answer.headers.get("retry-after"))
+    return e
+
+
+def _validated_matrix(
+    data: msgspec.Raw, query: str, start: float, end: float, step: float, where: str, max_series: int
+) -> list[RangeSeries]:
+    """The series of a ``query_range`` answer's ``data``, checked (see
+    :meth:`PrometheusClient.query_range`).
+
+    Raises:
+        HistoryError: one line naming ``where``, the query and the first thing wrong.
+    """
+
+    def bad(what: str) -> HistoryError:
+        return HistoryError(f"{where}: bad answer to {_one_line(query, 400)}: {_one_line(what, 300)}")
+
+    try:
+        matrix = msgspec.json.decode(data, type=_Matrix)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        raise HistoryError(
+            f"{where}: unexpected answer (expected a matrix) to {_one_line(query, 400)}"
+        ) from None
+    if matrix.resultType != "matrix":
+        raise HistoryError(f"{where}: unexpected answer (expected a matrix, got {matrix.resultType!r}) to "
+                           f"{_one_line(query, 400)}")  # fmt: skip
+    try:
+        result = msgspec.json.decode(matrix.result, type=list[_Series])
+    except RecursionError:
+        raise bad("nested too deeply") from None
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise bad(f"malformed series: {e}") from None
+    if len(result) > max_series:
+        raise bad(f"{len(result):,} series, over the bound of {max_series:,}")
+    out: list[RangeSeries] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    tolerance = 1e-3  # Prometheus answers with millisecond timestamps
+    for s in result:
+        labels = s.metric
+        key = tuple(sorted(labels.items()))
+        name = _labels_text(labels)
+        if key in seen:
+            raise bad(f"two series {name}")
+        seen.add(key)
+        n = len(s.values)
+        times = np.fromiter((p[0] for p in s.values), dtype=np.float64, count=n)
         try:
-            body: Any = msgspec.json.decode(resp.content)
-        except msgspec.DecodeError:
-            raise HistoryError(f"{where}: HTTP {resp.status_code}: {_one_line(resp.text, 200)}") from None
-        if not isinstance(body, dict) or body.get("status") != "success":
-            raise HistoryError(f"{where}: series lookup failed: {_one_line(body, 200)}")
-        data = body.get("data")
-        return isinstance(data, list) and len(data) > 0
+            values = np.asarray([p[1] for p in s.values], dtype=np.float64).reshape(n)
+        except ValueError:
+            text = next(p[1] for p in s.values if not _is_float(p[1]))
+            raise bad(f"series {name}: value {text!r} is not a number") from None
+        if n == 0:
+            continue
+        if not np.all(np.isfinite(times)):
+            raise bad(f"series {name}: a timestamp is not a finite number")
+        if np.any(np.diff(times) <= 0):
+            i = int(np.flatnonzero(np.diff(times) <= 0)[0])
+            raise bad(
+                f"series {name}: timestamps not strictly increasing ({_ts(times[i])} then {_ts(times[i + 1])})"
+            )
+        k = np.rint((times - start) / step)
+        off = np.abs(times - (start + k * step)) > tolerance
+        if off.any():
+            t = times[int(np.flatnonzero(off)[0])]
+            raise bad(
+                f"series {name}: timestamp {_ts(t)} is off the step grid ({_ts(start)} + k·{_ts(step)} s)"
+            )
+        outside = (times < start - tolerance) | (times > end + tolerance)
+        if outside.any():
+            t = times[int(np.flatnonzero(outside)[0])]
+            raise bad(f"series {name}: timestamp {_ts(t)} is outside the window {_ts(start)}..{_ts(end)}")
+        finite = np.isfinite(values)
+        if not finite.all():
+            i = int(np.flatnonzero(~finite)[0])
+            raise bad(f"series {name}: value {s.values[i][1]!r} at {_ts(times[i])} is not a finite number")
+        if np.any(values < 0):
+            i = int(np.flatnonzero(values < 0)[0])
+            raise bad(f"series {name}: negative value {s.values[i][1]!r} at {_ts(times[i])}")
+        out.append(RangeSeries(labels, start + k * step, values))
+    return out
+
+
+def _labels_text(labels: Mapping[str, str]) -> str:
+    return "{" + ",".join(f"{k}={v!r}" for k, v in sorted(labels.items())) + "}"
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _ts(x: float) -> str:
@@ -269,14 +422,12 @@ def fetch_pod_usage(
         ((CPU_QUERY.format(extra=extra), 1000.0), (MEMORY_QUERY.format(extra=extra), 1.0))
     ):
         for lo, hi in _chunks(start, end, step):
-            for labels, values in client.query_range(query, lo, hi, step):
+            for labels, times, values in client.query_range(query, lo, hi, step):
                 ns, pod = labels.get("namespace", ""), labels.get("pod", "")
                 if not pod:
                     continue
                 per = out.setdefault((ns, pod), {})
-                for t, v in values:
-                    if not math.isfinite(v):
-                        continue
+                for t, v in zip(times.tolist(), values.tolist(), strict=True):
                     slot = per.get(t)
                     if slot is None:
                         slot = per[t] = [math.nan, math.nan]
@@ -305,15 +456,13 @@ def fetch_gpu_usage(
     query = GPU_QUERY.format(selector=selector.strip().strip(","))
     peaks: dict[str, dict[str, float]] = {}
     for lo, hi in _chunks(start, end, step):
-        for labels, values in client.query_range(query, lo, hi, step):
+        for labels, _times, values in client.query_range(query, lo, hi, step):
             node = next((labels[k] for k in GPU_NODE_LABELS if labels.get(k)), "")
-            if node not in gpus:
+            if node not in gpus or len(values) == 0:
                 continue
             gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device", "")
-            finite = [v for _, v in values if math.isfinite(v)]
-            if finite:
-                per = peaks.setdefault(node, {})
-                per[gpu] = max(per.get(gpu, 0.0), max(finite))
+            per = peaks.setdefault(node, {})
+            per[gpu] = max(per.get(gpu, 0.0), float(values.max()))
     return {
         node: sum(min(max(v, 0.0), 100.0) for v in per.values()) / 100.0 / (gpus[node] or len(per))
         for node, per in peaks.items()
@@ -398,7 +547,7 @@ def fetch_samples(
     auth_file: str = "",
     step: float = 300.0,
     selector: str = "",
-    timeout: float = 60.0,
+    deadline: float = DEFAULT_DEADLINE_SECONDS,
     transport: httpx.BaseTransport | None = None,
 ) -> list[tuple[str, float, float, float]]:
     """Samples for :func:`~scaler.history.profiles.build_profiles` from Prometheus: one
@@ -417,7 +566,7 @@ def fetch_samples(
     if end < start:
         return []
     resolve = pod_workload_resolver(snapshot)
-    with PrometheusClient(url, auth_file=auth_file, timeout=timeout, transport=transport) as client:
+    with PrometheusClient(url, auth_file=auth_file, deadline=deadline, transport=transport) as client:
         usage = fetch_pod_usage(client, start, end, step, selector)
     out: list[tuple[str, float, float, float]] = []
     for (ns, pod), per in sorted(usage.items()):
