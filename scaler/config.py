@@ -34,6 +34,7 @@ from scaler.specs import (
     ScaleDownBudget,
     parse_budget_spec,
     parse_node_group_spec,
+    prometheus_url_problem,
 )
 
 __all__ = [
@@ -108,7 +109,8 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "or prometheus (range queries to --prometheus-url).",
         "prometheus_url": "Base URL of the Prometheus query API (the part before /api/v1), e.g. "
         "http://prometheus.monitoring:9090 or, for Google Managed Prometheus, "
-        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus.",
+        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus. No credentials in "
+        "it (user:password@, a query string): they are refused; use prometheus-auth-file.",
         "prometheus_auth_file": "File holding a bearer token, or one 'Header-Name: value' line, sent with every "
         "Prometheus query; read at each refresh (rotated tokens work). Empty: no auth header.",
         "prometheus_selector": 'Extra label matchers added to both Prometheus queries, e.g. cluster="prod" '
@@ -431,6 +433,15 @@ class ScalerConfig(BaseModel):
                 raise ValueError(str(e)) from None
         return v
 
+    @field_validator("prometheus_url", mode="after")
+    @classmethod
+    def _prometheus_url(cls, v: str) -> str:
+        # No credentials in the URL: they would be printed and stored (prometheus_url_problem).
+        problem = prometheus_url_problem(v) if v else ""
+        if problem:
+            raise ValueError(problem)
+        return v
+
     @field_validator("nodes", mode="before")
     @classmethod
     def _nodes(cls, v: Any) -> Any:
@@ -556,6 +567,8 @@ class ScalerConfig(BaseModel):
             # Name the value as given ("0s"), not as converted by a before-validator (0.0).
             value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
             msg = str(err["msg"]).removeprefix("Value error, ")
+            if field == "prometheus_url":  # the message names the URL redacted; never the value as given
+                raise ConfigError(msg) from None
             if field not in data and field in DURATION_KEYS and isinstance(value, (int, float)):
                 # A default checked against a given key (--leader-elect-lease-duration=8s).
                 raise ConfigError(

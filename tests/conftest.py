@@ -40,6 +40,7 @@ E2E = frozenset(
         "test_history_deadlines",
         "test_history_hostile",
         "test_history_prometheus",
+        "test_history_secrets",
         "test_incomplete_input",
         "test_kubectl_plugin",
         "test_monitoring",

@@ -27,6 +27,7 @@ __all__ = [
     "export_to_file",
     "progress_bar",
     "prometheus_timeout",
+    "prometheus_url",
     "resolve_window",
     "run",
 ]
@@ -118,6 +119,22 @@ def resolve_window(start: str, end: str, step: str) -> tuple[float, float, float
     return out[0], out[1], step_s
 
 
+def prometheus_url(args: argparse.Namespace) -> str:
+    """``--prometheus-url``, checked before anything is asked or written: no credentials in it
+    (:func:`scaler.specs.prometheus_url_problem`; the message shows it redacted).
+
+    Raises:
+        scaler.cmdline.UsageError: the URL is refused.
+    """
+    from scaler.specs import prometheus_url_problem
+
+    url = str(args.prometheus_url or "")
+    problem = prometheus_url_problem(url)
+    if problem:
+        raise UsageError(problem)
+    return url
+
+
 def prometheus_timeout(args: argparse.Namespace) -> float:
     """``--prometheus-timeout`` in seconds.
 
@@ -177,10 +194,11 @@ def export_to_file(
     from scaler.history.export import export_usage, write_parquet
     from scaler.history.prometheus import HistoryError
 
+    url = prometheus_url(args)
     try:
-        with progress_bar(args.quiet, f"exporting from {args.prometheus_url}") as progress:
+        with progress_bar(args.quiet, f"exporting from {url}") as progress:
             export = export_usage(
-                args.prometheus_url,
+                url,
                 start,
                 end,
                 step,

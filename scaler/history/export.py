@@ -161,7 +161,7 @@ class UsageExport:
         """The file's key-value metadata (keys start with :data:`META_PREFIX`)."""
         return {
             f"{META_PREFIX}source": "prometheus",
-            f"{META_PREFIX}url": self.url,
+            f"{META_PREFIX}url": redact_url(self.url),
             f"{META_PREFIX}selector": self.selector,
             f"{META_PREFIX}cpu_query": self.cpu_query,
             f"{META_PREFIX}memory_query": self.memory_query,

@@ -306,9 +306,10 @@ def _prometheus_trace(
     """
     import math
 
-    from scaler.history.cli import export_to_file
+    from scaler.history.cli import export_to_file, prometheus_url
     from scaler.history.export import cache_path, default_cache_dir, now, read_metadata
 
+    prometheus_url(args)  # refused with credentials in it, before anything is asked or written
     t = now()
     lo = math.ceil((start if start is not None else t - 7 * 86400.0) / step) * step
     hi = math.floor((end if end is not None else t) / step) * step
