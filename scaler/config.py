@@ -115,6 +115,14 @@ FLAG_GROUPS: dict[str, dict[str, str]] = {
         "Prometheus query; read at each refresh (rotated tokens work). Empty: no auth header.",
         "prometheus_selector": 'Extra label matchers added to both Prometheus queries, e.g. cluster="prod" '
         "when one (managed) Prometheus holds several clusters.",
+        "prometheus_metrics": "Which usage history --prometheus-url holds: cadvisor (the kubelet's "
+        "container_cpu_usage_seconds_total and container_memory_working_set_bytes, scraped by your Prometheus), "
+        "gke-system (GKE system metrics in Cloud Monitoring: kubernetes_io:container_cpu_core_usage_time, "
+        "kubernetes_io:container_memory_used_bytes non-evictable, kubernetes_io:container_accelerator_duty_cycle), "
+        "or auto (asks the endpoint which one has series for the selector; cadvisor when both have).",
+        "prometheus_auth": "How Prometheus queries authenticate: auto (prometheus-auth-file when set, else Google "
+        "Application Default Credentials for https://monitoring.googleapis.com, else none), google (Application "
+        "Default Credentials whatever the URL) or none.",
         "prometheus_timeout": "Deadline of each Prometheus call, whole (connect, wait and read the answer): "
         "a slower answer is a failed refresh (seconds or Go duration).",
         "history_days": "Profiles cover the last this many days of usage.",
@@ -367,6 +375,8 @@ class ScalerConfig(BaseModel):
     prometheus_auth_file: str = ""
     prometheus_selector: str = Field("", pattern=r"^[^{}]*$")
     prometheus_timeout: Duration = Field(60.0, gt=0)
+    prometheus_metrics: Literal["cadvisor", "gke-system", "auto"] = "auto"
+    prometheus_auth: Literal["auto", "google", "none"] = "auto"
     history_days: float = Field(7.0, gt=0.0)
     oversell_rate: float = Field(1.0, gt=0.0, le=1.0)
     portrait_target_cpu_usage: float = Field(0.45, gt=0.0, le=1.0)

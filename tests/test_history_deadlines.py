@@ -52,7 +52,7 @@ def test_a_trickling_server_ends_the_export_at_its_deadline(
     out = tmp_path / "u.parquet"
     started = time.monotonic()
     code = main(["history", "export", "--prometheus-url", prom.url, "--from", str(T0), "--to", str(T0 + 3600),
-                 "--out", str(out), "--prometheus-timeout", "12s", "-q"])  # fmt: skip
+                 "--out", str(out), "--prometheus-timeout", "12s", "--prometheus-metrics", "cadvisor", "-q"])  # fmt: skip
     elapsed = time.monotonic() - started
     _, err = capsys.readouterr()
     assert code == 2 and not out.exists()
@@ -60,18 +60,19 @@ def test_a_trickling_server_ends_the_export_at_its_deadline(
         f"scaler: error: prometheus at {prom.url}: no complete answer within 12 s (deadline) (query sum by "
         '(namespace, pod) (rate(container_cpu_usage_seconds_total{container!="",pod!=""}[5m])))\n'
     )
-    assert 12 <= elapsed < 14, elapsed
+    assert 12 <= elapsed < 16, elapsed  # the deadline, plus imports and start-up on a busy machine
     assert len(prom.requests) == 1
 
 
 def test_a_server_that_never_answers_ends_the_controllers_fetch_at_its_deadline(prom: FakePrometheus) -> None:
     prom.answer = lambda r: trickle(b" " * 10 + b"{}", 1.0)
-    cfg = ScalerConfig(history="prometheus", prometheus_url=prom.url, history_days=1.0, prometheus_timeout=2.5)
+    cfg = ScalerConfig(history="prometheus", prometheus_url=prom.url, history_days=1.0, prometheus_timeout=2.5,
+                       prometheus_metrics="cadvisor")  # fmt: skip
     snap = ClusterSnapshot.create(now=T0, nodes=[], pods=[])
     started = time.monotonic()
     with pytest.raises(HistoryError, match=r"no complete answer within 2.5 s \(deadline\)"):
         load_profiles(cfg, snap, T0)
-    assert 2.5 <= time.monotonic() - started < 3.5
+    assert 2.5 <= time.monotonic() - started < 4.5
 
 
 def test_an_answer_over_the_cap_is_refused_before_it_is_read(prom: FakePrometheus) -> None:
@@ -82,7 +83,7 @@ def test_an_answer_over_the_cap_is_refused_before_it_is_read(prom: FakePrometheu
     assert f"answer of {len(big):,} bytes is over the cap of 4,096 bytes" in str(e.value)
 
 
-def test_429_is_retried_after_what_retry_after_asks(prom: FakePrometheus) -> None:
+def test_429_is_retried_after_what_retry_after_asks(prom: FakePrometheus, tmp_path: Path) -> None:
     calls: list[float] = []
 
     def answer(req: RecordedRequest) -> Any:
@@ -94,8 +95,9 @@ def test_429_is_retried_after_what_retry_after_asks(prom: FakePrometheus) -> Non
         return matrix(({"namespace": "ns", "pod": "a-0"}, series))
 
     prom.answer = answer
-    export = export_usage(prom.url, T0, T0 + 2 * STEP, STEP, retry_wait=0.01)
-    assert export.table.num_rows == 3
+    out = tmp_path / "u.parquet"
+    export = export_usage(prom.url, T0, T0 + 2 * STEP, STEP, out=out, metrics="cadvisor", retry_wait=0.01)
+    assert export.rows == 3 and out.exists()
     assert calls[1] - calls[0] >= 2.0, "the second try waited what Retry-After asked"
 
 
@@ -167,7 +169,7 @@ def test_a_gpu_usage_reading_older_than_its_limit_is_not_used(tmp_path: Path) ->
         r = {n.node.name: n for n in evaluate(history.attach(snap, now), cfg).nodes}["gpu-quarter"]
         return r.reason.value, r.detail
 
-    assert verdict(t + 10) == ("NotUnderutilized", "gpu usage 66.2% (DCGM) > gpu threshold 50%")
+    assert verdict(t + 10) == ("NotUnderutilized", "gpu usage 66.2% (measured) > gpu threshold 50%")
     history.refresh_due(t + 60)  # fails: the reading of t stays, still young enough
     assert verdict(t + 60)[0] == "NotUnderutilized"
     late = t + GPU_USAGE_MAX_AGE_SECONDS + 1

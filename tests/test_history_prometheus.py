@@ -155,13 +155,31 @@ def test_long_windows_are_chunked_without_overlap() -> None:
 
     with PrometheusClient("http://p", transport=mock(handler)) as c:
         usage = fetch_pod_usage(c, 0.0, 3 * DAY, 300.0)
-    cpu_calls = calls[: len(calls) // 2]
-    assert len(cpu_calls) == 4  # 3 days + the final instant, at most a day each
+    cpu_calls, memory_calls = calls[0::2], calls[1::2]  # window by window: CPU, then memory
+    assert cpu_calls == memory_calls
+    # A first window of 3 instants tells the series count; then a day per query for one series.
+    assert [(end - start) / 300 + 1 for start, end, _ in cpu_calls] == [3, 288, 288, 286]
     assert all(end - start < DAY for start, end, _ in cpu_calls)
     assert [c[0] for c in cpu_calls[1:]] == [c[1] + 300 for c in cpu_calls[:-1]]
     instants = sorted(usage[("ns", "p")])
     assert instants == [i * 300.0 for i in range(3 * DAY // 300 + 1)]
     assert usage[("ns", "p")][0.0] == [1000.0, 1.0]  # cores -> millicores; bytes as they are
+
+
+def test_windows_shrink_as_the_series_grow() -> None:
+    """No answer grows with the cluster: once a window showed N series, the next ones hold about
+    POINTS_PER_ANSWER / N instants (at most a day and 11,000), and no instant is asked twice."""
+    from scaler.history.prometheus import POINTS_PER_ANSWER, Windows
+
+    w = Windows(0.0, 7 * DAY, 300.0)
+    spans = []
+    for i, (lo, hi) in enumerate(w):
+        spans.append((lo, hi))
+        w.saw(30_000 if i >= 2 else 100)
+    sizes = [round((hi - lo) / 300) + 1 for lo, hi in spans]
+    assert sizes[:4] == [3, 288, 288, POINTS_PER_ANSWER // 30_000] and set(sizes[4:-1]) == {POINTS_PER_ANSWER // 30_000}
+    assert sum(sizes) == 7 * 288 + 1 and [lo for lo, _ in spans[1:]] == [hi + 300 for _, hi in spans[:-1]]
+    assert max(round((hi - lo) / 60) + 1 for lo, hi in Windows(0.0, 30 * DAY, 60.0, max_points=11_000)) <= 1440
 
 
 def test_history_none_loads_nothing() -> None:

@@ -34,26 +34,44 @@ __all__ = [
 
 
 def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
-    """The flags of a Prometheus export: URL, auth file, selector, ``--from``/``--to``, step
-    (shared by ``scaler history export`` and ``scaler replay --prometheus-url``)."""
+    """The flags of a Prometheus export: URL, source, auth, selector, deadline (shared by
+    ``scaler history export``, ``scaler replay --prometheus-url`` and ``scaler tune``)."""
     p.add_argument(
         "--prometheus-url",
         required=required,
         metavar="URL",
-        help="Prometheus base URL (before /api/v1), or Google Managed Prometheus's "
-        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus",
+        help="Prometheus base URL (before /api/v1), or Cloud Monitoring's (GKE system metrics, Google Managed "
+        "Prometheus) https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus; "
+        "no credentials in it",
+    )
+    p.add_argument(
+        "--prometheus-metrics",
+        choices=("cadvisor", "gke-system", "auto"),
+        default="auto",
+        help="which usage history the endpoint holds: cadvisor (container_cpu_usage_seconds_total, "
+        "container_memory_working_set_bytes), gke-system (GKE system metrics in Cloud Monitoring: "
+        "kubernetes_io:container_cpu_core_usage_time, kubernetes_io:container_memory_used_bytes non-evictable), "
+        "or auto: the one with series for the selector, said on stderr (default auto)",
+    )
+    p.add_argument(
+        "--prometheus-auth",
+        choices=("auto", "google", "none"),
+        default="auto",
+        help="auto: --prometheus-auth-file when given, else Google Application Default Credentials for "
+        "monitoring.googleapis.com, else none; google: Application Default Credentials for any URL "
+        "(default auto)",
     )
     p.add_argument(
         "--prometheus-auth-file",
         metavar="FILE",
         default="",
-        help="a bearer token (GMP: an OAuth access token) or one 'Header-Name: value' line",
+        help="a bearer token or one 'Header-Name: value' line, for a Prometheus of your own",
     )
     p.add_argument(
         "--prometheus-selector",
         metavar="MATCHERS",
         default="",
-        help='label matchers added to both queries, e.g. cluster="prod"',
+        help='label matchers added to both queries, in either label set: cluster="prod" or cluster_name="prod"',
     )
     p.add_argument(
         "--prometheus-timeout",
@@ -74,10 +92,12 @@ def add_parser(subparsers: Any) -> None:
     )
     p = sub.add_parser(
         "export",
-        help="pod CPU and working-set memory from Prometheus into a Parquet file for scaler replay",
-        description="Run two query_range queries (pod CPU: rate(container_cpu_usage_seconds_total"
-        '{container!=""}[5m]) and working-set memory, each summed by namespace and pod) over '
-        "--from..--to and write them in the long format scaler replay --trace reads.",
+        help="pod CPU and working-set memory from Prometheus or GKE system metrics into a Parquet file for "
+        "scaler replay",
+        description="Run two query_range queries, window by window (pod CPU, e.g. sum by (namespace, pod) "
+        '(rate(container_cpu_usage_seconds_total{container!="",pod!=""}[5m])), and working-set memory, each '
+        "summed by namespace and pod) over --from..--to and stream them into the long format scaler replay "
+        "--trace reads.",
     )
     add_prometheus_flags(p, required=True)
     p.add_argument(
@@ -191,7 +211,7 @@ def export_to_file(
         UsageError: Prometheus failed (the message names the URL or the query), or ``out``
             cannot be written.
     """
-    from scaler.history.export import export_usage, write_parquet
+    from scaler.history.export import export_usage
     from scaler.history.prometheus import HistoryError
 
     url = prometheus_url(args)
@@ -202,18 +222,22 @@ def export_to_file(
                 start,
                 end,
                 step,
+                out=out,
                 auth_file=args.prometheus_auth_file,
+                auth=getattr(args, "prometheus_auth", "auto"),
                 selector=args.prometheus_selector,
+                metrics=getattr(args, "prometheus_metrics", "auto"),
                 deadline=prometheus_timeout(args),
                 progress=progress,
+                say=None if args.quiet else _say,
             )
     except HistoryError as e:
-        raise UsageError(str(e)) from None
-    try:
-        write_parquet(export, out)
-    except OSError as e:
-        raise UsageError(f"{where}: {e}") from None
+        raise UsageError(str(e).replace(str(out), where) if str(out) in str(e) else str(e)) from None
     return export
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"scaler: {line}\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     export = export_to_file(args, start, end, step, out, f"--out {args.out}")
     if not args.quiet:
         sys.stderr.write(
-            f"wrote {export.table.num_rows:,} samples of {export.pods:,} pods, {format_time(export.start)} to "
+            f"wrote {export.rows:,} samples of {export.pods:,} pods, {format_time(export.start)} to "
             f"{format_time(export.end)} every {format_duration(step)}, to {out}\n"
         )
     return 0

@@ -207,7 +207,7 @@ class _GoogleResponse(_gtransport.Response):
 
     @property
     def headers(self) -> Mapping[str, str]:
-        return dict(self._answer.headers)
+        return self._answer.headers  # case-insensitive, as google-auth reads it
 
     @property
     def data(self) -> bytes:

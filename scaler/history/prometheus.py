@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from scaler.history.errors import HistoryError, TransientHistoryError, with_suffix
 from scaler.history.errors import one_line as _one_line
+from scaler.history.google_auth import GOOGLE_HOSTS, GoogleCredentials
 from scaler.history.http import (
     DEFAULT_DEADLINE_SECONDS,
     DEFAULT_MAX_BYTES,
@@ -59,22 +60,25 @@ from scaler.history.http import (
     retry_after_seconds,
 )
 from scaler.history.profiles import workload_key
+from scaler.history.usage_metrics import CADVISOR, GKE_SYSTEM, UsageMetrics
 from scaler.specs import prometheus_url_problem, redact_url
 
 if TYPE_CHECKING:
     from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
-    "CPU_QUERY",
+    "FIRST_WINDOW_STEPS",
+    "GKE_GPU_QUERY",
     "GPU_NODE_LABELS",
     "GPU_QUERY",
     "GPU_STEP_SECONDS",
     "MAX_SERIES",
-    "MEMORY_QUERY",
+    "POINTS_PER_ANSWER",
     "HistoryError",
     "PrometheusClient",
     "RangeSeries",
     "TransientHistoryError",
+    "Windows",
     "fetch_gpu_usage",
     "fetch_pod_usage",
     "fetch_samples",
@@ -82,17 +86,17 @@ __all__ = [
     "read_auth_header",
 ]
 
-CPU_QUERY = (
-    'sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{container!="",pod!=""{extra}}}[5m]))'
-)
-"""PromQL for per-pod CPU (cores); ``{extra}`` takes ``,<selector>`` or nothing."""
-MEMORY_QUERY = 'sum by (namespace, pod) (container_memory_working_set_bytes{{container!="",pod!=""{extra}}})'
-"""PromQL for per-pod working-set memory (bytes); ``{extra}`` as in :data:`CPU_QUERY`."""
-
 GPU_QUERY = "DCGM_FI_DEV_GPU_UTIL{{{selector}}}"
 """PromQL for the GPU utilization NVIDIA's DCGM exporter reports (percent 0-100, one series per
 GPU, the node in its ``Hostname`` label; GKE's managed DCGM metrics use the same name);
-``{selector}`` takes ``--prometheus-selector`` or nothing."""
+``{selector}`` takes ``--prometheus-selector`` or nothing. The cAdvisor source's GPU query."""
+GKE_GPU_QUERY = (
+    "max by (namespace_name, pod_name, accelerator_id) "
+    '(kubernetes_io:container_accelerator_duty_cycle{{monitored_resource="k8s_container"{extra}}})'
+)
+"""PromQL for GKE's accelerator duty cycle (percent 0-100 of the time each accelerator was busy,
+per container; the gke-system source's GPU query, no DCGM exporter needed); ``{extra}`` takes
+``,<selector>`` or nothing. Pods map to their nodes through the snapshot."""
 GPU_NODE_LABELS = ("Hostname", "node", "kubernetes_node")
 """Labels naming a DCGM series' node, in the order they are read: dcgm-exporter's own
 ``Hostname``, then the usual relabelled names."""
@@ -101,6 +105,11 @@ GPU_STEP_SECONDS = 60.0
 
 MAX_SERIES = 500_000
 """The most series one answer may hold (a month of a 5,000-node cluster's pods is ~150,000)."""
+POINTS_PER_ANSWER = 250_000
+"""How many points (series × instants) a range query asks for once the series count is known:
+answers stay around 10 MB, far below the sizes Cloud Monitoring refuses as too large."""
+FIRST_WINDOW_STEPS = 3
+"""The instants of the first query of a range, which tells how many series there are."""
 
 _CHUNK_SECONDS = 86400.0
 _MAX_POINTS = 11000
@@ -167,13 +176,17 @@ class PrometheusClient:
         url: base URL, the part before ``/api/v1`` (a trailing ``/`` is fine); no credentials
             in it (:func:`scaler.specs.prometheus_url_problem`). Errors name it redacted.
         auth_file: optional auth file (:func:`read_auth_header`), read once here.
+        auth: ``auto`` (the auth file when given, else Google Application Default Credentials
+            for ``monitoring.googleapis.com``, else nothing), ``google`` (Application Default
+            Credentials whatever the host) or ``none``.
         deadline: seconds one call may take in all (connect, wait, body).
         max_bytes: the largest answer read (bytes, decompressed).
         max_series: the most series one answer may hold.
         transport: an httpx transport (tests).
 
     Raises:
-        HistoryError: no URL, a URL refused, or an unreadable auth file.
+        HistoryError: no URL, a URL refused, an unreadable auth file, an auth file with
+            ``auth=google``, or no Application Default Credentials where they are needed.
     """
 
     def __init__(
@@ -181,6 +194,7 @@ class PrometheusClient:
         url: str,
         *,
         auth_file: str = "",
+        auth: str = "auto",
         deadline: float = DEFAULT_DEADLINE_SECONDS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_series: int = MAX_SERIES,
@@ -198,10 +212,18 @@ class PrometheusClient:
         self.max_bytes = max_bytes
         self.max_series = max_series
         self._headers = {"Accept": "application/json", "User-Agent": "scaler-history"}
+        if auth not in ("auto", "google", "none"):
+            raise HistoryError(f"--prometheus-auth must be auto, google or none, got {auth!r}")
+        if auth_file and auth != "auto":
+            raise HistoryError(f"--prometheus-auth-file is read only with --prometheus-auth auto, not {auth}")
         if auth_file:
             name, value = read_auth_header(auth_file)
             self._headers[name] = value
         self._client = httpx.Client(transport=transport, follow_redirects=False)
+        self._google: GoogleCredentials | None = None
+        host = httpx.URL(self.url).host
+        if auth == "google" or (auth == "auto" and not auth_file and host in GOOGLE_HOSTS):
+            self._google = GoogleCredentials(self._client, min(deadline, 30.0))
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -222,9 +244,16 @@ class PrometheusClient:
             HistoryError: transport failures (:func:`bounded_call`), an HTTP error, a body that
                 is not a JSON object, nested too deeply, or a non-success status.
         """
+        url = f"{self.url}{path}"
+        headers = dict(self._headers)
+        if self._google is not None:
+            try:
+                headers.update(self._google.headers("GET", url))
+            except HistoryError as e:
+                raise HistoryError(f"{self.where}: {e}") from None
         answer = bounded_call(
-            self._client, "GET", f"{self.url}{path}", where=self.where, params=params,
-            headers=self._headers, deadline=self.deadline, max_bytes=self.max_bytes,
+            self._client, "GET", url, where=self.where, params=params,
+            headers=headers, deadline=self.deadline, max_bytes=self.max_bytes,
         )  # fmt: skip
         status = answer.status
         error = TransientHistoryError if status == 429 or status >= 500 else HistoryError
@@ -270,15 +299,21 @@ class PrometheusClient:
             raise with_suffix(e, f" (query {_one_line(query, 400)})") from None
         return _validated_matrix(body.data, query, start, end, step, self.where, self.max_series)
 
-    def series_exist(self, selector: str) -> bool:
-        """Whether any series matches ``selector`` at any time the server holds: the metric
-        names of the matching series (``/api/v1/label/__name__/values``, a short answer however
-        many series match).
+    def series_exist(self, selector: str, start: float | None = None, end: float | None = None) -> bool:
+        """Whether any series matches ``selector`` between ``start`` and ``end`` (Unix seconds;
+        ``None``: any time the server holds): the metric names of the matching series
+        (``/api/v1/label/__name__/values``, a short answer however many series match).
 
         Raises:
             HistoryError: as :meth:`query_range`, or an answer that is not a list of names.
         """
-        _, body = self._get("/api/v1/label/__name__/values", {"match[]": selector})
+        params = {"match[]": selector}
+        if start is not None and end is not None:
+            params |= {"start": _ts(start), "end": _ts(end)}
+        try:
+            _, body = self._get("/api/v1/label/__name__/values", params)
+        except HistoryError as e:
+            raise with_suffix(e, f" (series {_one_line(selector, 400)})") from None
         try:
             names = msgspec.json.decode(body.data, type=list[str])
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -390,40 +425,80 @@ def _ts(x: float) -> str:
     return f"{x:.3f}".rstrip("0").rstrip(".")
 
 
-def _chunks(
-    start: float, end: float, step: float, max_points: int = _MAX_POINTS
-) -> Iterator[tuple[float, float]]:
-    """Consecutive ``[lo, hi]`` ranges of evaluation instants ``start + k·step <= end``, each
-    at most a day and at most ``max_points`` points (Prometheus's limit per series, 11,000),
-    no instant twice."""
-    span = max(step, min(_CHUNK_SECONDS, step * (max_points - 1)))
-    per = max(1, int(span // step))
-    lo = start
-    while lo <= end:
-        hi = min(end, lo + (per - 1) * step)
-        yield lo, hi
-        lo = hi + step
+class Windows:
+    """The query windows of a range: consecutive ``(lo, hi)`` spans of the evaluation instants
+    ``start + k·step <= end``, no instant twice. The first holds :data:`FIRST_WINDOW_STEPS`
+    instants; each next one as many as keep an answer near ``points`` points for the most
+    series seen so far (:meth:`saw`), at most ``max_points`` (Prometheus's and Cloud
+    Monitoring's limit per series, 11,000) and a day. A small cluster is read a day per query,
+    a large one in shorter spans, so that no answer grows with the cluster.
+    """
+
+    def __init__(
+        self,
+        start: float,
+        end: float,
+        step: float,
+        max_points: int = _MAX_POINTS,
+        points: int = POINTS_PER_ANSWER,
+    ) -> None:
+        self.start, self.end, self.step = start, end, step
+        self.max_points = max_points
+        self.points = points
+        self.series = 0
+        self.day = max(1, min(max_points, int(_CHUNK_SECONDS // step)))
+        self.next_lo = start
+
+    def saw(self, series: int) -> None:
+        """Record that a window's answer held ``series`` series."""
+        self.series = max(self.series, series)
+
+    def size(self) -> int:
+        """Instants in the next window."""
+        if self.series == 0 and self.next_lo == self.start:
+            return min(FIRST_WINDOW_STEPS, self.day)
+        return max(1, min(self.day, self.points // max(self.series, 1)))
+
+    def left(self) -> int:
+        """Windows still to come at the current size (an estimate, for progress)."""
+        steps = round((self.end - self.next_lo) / self.step) + 1
+        return 0 if steps <= 0 else -(-steps // self.size())
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        """The windows, sized as they come."""
+        while self.next_lo <= self.end + 1e-9:
+            lo = self.next_lo
+            hi = min(self.end, lo + (self.size() - 1) * self.step)
+            self.next_lo = hi + self.step
+            yield lo, hi
 
 
 def fetch_pod_usage(
-    client: PrometheusClient, start: float, end: float, step: float = 300.0, selector: str = ""
+    client: PrometheusClient,
+    start: float,
+    end: float,
+    step: float = 300.0,
+    selector: str = "",
+    metrics: UsageMetrics = CADVISOR,
 ) -> dict[tuple[str, str], dict[float, list[float]]]:
     """Per pod ``(namespace, pod)``, per instant: ``[cpu millicores, memory bytes]`` from the two
-    queries (NaN where one of them has no point at that instant).
+    queries of ``metrics`` (NaN where one of them has no point at that instant), read window by
+    window (:class:`Windows`).
 
     Raises:
         HistoryError: a query failed (see :meth:`PrometheusClient.query_range`), or a bad step.
     """
     if not step > 0:
         raise HistoryError(f"history step must be positive, got {step!r}")
-    extra = f",{selector.strip().strip(',')}" if selector.strip() else ""
+    queries = ((metrics.cpu_query(selector), 1000.0), (metrics.memory_query(selector), 1.0))
     out: dict[tuple[str, str], dict[float, list[float]]] = {}
-    for col, (query, scale) in enumerate(
-        ((CPU_QUERY.format(extra=extra), 1000.0), (MEMORY_QUERY.format(extra=extra), 1.0))
-    ):
-        for lo, hi in _chunks(start, end, step):
-            for labels, times, values in client.query_range(query, lo, hi, step):
-                ns, pod = labels.get("namespace", ""), labels.get("pod", "")
+    windows = Windows(start, end, step)
+    for lo, hi in windows:
+        for col, (query, scale) in enumerate(queries):
+            answer = client.query_range(query, lo, hi, step)
+            windows.saw(len(answer))
+            for labels, times, values in answer:
+                ns, pod = metrics.pod_of(labels)
                 if not pod:
                     continue
                 per = out.setdefault((ns, pod), {})
@@ -442,25 +517,43 @@ def fetch_gpu_usage(
     end: float,
     selector: str = "",
     step: float = GPU_STEP_SECONDS,
+    metrics: UsageMetrics = CADVISOR,
+    pod_nodes: Mapping[tuple[str, str], str] | None = None,
 ) -> dict[str, float]:
     """The real GPU usage of the nodes of ``gpus`` (node name → allocatable GPUs) over
-    ``[start, end]`` (Unix seconds): per node, Σ over its GPUs of each GPU's highest
-    ``DCGM_FI_DEV_GPU_UTIL`` in the window / 100 / its allocatable GPUs (the number of GPUs
-    reported when none is allocatable yet), a fraction 0-1. The highest reading, not the mean:
-    a GPU busy a few minutes ago is not idle. A node without any DCGM series is absent (its GPU
-    usage is unknown). GPUs are told apart by their ``UUID`` label, else ``gpu``.
+    ``[start, end]`` (Unix seconds): per node, Σ over its GPUs of each GPU's highest reading in
+    the window / 100 / its allocatable GPUs (the number of GPUs reported when none is
+    allocatable yet), a fraction 0-1. The highest reading, not the mean: a GPU busy a few
+    minutes ago is not idle. A node without any series is absent (its GPU usage is unknown).
+
+    With the cAdvisor source the readings are DCGM's ``DCGM_FI_DEV_GPU_UTIL`` (the node in a
+    :data:`GPU_NODE_LABELS` label; GPUs told apart by ``UUID``, else ``gpu``); with GKE system
+    metrics, the accelerator duty cycle of each pod's containers (:data:`GKE_GPU_QUERY`; the pod
+    placed on its node by ``pod_nodes``, ``(namespace, pod)`` → node, from the snapshot; GPUs told
+    apart by ``accelerator_id``).
 
     Raises:
         HistoryError: the query failed (see :meth:`PrometheusClient.query_range`).
     """
-    query = GPU_QUERY.format(selector=selector.strip().strip(","))
+    gke = metrics is GKE_SYSTEM
+    if gke:
+        query = GKE_GPU_QUERY.format(extra=metrics.selector(selector))
+    else:
+        query = GPU_QUERY.format(selector=selector.strip().strip(","))
     peaks: dict[str, dict[str, float]] = {}
-    for lo, hi in _chunks(start, end, step):
-        for labels, _times, values in client.query_range(query, lo, hi, step):
-            node = next((labels[k] for k in GPU_NODE_LABELS if labels.get(k)), "")
+    windows = Windows(start, end, step)
+    for lo, hi in windows:
+        answer = client.query_range(query, lo, hi, step)
+        windows.saw(len(answer))
+        for labels, _times, values in answer:
+            if gke:
+                node = (pod_nodes or {}).get(metrics.pod_of(labels), "")
+                gpu = labels.get("accelerator_id", "")
+            else:
+                node = next((labels[k] for k in GPU_NODE_LABELS if labels.get(k)), "")
+                gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device", "")
             if node not in gpus or len(values) == 0:
                 continue
-            gpu = labels.get("UUID") or labels.get("gpu") or labels.get("device", "")
             per = peaks.setdefault(node, {})
             per[gpu] = max(per.get(gpu, 0.0), float(values.max()))
     return {
@@ -545,18 +638,24 @@ def fetch_samples(
     history_days: float,
     *,
     auth_file: str = "",
+    auth: str = "auto",
     step: float = 300.0,
     selector: str = "",
+    metrics: str = "auto",
     deadline: float = DEFAULT_DEADLINE_SECONDS,
     transport: httpx.BaseTransport | None = None,
 ) -> list[tuple[str, float, float, float]]:
     """Samples for :func:`~scaler.history.profiles.build_profiles` from Prometheus: one
     ``(workload key, unix seconds, cpu millicores, memory bytes)`` per pod and instant in
-    ``[now - history_days, now)``, instants on multiples of ``step``.
+    ``[now - history_days, now)``, instants on multiples of ``step``, from the source
+    ``metrics`` names (``cadvisor``, ``gke-system``, or ``auto``: :func:`~scaler.history.
+    usage_metrics.choose`).
 
     Raises:
         HistoryError: bad arguments, or any failure of the server (one-line message).
     """
+    from scaler.history.usage_metrics import choose
+
     if not history_days > 0:
         raise HistoryError(f"--history-days must be positive, got {history_days!r}")
     start = math.ceil((now - history_days * 86400.0) / step) * step
@@ -566,8 +665,11 @@ def fetch_samples(
     if end < start:
         return []
     resolve = pod_workload_resolver(snapshot)
-    with PrometheusClient(url, auth_file=auth_file, deadline=deadline, transport=transport) as client:
-        usage = fetch_pod_usage(client, start, end, step, selector)
+    with PrometheusClient(
+        url, auth_file=auth_file, auth=auth, deadline=deadline, transport=transport
+    ) as client:
+        source, _why = choose(client, metrics, selector, start, end, fallback=CADVISOR)
+        usage = fetch_pod_usage(client, start, end, step, selector, source)
     out: list[tuple[str, float, float, float]] = []
     for (ns, pod), per in sorted(usage.items()):
         key = resolve(ns, pod)

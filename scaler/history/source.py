@@ -56,6 +56,8 @@ def load_profiles(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -
         auth_file=config.prometheus_auth_file,
         step=DEFAULT_STEP_SECONDS,
         selector=config.prometheus_selector,
+        metrics=config.prometheus_metrics,
+        auth=config.prometheus_auth,
         deadline=config.prometheus_timeout,
     )
     return build_profiles(samples, now, config.history_days)
@@ -69,15 +71,35 @@ cluster-autoscaler's default ``--scale-down-unneeded-time``, the time a node mus
 def load_gpu_usage(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -> dict[str, float]:
     """The real GPU usage of the snapshot's GPU nodes (node → fraction 0-1 of its GPUs, see
     :func:`~scaler.history.prometheus.fetch_gpu_usage`) over the :data:`GPU_USAGE_WINDOW_SECONDS`
-    before ``now``; empty with ``--history=none`` or without GPU nodes (no query is made).
+    before ``now`` (GKE system metrics: the window ends their lateness earlier, the newest
+    points not being visible yet); empty with ``--history=none`` or without GPU nodes (no query
+    is made).
 
     Raises:
         HistoryError: the query failed (one-line message naming the server).
     """
+    from scaler.history.usage_metrics import CADVISOR, choose
+
     gpus = {n.name: n.allocatable.extended.get(RESOURCE_GPU, 0) for n in snapshot.nodes if is_gpu_node(n)}
     if config.history == "none" or not gpus:
         return {}
     with PrometheusClient(
-        config.prometheus_url, auth_file=config.prometheus_auth_file, deadline=config.prometheus_timeout
+        config.prometheus_url,
+        auth_file=config.prometheus_auth_file,
+        auth=config.prometheus_auth,
+        deadline=config.prometheus_timeout,
     ) as client:
-        return fetch_gpu_usage(client, gpus, now - GPU_USAGE_WINDOW_SECONDS, now, config.prometheus_selector)
+        metrics, _why = choose(
+            client,
+            config.prometheus_metrics,
+            config.prometheus_selector,
+            now - 3600.0,
+            now,
+            fallback=CADVISOR,
+        )
+        end = now - metrics.lateness_seconds
+        pod_nodes = {(p.namespace, p.name): p.node_name for p in snapshot.pods if p.node_name in gpus}
+        return fetch_gpu_usage(
+            client, gpus, end - GPU_USAGE_WINDOW_SECONDS, end, config.prometheus_selector,
+            metrics=metrics, pod_nodes=pod_nodes,
+        )  # fmt: skip

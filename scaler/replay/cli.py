@@ -316,16 +316,19 @@ def _prometheus_trace(
     if not hi > lo:
         raise UsageError(f"empty replay range: --from {format_time(lo)} is not before --to {format_time(hi)}")
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    path = cache_path(args.prometheus_url, args.prometheus_selector, lo, hi, step, cache_dir)
+    metrics = getattr(args, "prometheus_metrics", "auto")
+    path = cache_path(args.prometheus_url, args.prometheus_selector, lo, hi, step, cache_dir, metrics)
     if read_metadata(path).get("source") == "prometheus":
         say(f"using the export of {args.prometheus_url} cached in {path}")
-        return lo, hi, str(path)
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
-    export_to_file(args, lo, hi, step, path, f"--cache-dir {cache_dir}")
-    return lo, hi, str(path)
+    else:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
+        export_to_file(args, lo, hi, step, path, f"--cache-dir {cache_dir}")
+    # An export may end sooner than asked (GKE system metrics' newest minutes are not visible yet).
+    last = float(read_metadata(path).get("to_seconds", hi))
+    return lo, min(hi, last + step), str(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -612,7 +615,7 @@ def _prometheus_meta(trace: Trace) -> dict[str, Any] | None:
     """The Prometheus query behind a trace exported from Prometheus (for the report), else ``None``."""
     if trace.meta.get("source") != "prometheus":
         return None
-    keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
+    keys = ("url", "metrics", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
     return {k: trace.meta.get(k, "") for k in keys}
 
 

@@ -11,9 +11,11 @@ default a well-formed, empty matrix. Helpers build the answers the tests need:
 * :func:`trickle` — a streamed answer that sends ``body`` one byte every ``every`` seconds;
 * :func:`grid` — the evaluation instants of a ``query_range`` request (start, end, step).
 
-It also serves an OAuth token endpoint at ``POST /token`` (the ``token_uri`` of an
-``authorized_user`` credentials file), answering access tokens ``token-1``, ``token-2``, … that
-expire after :attr:`FakePrometheus.token_lifetime` seconds.
+It also plays the GCE metadata server of a GKE pod with Workload Identity (point
+``GCE_METADATA_HOST`` and ``GCE_METADATA_IP`` at :attr:`host`): the ping at ``/``, the project,
+the ``default`` service account, and its access tokens ``token-1``, ``token-2``, … that expire
+after :attr:`FakePrometheus.token_lifetime` seconds (every answer with ``Metadata-Flavor:
+Google``; a request without that header is refused, as the real server does).
 """
 
 from __future__ import annotations
@@ -72,16 +74,33 @@ class FakePrometheus(LoopbackServer[RecordedRequest]):
         """Seconds each access token of ``POST /token`` is valid for (``expires_in``)."""
         self.tokens_issued = 0
 
+    SERVICE_ACCOUNT = "scaler@acme.iam.gserviceaccount.com"
+
     def _route(self, req: RecordedRequest) -> Response:
-        if req.method == "POST" and req.path == "/token":
-            self.tokens_issued += 1
-            return Response(
-                200,
-                {"access_token": f"token-{self.tokens_issued}", "expires_in": self.token_lifetime,
-                 "token_type": "Bearer"},
-            )  # fmt: skip
+        if req.path == "/" or req.path.startswith("/computeMetadata/"):
+            return self._metadata(req)
         out = self.answer(req)
         return out if isinstance(out, Response) else Response(200, out)
+
+    def _metadata(self, req: RecordedRequest) -> Response:
+        flavor = {"Metadata-Flavor": "Google"}
+        if req.headers.get("metadata-flavor") != "Google":
+            return Response(403, "Missing Metadata-Flavor: Google", "text/plain", flavor)
+        path = req.path.removeprefix("/computeMetadata/v1/")
+        if req.path == "/":
+            return Response(200, "computeMetadata/\n", "text/plain", flavor)
+        if path == "project/project-id":
+            return Response(200, "acme", "text/plain", flavor)
+        if path.rstrip("/") in (f"instance/service-accounts/{a}" for a in ("default", self.SERVICE_ACCOUNT)):
+            info = {"email": self.SERVICE_ACCOUNT, "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+                    "aliases": ["default"]}  # fmt: skip
+            return Response(200, info, "application/json", flavor)
+        if path in (f"instance/service-accounts/{a}/token" for a in ("default", self.SERVICE_ACCOUNT)):
+            self.tokens_issued += 1
+            token = {"access_token": f"token-{self.tokens_issued}", "expires_in": self.token_lifetime,
+                     "token_type": "Bearer"}  # fmt: skip
+            return Response(200, token, "application/json", flavor)
+        return Response(404, "not found", "text/plain", flavor)
 
     def _error_body(self, status: int, message: str) -> Any:
         return {"status": "error", "errorType": "internal", "error": message}
