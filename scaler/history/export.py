@@ -44,7 +44,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,130 @@ def _no_data(
     return HistoryError(f"{where}: empty result for {query} ({window}): no such series; {metrics.hint}")
 
 
+class _RowGroups:
+    """The export's Parquet writer: tables gathered into row groups of at least
+    :data:`ROW_GROUP_ROWS` rows, written to a temporary file beside ``path`` and renamed onto
+    it by :meth:`finish`; :meth:`close` removes whatever is left of an unfinished file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.groups = self.rows = 0
+        self._pending: list[Any] = []
+        self._writer: Any = None
+
+    def add(self, table: Any) -> None:
+        """Queue ``table``'s rows (if any); write a row group once enough are queued."""
+        if not table.num_rows:
+            return
+        self.rows += table.num_rows
+        self._pending.append(table)
+        if sum(t.num_rows for t in self._pending) >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+        if not self._pending:
+            return
+        table = pa.concat_tables(self._pending)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.tmp, table.schema)
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self.groups += 1
+        self._pending = []
+
+    def finish(self, metadata: dict[str, str]) -> None:
+        """Write what is queued and ``metadata``, close, and rename onto the destination."""
+        self._flush()
+        self._writer.add_key_value_metadata(metadata)
+        self._writer.close()
+        self._writer = None
+        os.replace(self.tmp, self.path)
+
+    def close(self) -> None:
+        """Close and remove an unfinished file (nothing after :meth:`finish`)."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self.tmp.exists():
+            self.tmp.unlink()
+
+
+def _aligned(start: float, end: float, step: float, max_points: int) -> tuple[float, float]:
+    """The first and last instants ``k·step`` of ``[start, end]``.
+
+    Raises:
+        HistoryError: a bad step or point count, or no instant in the range.
+    """
+    if not (step > 0 and math.isfinite(step)):
+        raise HistoryError(f"--step must be positive, got {step!r}")
+    if max_points < 2:
+        raise HistoryError(f"points per query must be at least 2, got {max_points}")
+    lo, hi = math.ceil(start / step) * step, math.floor(end / step) * step
+    if not hi >= lo:
+        raise HistoryError(
+            f"empty range: --from {format_time(start)} is not before --to {format_time(end)} at a step of {step:g} s"
+        )
+    return lo, hi
+
+
+def _visible_end(
+    source: UsageMetrics, lo: float, hi: float, step: float, now: float, where: str, said: list[str]
+) -> float:
+    """``hi``, or the last instant whose points ``source`` shows by ``now`` (its lateness; a line
+    for ``said`` then says so).
+
+    Raises:
+        HistoryError: a step finer than the source's sampling, or nothing visible yet.
+    """
+    if source.sampling_seconds and step < source.sampling_seconds:
+        raise HistoryError(
+            f"--step {format_duration(step)} is finer than {source.title}' sampling "
+            f"({format_duration(source.sampling_seconds)})"
+        )
+    if not source.lateness_seconds:
+        return hi
+    visible = math.floor((now - source.lateness_seconds) / step) * step
+    if hi <= visible:
+        return hi
+    if visible < lo:
+        raise HistoryError(
+            f"{where}: {source.title} from {format_time(lo)} are not visible yet "
+            f"(points appear up to {format_duration(source.lateness_seconds)} after they are taken)"
+        )
+    said.append(f"--to moved back to {format_time(visible)}: newer {source.title} points are not visible yet")
+    return visible
+
+
+def _check_points(
+    client: PrometheusClient,
+    source: UsageMetrics,
+    selector: str,
+    lo: float,
+    hi: float,
+    cpu_points: int,
+    memory_points: int,
+    rows: int,
+) -> None:
+    """Refuse an export without CPU points, without memory points, or without a pod that has both.
+
+    Raises:
+        HistoryError: one line naming the server and the query (see :func:`_no_data`).
+    """
+    cpu_query, memory_query = source.cpu_query(selector), source.memory_query(selector)
+    if cpu_points == 0:
+        raise _no_data(client, cpu_query, source.cpu_selector(selector), source, lo, hi)
+    if memory_points == 0:
+        raise _no_data(client, memory_query, source.memory_selector(selector), source, lo, hi)
+    if rows == 0:
+        raise HistoryError(
+            f"{client.where}: no pod has both CPU and memory samples from "
+            f"{format_time(lo)} to {format_time(hi)} ({cpu_query}; {memory_query})"
+        )
+
+
 def export_usage(
     url: str,
     start: float,
@@ -311,125 +435,60 @@ def export_usage(
     aligned to multiples of ``step`` seconds inside it) into the Parquet file ``out``, streamed
     (see the module doc). ``metrics`` is ``cadvisor``, ``gke-system`` or ``auto`` (``say`` is told,
     once the file is complete, which one ``auto`` took, and when the range's end moved back for
-    GKE's lateness). A transient
-    failure is retried up to ``attempts`` times in all, waiting ``retry_wait`` seconds, doubled
-    each time (or what ``Retry-After`` asks). ``progress(done, total)`` is called after each
-    query (``total`` estimated from the window size).
+    GKE's lateness). A transient failure is retried up to ``attempts`` times in all, waiting
+    ``retry_wait`` seconds, doubled each time (or what ``Retry-After`` asks).
+    ``progress(done, total)`` is called after each query (``total`` estimated from the window
+    size).
 
     Raises:
         HistoryError: a bad range or step, a failure of the server (after the retries), a query
             without any point in the window (one line, naming the URL and the query), or ``out``
             cannot be written (its ``OSError`` message).
     """
-    import pyarrow.parquet as pq  # type: ignore[import-untyped,import-not-found,unused-ignore]
-
-    if not (step > 0 and math.isfinite(step)):
-        raise HistoryError(f"--step must be positive, got {step!r}")
-    if max_points < 2:
-        raise HistoryError(f"points per query must be at least 2, got {max_points}")
-    lo = math.ceil(start / step) * step
-    hi = math.floor(end / step) * step
-    if not hi >= lo:
-        raise HistoryError(
-            f"empty range: --from {format_time(start)} is not before --to {format_time(end)} "
-            f"at a step of {step:g} s"
-        )
+    lo, hi = _aligned(start, end, step, max_points)
     retry = retrying(attempts, retry_wait)
     path = Path(out)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with PrometheusClient(
         url, auth_file=auth_file, auth=auth, deadline=deadline, transport=transport
     ) as client:
         source, why = retry(choose, client, metrics, selector, lo, hi)
         said: list[str] = [f"history source: {why}"] if metrics == "auto" else []
-        if source.sampling_seconds and step < source.sampling_seconds:
-            raise HistoryError(
-                f"--step {format_duration(step)} is finer than {source.title}' sampling "
-                f"({format_duration(source.sampling_seconds)})"
-            )
-        if source.lateness_seconds:
-            visible = math.floor((clock() - source.lateness_seconds) / step) * step
-            if hi > visible:
-                if visible < lo:
-                    raise HistoryError(
-                        f"{client.where}: {source.title} from {format_time(lo)} are not visible yet "
-                        f"(points appear up to {format_duration(source.lateness_seconds)} after they are taken)"
-                    )
-                said.append(
-                    f"--to moved back to {format_time(visible)}: newer {source.title} points are not visible yet"
-                )
-                hi = visible
+        hi = _visible_end(source, lo, hi, step, clock(), client.where, said)
         cpu_query, memory_query = source.cpu_query(selector), source.memory_query(selector)
         windows = Windows(lo, hi, step, max_points, points)
-        done = 0
-        rows = dropped = groups = cpu_points = memory_points = 0
+        done = dropped = cpu_points = memory_points = 0
         pods: set[tuple[str, str]] = set()
-        pending: list[Any] = []
-        writer: Any = None
-
-        def flush() -> None:
-            nonlocal writer, groups, pending
-            if not pending:
-                return
-            import pyarrow as pa
-
-            table = pa.concat_tables(pending)
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table, row_group_size=max(table.num_rows, 1))
-            groups += 1
-            pending = []
-
+        out_file = _RowGroups(path)
         try:
             if progress is not None:
                 progress(0, 2 * windows.left())
             for wlo, whi in windows:
                 cpu = retry(client.query_range, cpu_query, wlo, whi, step)
-                done += 1
                 if progress is not None:
-                    progress(done, done + 1 + 2 * windows.left())
+                    progress(done + 1, done + 2 + 2 * windows.left())
                 memory = retry(client.query_range, memory_query, wlo, whi, step)
                 windows.saw(max(len(cpu), len(memory)))
-                done += 1
+                done += 2
                 table, kept, left_out, cp, mp = _window_table(cpu, memory, wlo, whi, step, source)
-                cpu_points, memory_points = cpu_points + cp, memory_points + mp
-                dropped += left_out
+                cpu_points, memory_points, dropped = cpu_points + cp, memory_points + mp, dropped + left_out
                 pods |= kept
-                if table.num_rows:
-                    rows += table.num_rows
-                    pending.append(table)
-                    if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
-                        flush()
+                out_file.add(table)
                 if progress is not None:
                     progress(done, done + 2 * windows.left())
-            if cpu_points == 0:
-                raise _no_data(client, cpu_query, source.cpu_selector(selector), source, lo, hi)
-            if memory_points == 0:
-                raise _no_data(client, memory_query, source.memory_selector(selector), source, lo, hi)
-            if rows == 0:
-                raise HistoryError(
-                    f"{client.where}: no pod has both CPU and memory samples from "
-                    f"{format_time(lo)} to {format_time(hi)} ({cpu_query}; {memory_query})"
-                )
-            flush()
+            _check_points(client, source, selector, lo, hi, cpu_points, memory_points, out_file.rows)
             export = UsageExport(
                 path, url.rstrip("/"), selector, cpu_query, memory_query, source.name, lo, hi, step,
-                rows, len(pods), dropped, groups,
+                out_file.rows, len(pods), dropped, 0,
             )  # fmt: skip
-            writer.add_key_value_metadata(export.metadata())
-            writer.close()
-            writer = None
-            os.replace(tmp, path)
-            if say is not None:  # once the export is complete: a failure is one line
-                for line in said:
-                    say(line)
+            out_file.finish(export.metadata())
+            export = replace(export, row_groups=out_file.groups)
         except OSError as e:
             raise HistoryError(f"{path}: cannot write: {' '.join(str(e).split())}") from None
         finally:
-            if writer is not None:
-                writer.close()
-            if tmp.exists():
-                tmp.unlink()
+            out_file.close()
+    if say is not None:  # once the export is complete: a failure is one line
+        for line in said:
+            say(line)
     return export
 
 

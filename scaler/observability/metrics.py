@@ -107,6 +107,18 @@ class Metrics:
             "Monthly cost (USD, 730 hours) of the unneeded nodes whose price is known: the savings of removing them.",
             registry=r,
         )
+        self._history_metrics(r)
+        for result in ("succeeded", "failed"):
+            self.evicted_pods.labels(result)
+            self.relief_evictions.labels(result)
+        for reason in ("empty", "underutilized", "unready"):
+            self.scaled_down_nodes.labels(reason)
+        for kind in ERROR_TYPES:
+            self.errors.labels(kind)
+        self._reasons: set[str] = set()
+
+    def _history_metrics(self, r: CollectorRegistry) -> None:
+        """The background history caches' metrics (``--history prometheus``)."""
         self.history_last_success = Gauge(
             "scaler_history_last_success_timestamp_seconds",
             "When each history cache (profiles, gpu_usage) last refreshed successfully (Unix seconds).",
@@ -124,14 +136,6 @@ class Metrics:
         )  # fmt: skip
         for cache in ("profiles", "gpu_usage"):
             self.history_failures.labels(cache)
-        for result in ("succeeded", "failed"):
-            self.evicted_pods.labels(result)
-            self.relief_evictions.labels(result)
-        for reason in ("empty", "underutilized", "unready"):
-            self.scaled_down_nodes.labels(reason)
-        for kind in ERROR_TYPES:
-            self.errors.labels(kind)
-        self._reasons: set[str] = set()
 
     def observe_plan(self, plan: PlanView, budgets: Sequence[str] = ()) -> None:
         """Update the unneeded and unremovable gauges from a loop's plan, and
