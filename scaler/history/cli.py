@@ -83,6 +83,8 @@ def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 def add_parser(subparsers: Any) -> None:
     """Add ``history`` (with ``export``) to ``subparsers`` (from ``add_subparsers``)."""
+    from scaler.history.usage_metrics import CADVISOR, GKE_SYSTEM
+
     history = subparsers.add_parser(
         "history", help="usage history: export it from Prometheus for scaler replay"
     )
@@ -94,10 +96,10 @@ def add_parser(subparsers: Any) -> None:
         "export",
         help="pod CPU and working-set memory from Prometheus or GKE system metrics into a Parquet file for "
         "scaler replay",
-        description="Run two query_range queries, window by window (pod CPU, e.g. sum by (namespace, pod) "
-        '(rate(container_cpu_usage_seconds_total{container!="",pod!=""}[5m])), and working-set memory, each '
-        "summed by namespace and pod) over --from..--to and stream them into the long format scaler replay "
-        "--trace reads.",
+        description=f"Run two query_range queries, window by window: with cAdvisor's series {CADVISOR.cpu_query()} "
+        f"and {CADVISOR.memory_query()}, with GKE system metrics {GKE_SYSTEM.cpu_query()} and "
+        f"{GKE_SYSTEM.memory_query()} (--prometheus-selector's matchers added to both), over --from..--to, "
+        "and stream them into the long format scaler replay --trace reads.",
     )
     add_prometheus_flags(p, required=True)
     p.add_argument(

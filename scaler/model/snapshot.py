@@ -109,6 +109,11 @@ class ClusterSnapshot:
     """Why a GPU node missing from :attr:`gpu_usage` has no reading, when history is on (the
     reading is older than its limit, not loaded yet, no series for the node): the evaluation
     adds it to such a node's detail, judged by its GPU requests alone. ``""``: nothing to say."""
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+    """Node name → why its verdict is unknown: an API object the live source could not read
+    concerns it (:func:`scaler.model.unreadable.unreadable_nodes`). Such a node is neither a
+    candidate nor a destination (``UnreadableObject``). Empty for snapshot files, which are
+    strict."""
 
     @staticmethod
     def create(
