@@ -227,6 +227,9 @@ class Controller:
         self._node_labels: dict[str, str] = {}  # node -> status label last written
         self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
         self._prices: PriceTable | None = None
+        self.history_status: Callable[[float], Mapping[str, object]] | None = None
+        """The background history's state for the status ConfigMap's ``history`` section
+        (``scaler run`` with ``--history``), ``None``: no such section."""
         self.verdicts: VerdictCache | None = None
         """Failed removal checks reused from loop to loop (:mod:`scaler.simulator.reuse`);
         ``None`` (live) re-checks every candidate each loop. The replay sets one."""
@@ -606,6 +609,7 @@ class Controller:
             price_source=price_source,
             metrics_api=metrics_api or {"status": "Available"}, relief=self._relief_status(snapshot),
             rollbacks=dict(self.actuator.rollbacks),
+            history=self.history_status(decision.now) if self.history_status is not None else None,
         )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)

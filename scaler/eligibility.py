@@ -59,7 +59,7 @@ def _gpu_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | No
     if util.gpu > threshold:
         over.append(f"gpu requests {util.gpu:.1%}")
     if util.gpu_usage is not None and util.gpu_usage > threshold:
-        over.append(f"gpu usage {util.gpu_usage:.1%} (DCGM)")
+        over.append(f"gpu usage {util.gpu_usage:.1%} (measured)")
     if over:
         return Ineligible(
             UnremovableReason.NotUnderutilized, f"{' and '.join(over)} > gpu threshold {threshold:.0%}"

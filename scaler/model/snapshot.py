@@ -117,6 +117,10 @@ class ClusterSnapshot:
     """Node name → real GPU usage, fraction 0-1 of its allocatable GPUs (NVIDIA DCGM's
     ``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``, :func:`scaler.history.prometheus.
     fetch_gpu_usage`); empty without history. A GPU node missing here has unknown GPU usage."""
+    gpu_usage_unknown: str = ""
+    """Why a GPU node missing from :attr:`gpu_usage` has no reading, when history is on (the
+    reading is older than its limit, not loaded yet, no series for the node): the evaluation
+    adds it to such a node's detail, judged by its GPU requests alone. ``""``: nothing to say."""
     unreadable: Mapping[str, str] = field(default_factory=dict)
     """Node name → why its verdict is unknown: an API object the live source could not read
     concerns it (:func:`scaler.model.unreadable.unreadable_nodes`). Such a node is neither a
