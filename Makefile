@@ -27,8 +27,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
+## The suite runs on TEST_WORKERS processes (pytest-xdist), each test module on one (the real
+## control plane's tests on two: tests/conftest.py's xdist_group): much of its time is spent
+## waiting on subprocesses and servers, not computing.
+TEST_WORKERS ?= 3
 unit: $(STAMP) test-deps
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ## System packages some tests run for real, from Debian, installed when missing (as root):
 ## prometheus and promtool (the Prometheus history tests), chromium (the replay HTML report

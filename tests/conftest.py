@@ -14,11 +14,16 @@ through a kubeconfig file, as the product builds it).
 
 from __future__ import annotations
 
+import os
 import sys
 
 # Keep the compiled bytecode of the tests (their rewritten asserts) and of scaler even where
 # PYTHONDONTWRITEBYTECODE is set: recompiling about 300 modules costs a run about 10 s.
 sys.dont_write_bytecode = False
+# pytest-xdist's workers get COLUMNS from the controller; the output tests expect scaler's own
+# width rules (a terminal's width, or none when piped), so no worker inherits one.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -177,12 +182,26 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None if any(expression.evaluate(matcher(own)) for own in (False, True)) else True
 
 
+SPLIT_MODULES = {"test_real_apiserver": "test_fault_"}
+"""Modules whose tests run as two groups under pytest-xdist (each with its own module-scoped
+fixtures, a control plane here): the tests whose name starts with the prefix, and the others."""
+
+
+def xdist_group(module: str, test: str) -> str:
+    """The pytest-xdist group of a test (``make test`` runs ``--dist loadgroup``): its module, so
+    that a module's fixtures are made once, except in :data:`SPLIT_MODULES`."""
+    prefix = SPLIT_MODULES.get(module)
+    return f"{module}:{prefix}" if prefix is not None and test.startswith(prefix) else module
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test as :func:`markers` says."""
+    """Mark every collected test as :func:`markers` says, and with its :func:`xdist_group`."""
     for item in items:
         module = Path(str(item.fspath)).stem
-        for name in markers(module, getattr(item, "originalname", item.name)):
+        test = getattr(item, "originalname", item.name)
+        for name in markers(module, test):
             item.add_marker(getattr(pytest.mark, name))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(module, test)))
 
 
 @pytest.fixture

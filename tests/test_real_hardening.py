@@ -21,7 +21,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,15 +102,28 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         yield World(cp, kubelet, metrics, tmp, kubeconfigs)
 
 
-def used(events: list[AuditEvent]) -> set[tuple[str, str, str]]:
-    """(group, resource[/subresource], verb) of every request, the access reviews left out."""
+# API groups scaler reads at a version this control plane (v1.28) does not serve: scaler's reads
+# of them end in 404 (the kinds skipped), so their grants cannot be used here.
+NOT_SERVED = {"resource.k8s.io": "/apis/resource.k8s.io/v1"}
+
+
+def unserved_groups(cp: ControlPlane) -> set[str]:
+    """The groups of :data:`NOT_SERVED` whose version the control plane answers 404 for."""
+    with cp.client() as client:
+        return {group for group, path in NOT_SERVED.items() if client.get(path).status_code == 404}
+
+
+def used(events: list[AuditEvent], unserved: Set[str] = frozenset()) -> set[tuple[str, str, str]]:
+    """(group, resource[/subresource], verb) of every request, the access reviews and the
+    ``unserved`` groups left out."""
     out = {(e.group, e.resource + (f"/{e.subresource}" if e.subresource else ""), e.verb) for e in events}
-    return out - {ACCESS_REVIEWS}
+    return {u for u in out - {ACCESS_REVIEWS} if u[0] not in unserved}
 
 
-def granted(overlay: str) -> set[tuple[str, str, str]]:
+def granted(overlay: str, unserved: Set[str] = frozenset()) -> set[tuple[str, str, str]]:
+    """What ``overlay``'s roles grant, the ``unserved`` groups left out."""
     cluster_roles, roles = bound_roles(rendered(overlay))
-    return expand(cluster_roles[0]["rules"]) | expand(roles[0]["rules"])
+    return {g for g in expand(cluster_roles[0]["rules"]) | expand(roles[0]["rules"]) if g[0] not in unserved}
 
 
 def denied(events: list[AuditEvent]) -> list[str]:
@@ -143,10 +156,9 @@ def test_scaler_run_with_the_base_roles_is_never_denied_and_uses_every_granted_v
         assert proc.terminate(60) == 0, proc.output
     events = w.cp.audit(offset, user)
     assert denied(events) == []
-    grants = granted("base")
-    assert used(events) == grants, (
-        f"granted, never used: {sorted(grants - used(events))}; used, not granted: {sorted(used(events) - grants)}"
-    )
+    skip = unserved_groups(w.cp)
+    grants, uses = granted("base", skip), used(events, skip)
+    assert uses == grants, f"granted, never used: {sorted(grants - uses)}; used, not granted: {sorted(uses - grants)}"
     w.cp.delete_all("Deployment", APPS, "apps/v1")
     w.cp.delete_all("Pod", APPS, grace=0)
     w.cp.delete_all("Node")
@@ -169,10 +181,9 @@ def test_the_dry_run_with_its_roles_is_never_denied_and_uses_every_granted_verb(
         assert proc.terminate(60) == 0, proc.output
     events = w.cp.audit(offset, user)
     assert denied(events) == []
-    grants = granted("overlays/dry-run")
-    assert used(events) == grants, (
-        f"granted, never used: {sorted(grants - used(events))}; used, not granted: {sorted(used(events) - grants)}"
-    )
+    skip = unserved_groups(w.cp)
+    grants, uses = granted("overlays/dry-run", skip), used(events, skip)
+    assert uses == grants, f"granted, never used: {sorted(grants - uses)}; used, not granted: {sorted(uses - grants)}"
     assert w.cp.get("Node", "dry-empty") is not None
     w.cp.delete_all("Node")
 
@@ -195,10 +206,11 @@ def test_kubectl_scaler_with_the_viewer_roles_is_never_denied_and_uses_every_gra
     events = w.cp.audit(offset, user)
     assert denied(events) == []
     roles = rendered("viewer")
-    grants = expand(one(roles, "ClusterRole")["rules"]) | expand(one(roles, "Role")["rules"])
-    assert used(events) == grants, (
-        f"granted, never used: {sorted(grants - used(events))}; used, not granted: {sorted(used(events) - grants)}"
-    )
+    skip = unserved_groups(w.cp)
+    grants = {g for g in expand(one(roles, "ClusterRole")["rules"]) | expand(one(roles, "Role")["rules"])
+              if g[0] not in skip}  # fmt: skip
+    uses = used(events, skip)
+    assert uses == grants, f"granted, never used: {sorted(grants - uses)}; used, not granted: {sorted(uses - grants)}"
     assert not [e.display for e in events if e.verb not in ("get", "list")], "read-only"
     w.cp.delete_all("Node")
 
