@@ -22,30 +22,30 @@
 #   docker build --build-arg PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:<digest> -t scaler:dev .
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 
-# ---- builder: a virtualenv with the controller's locked dependencies and the scaler wheel ---------
-FROM ${PYTHON_IMAGE} AS builder
+# ---- deps: a virtualenv with the controller's locked dependencies (cached until the lock changes) --
+FROM ${PYTHON_IMAGE} AS deps
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore
 WORKDIR /src
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
-
-# 1. The lock file alone first, so this layer is cached until the lock changes. --require-hashes
-#    refuses any file whose hash is not in the lock; --no-deps installs exactly the locked set;
-#    --only-binary runs no third-party build code; --no-compile writes no bytecode (the
-#    controller's is written below, for the modules it loads only). The wheels are kept in a
-#    build cache mount (never in a layer) and downloaded only when missing there; each is checked
-#    against the lock's hashes when it is used, wherever it came from.
+# --require-hashes refuses any file whose hash is not in the lock; --no-deps installs exactly the
+# locked set; --only-binary runs no third-party build code; --no-compile writes no bytecode (the
+# controller's is written below, for the modules it loads only). The wheels are kept in a build
+# cache mount (never in a layer) and downloaded only when missing there; each is checked against
+# the lock's hashes when it is used, wherever it came from.
 COPY requirements.lock ./
 RUN --mount=type=cache,target=/root/.cache/scaler-wheels,sharing=locked \
     pip download --require-hashes --no-deps --only-binary=:all: -d /root/.cache/scaler-wheels -r requirements.lock \
  && pip install --require-hashes --no-deps --no-index --find-links /root/.cache/scaler-wheels --no-compile \
       -r requirements.lock
 
-# 2. The project wheel, built with the locked setuptools/wheel (no build isolation, so nothing
-#    unpinned is fetched); then the build tools (pyproject.toml's build-system) are removed and
-#    `pip check` proves every installed distribution still has what it requires.
+# ---- builder: the scaler wheel, installed; the build tools removed; pip check --------------------
+# The wheel is built with the locked setuptools/wheel (no build isolation, so nothing unpinned is
+# fetched); then the build tools (pyproject.toml's build-system) leave and `pip check` proves that
+# every installed distribution still has what it requires.
+FROM deps AS builder
 COPY pyproject.toml README.md ./
 COPY scaler/ scaler/
 COPY plugins/ plugins/
@@ -59,16 +59,16 @@ FROM builder AS controller-venv
 RUN python -B -m scaler.selfcheck --compile \
  && pip uninstall -y pip
 
-# ---- the tune image's virtualenv: the controller's plus the tune extra ----------------------------
-FROM builder AS tune-venv
+# ---- the tune image's dependencies: the controller's plus the tune extra (cached with the locks) ---
+FROM deps AS tune-deps
 COPY requirements-tune.lock ./
 RUN --mount=type=cache,target=/root/.cache/scaler-wheels,sharing=locked \
     pip download --require-hashes --no-deps --only-binary=:all: -d /root/.cache/scaler-wheels -r requirements-tune.lock \
  && pip install --require-hashes --no-deps --no-index --find-links /root/.cache/scaler-wheels --no-compile \
       -r requirements-tune.lock \
+ && pip uninstall -y setuptools wheel \
  && pip check \
- && python -m compileall -q -f --invalidation-mode unchecked-hash /opt/venv/lib \
- && pip uninstall -y pip
+ && python -m compileall -q -f --invalidation-mode unchecked-hash /opt/venv/lib
 
 # ---- tune: scaler replay, scaler tune, scaler history export; the KubeRay RayJob's image -----------
 FROM ${PYTHON_IMAGE} AS tune
@@ -84,8 +84,16 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp
-COPY --from=tune-venv /opt/venv /opt/venv
-RUN ln -s /opt/venv/bin/scaler /opt/venv/bin/ray /usr/local/bin/
+COPY --from=tune-deps /opt/venv /opt/venv
+# The scaler wheel last (the layers above stay cached until a lock file changes), then `pip check`.
+# pip stays in this image: Ray's runtime environments may use it.
+RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
+    PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    pip install --no-deps --no-compile /wheels/gke_scaler-*.whl \
+ && pip check \
+ && python -m compileall -q -f --invalidation-mode unchecked-hash /opt/venv/lib/python3.11/site-packages/scaler \
+      /opt/venv/lib/python3.11/site-packages/plugins \
+ && ln -s /opt/venv/bin/scaler /opt/venv/bin/ray /usr/local/bin/
 USER 65532:65532
 WORKDIR /tmp
 RUN scaler tune --help > /dev/null \

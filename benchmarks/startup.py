@@ -122,15 +122,16 @@ class _Image:
 
     def __init__(self, ref: str, storage: Path) -> None:
         self.ref = ref
+        # tests/test_image.py's layout: one storage per driver, the last run's driver recorded.
+        last = storage / "last-run.json"
+        driver = (
+            json.loads(last.read_text()).get("storage_driver", "overlay") if last.is_file() else "overlay"
+        )
         self.storage = [
-            "--root",
-            str(storage / "storage"),
-            "--runroot",
-            str(storage / "run"),
-            "--storage-driver",
-            "vfs",
-        ]
-        self.tmpdir = storage / "podman"
+            "--root", str(storage / f"storage-{driver}"), "--runroot", str(storage / f"run-{driver}"),
+            "--storage-driver", driver,
+        ]  # fmt: skip
+        self.tmpdir = storage / f"podman-{driver}"
         config = json.loads(self._podman("image", "inspect", ref))[0]["Config"]
         self.entrypoint: list[str] = config["Entrypoint"]
         self.user: str = config["User"]

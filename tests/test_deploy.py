@@ -751,11 +751,17 @@ def test_dockerfile_builds_two_locked_non_root_images_and_checks_them_as_their_u
     base = next((s.split("=", 1)[1] for s in preamble if s.startswith("ARG PYTHON_IMAGE=")), "")
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
     assert list(stages)[-1] == "controller", "the controller is the default (last) target"
-    for name, venv, lock in (("controller", "controller-venv", "requirements.lock"), ("tune", "tune-venv", "requirements-tune.lock")):
+    for name, venv, deps, lock in (
+        ("controller", "controller-venv", "deps", "requirements.lock"),
+        ("tune", "tune-deps", "tune-deps", "requirements-tune.lock"),
+    ):
         runtime = stages[name]
         assert runtime[0] == f"FROM ${{PYTHON_IMAGE}} AS {name}", "a slim runtime stage on the base"
         assert any(s.startswith(f"COPY --from={venv} /opt/venv /opt/venv") for s in runtime)
-        assert not any("pip install" in s or "pip download" in s for s in runtime), "no install in a runtime stage"
+        # Nothing but the project's own wheel is installed in a runtime stage (from the builder).
+        for s in runtime:
+            for pip in re.findall(r"pip (?:install|download) [^&]*", s):
+                assert pip.split()[-1] == "/wheels/gke_scaler-*.whl" and "from=builder" in s, pip
         users = [i for i, s in enumerate(runtime) if s.startswith("USER ")]
         assert users and runtime[users[-1]] == "USER 65532:65532", "numeric non-root user, for runAsNonRoot"
         checks = [s for s in runtime[users[-1] :] if s.startswith("RUN ")]
@@ -763,29 +769,30 @@ def test_dockerfile_builds_two_locked_non_root_images_and_checks_them_as_their_u
         env = " ".join(s for s in runtime if s.startswith("ENV "))
         assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
         # Installed from the lock only, every file checked against its hash, no build code run.
-        stage = stages[venv] if lock != "requirements.lock" else stages["builder"]
-        installs = [s for s in stage if s.startswith("RUN") and f"-r {lock}" in s]
-        assert installs, f"{venv}: installs {lock}"
+        installs = [s for s in stages[deps] if s.startswith("RUN") and f"-r {lock}" in s]
+        assert installs, f"{deps}: installs {lock}"
         for s in installs:
             for pip in re.findall(r"pip (?:install|download) [^&]*", s):
                 assert "--require-hashes" in pip and "--no-deps" in pip, pip
             assert "--only-binary=:all:" in s, s
-        assert "pip check" in " ".join(stage), f"{venv}: pip check after the install"
+    assert "pip check" in " ".join(stages["builder"]) and "pip check" in " ".join(stages["tune-deps"])
+    assert "pip check" in " ".join(stages["tune"]), "pip check once the wheel is in"
     controller = stages["controller"]
     assert "scaler run --help" in " ".join(controller[controller.index("USER 65532:65532") :])
     assert controller[-1] == 'ENTRYPOINT ["scaler", "run"]'
     assert f"EXPOSE {ScalerConfig().address.lstrip(':')}" in controller
     builder = stages["builder"]
-    assert builder[0] == "FROM ${PYTHON_IMAGE} AS builder"
+    assert stages["deps"][0] == "FROM ${PYTHON_IMAGE} AS deps" and builder[0] == "FROM deps AS builder"
     assert any("--no-build-isolation" in s and "pip wheel" in s for s in builder), "wheel built from the lock"
     # The build tools (pyproject.toml's build-system) leave before `pip check`; nothing else does.
     requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
     tools = sorted(canonicalize_name(Requirement(r).name) for r in requires)
-    uninstalls = [u for s in builder for u in re.findall(r"pip uninstall -y ([^&]+)", s)]
-    assert [sorted(u.split()) for u in uninstalls] == [tools]
+    for stage in ("builder", "tune-deps"):
+        uninstalls = [u for s in stages[stage] for u in re.findall(r"pip uninstall -y ([^&]+)", s)]
+        assert [sorted(u.split()) for u in uninstalls] == [tools], stage
     assert not any(s.startswith("ADD") for stage in stages.values() for s in stage), "COPY only, no remote ADD"
     # No pip cache in any layer: the builder disables it; downloads go to a build cache mount.
-    assert "PIP_NO_CACHE_DIR=1" in " ".join(s for s in builder if s.startswith("ENV "))
+    assert "PIP_NO_CACHE_DIR=1" in " ".join(s for s in stages["deps"] if s.startswith("ENV "))
     dist = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
     assert any(f"/wheels/{canonicalize_name(dist).replace('-', '_')}-*.whl" in s for s in builder), "installs the wheel of " + dist
 
