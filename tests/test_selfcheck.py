@@ -59,7 +59,9 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _loaded_by_check() -> set[str]:
+@pytest.fixture(scope="module")
+def loaded_by_check() -> set[str]:
+    """The modules ``check(CONTROLLER_MODULES)`` loads in a fresh interpreter."""
     code = "import json, sys; from scaler.selfcheck import CONTROLLER_MODULES, check; check(CONTROLLER_MODULES); print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=_env())
     return set(json.loads(out.stdout))
@@ -70,7 +72,7 @@ def _not_covered(loaded: set[str], covered: set[str]) -> list[str]:
     return sorted(m for m in loaded - covered if m != "__main__")
 
 
-def test_the_check_covers_what_scaler_run_and_dry_run_load(tmp_path: Path) -> None:
+def test_the_check_covers_what_scaler_run_and_dry_run_load(tmp_path: Path, loaded_by_check: set[str]) -> None:
     records: dict[str, Path] = {}
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
         env = _env(SCALER_GCE_API_ENDPOINT=c.gce.url, POD_NAME="scaler-0")
@@ -109,18 +111,17 @@ def test_the_check_covers_what_scaler_run_and_dry_run_load(tmp_path: Path) -> No
         env=_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    covered = _loaded_by_check()
     for command, path in records.items():
-        missing = _not_covered(set(json.loads(path.read_text())), covered)
+        missing = _not_covered(set(json.loads(path.read_text())), loaded_by_check)
         assert missing == [], (
             f"{command} loaded modules python -m scaler.selfcheck does not: add them (or the module that "
             f"imports them) to scaler.selfcheck.CONTROLLER_MODULES: {missing}"
         )
 
 
-def test_the_controller_list_leaves_out_the_tune_extra() -> None:
+def test_the_controller_list_leaves_out_the_tune_extra(loaded_by_check: set[str]) -> None:
     """The controller image has no Ray, Optuna, pyarrow or plotly: its check imports none."""
-    covered = {m.partition(".")[0] for m in _loaded_by_check()}
+    covered = {m.partition(".")[0] for m in loaded_by_check}
     assert covered.isdisjoint({"ray", "optuna", "pyarrow", "plotly"}), covered & {"ray", "optuna", "pyarrow", "plotly"}
     assert {"ray", "optuna", "pyarrow", "plotly"} <= {m.partition(".")[0] for m in TUNE_MODULES}
 
