@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaler.budgets import BudgetHold, BudgetLedger, disruption_reason
 from scaler.config import DisruptionReasonName, ScalerConfig
@@ -196,9 +196,10 @@ def _evaluate(
 
     ineligible: dict[str, NodeResult] = {}
     candidates: list[Node] = []
+    unreadable = snapshot.unreadable
     for node in snapshot.nodes:
         why = check_eligibility(
-            node, utils[node.name], now, config, group_sizes, recently_unremovable, limits
+            node, utils[node.name], now, config, group_sizes, recently_unremovable, limits, unreadable
         )
         if why is None:
             candidates.append(node)
@@ -224,6 +225,14 @@ def _evaluate(
         held |= newly_held
         ctx = RemovalContext(snapshot, config, filters, scorers, memo)
     results |= ineligible
+    if snapshot.gpu_usage_unknown:  # a GPU node judged by its requests alone says why
+        note = snapshot.gpu_usage_unknown
+        results = {
+            n: replace(r, detail=f"{r.detail}; {note}")
+            if r.utilization.gpu is not None and r.utilization.gpu_usage is None
+            else r
+            for n, r in results.items()
+        }
     nodes = tuple(results[n.name] for n in snapshot.nodes)
     return Evaluation(now, config, nodes, ctx, ledger, frozenset(held))
 
@@ -322,7 +331,11 @@ def _simulate(
     state = ctx.state
     movable = [n for n in candidates if n.name not in held]
     movable_names = {n.name for n in movable}
-    non_candidates = Tier.of(state, [n.name for n in ctx.snapshot.nodes if n.name not in movable_names])
+    unreadable = ctx.snapshot.unreadable  # never a destination either
+    non_candidates = Tier.of(
+        state,
+        [n.name for n in ctx.snapshot.nodes if n.name not in movable_names and n.name not in unreadable],
+    )
     reverse_candidates = Tier.of(state, [n.name for n in reversed(movable)])
     planned: Counter[tuple[str, str, str]] = Counter()
     receivers: set[str] = set()

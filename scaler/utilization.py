@@ -66,8 +66,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 
 from scaler.config import ScalerConfig
+from scaler.model.dra import Device, DraObjects, ResourceSlice
 from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 
@@ -79,19 +81,23 @@ __all__ = [
     "POD_EVICTION_HEADROOM_SECONDS",
     "RESOURCE_GPU",
     "SOURCE_UNREADY",
+    "DraUtilization",
     "MetricsStatus",
     "NodeUtilization",
     "PodFacts",
+    "dra_utilization",
     "gpu_requests_fraction",
     "is_empty",
     "is_gpu_node",
     "is_long_terminating",
     "no_usage_words",
     "node_utilization",
+    "partial_usage",
     "pod_facts",
     "pod_load",
     "pod_usage",
     "requests_fractions",
+    "unknown_usage",
 ]
 
 POD_EVICTION_HEADROOM_SECONDS = 30  # CA actuation/drain.go DefaultPodEvictionHeadroom
@@ -142,6 +148,10 @@ class NodeUtilization:
             or the node has no GPUs.
         gpus: a GPU node's allocatable GPUs (0 for a node without GPUs, or while they are not
             allocatable yet).
+        dra: a node with devices of its own published by DRA drivers (ResourceSlices) and no
+            ``nvidia.com/gpu`` allocatable: their utilization as cluster-autoscaler computes it
+            (:func:`dra_utilization`); ``None`` for other nodes. Such a node is judged by it
+            as a GPU node is by its GPUs (its ``gpu`` is then ``None``).
     """
 
     cpu: float | None
@@ -164,6 +174,26 @@ class NodeUtilization:
     gpu: float | None = None
     gpu_usage: float | None = None
     gpus: int = 0
+    dra: DraUtilization | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DraUtilization:
+    """A node's DRA device utilization (cluster-autoscaler's ``simulator/dynamicresources/utils/
+    utilization.go``).
+
+    Attributes:
+        value: the highest pool's utilization, fraction 0-1 (``HighestDynamicResourceUtilization``).
+        resource: that pool, ``driver/pool``.
+        pools: ``(driver, pool, utilization)`` of every pool of the node's own slices, sorted.
+        error: why it cannot be computed (``""`` when it can): a pool whose newest generation
+            lacks slices, a claim of the node's pods that is not allocated or not found.
+    """
+
+    value: float
+    resource: str
+    pools: tuple[tuple[str, str, float], ...] = ()
+    error: str = ""
 
 
 def is_long_terminating(pod: Pod, now: float) -> bool:
@@ -297,6 +327,70 @@ def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tupl
     return max(m.cpu_millicores, newest.cpu_millicores), max(m.memory_bytes, newest.memory_bytes)
 
 
+def _fresh_partial(
+    pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[PodMetrics, tuple[str, ...]] | None:
+    """``pod``'s PodMetrics reading that lacks some containers it runs, with those containers
+    (:attr:`ClusterSnapshot.partial_pod_metrics`), when it is not older than
+    ``--max-metrics-age``; ``None`` otherwise."""
+    partial = (
+        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
+    )
+    if partial is None or snapshot.now - partial[0].timestamp > config.max_metrics_age:
+        return None
+    return partial
+
+
+def partial_usage(
+    pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[int | None, int | None] | None:
+    """The usage of a pod whose fresh PodMetrics lack some containers it runs: per resource,
+    what the reading reports plus each missing container's own request
+    (:meth:`Pod.container_request`: CPU millicores, memory bytes); ``None`` for a resource that
+    a missing container does not request (nobody measures it, nothing bounds it: unknown usage
+    is never zero). A pod-level request does not stand for a container's own. ``None`` when the
+    pod has no such reading."""
+    partial = _fresh_partial(pod, snapshot, config)
+    if partial is None:
+        return None
+    m, missing = partial
+    cpu: int | None = m.cpu_millicores
+    mem: int | None = m.memory_bytes
+    for name in missing:
+        c_cpu, c_mem = pod.container_request(name)
+        cpu = cpu + c_cpu if cpu is not None and c_cpu > 0 else None
+        mem = mem + c_mem if mem is not None and c_mem > 0 else None
+    return cpu, mem
+
+
+_NEW = " started after the newest NodeMetrics window began"
+
+
+def unknown_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig, *, new: bool = False) -> str:
+    """Why :func:`pod_load` cannot tell what ``pod`` adds to a node, in one clause naming the
+    pod (and the container nobody measures); ``""`` when its load is known. ``new`` says the
+    pod is one its node's metrics do not reflect yet.
+
+    ``pod default/web: its PodMetrics lack container 'log', which has no memory request: its
+    usage is unknown``, or ``pod default/be has neither a cpu request nor PodMetrics: its usage
+    is unknown``."""
+    cpu, mem = pod_load(pod, snapshot, config)
+    if cpu is not None and mem is not None:
+        return ""
+    what = "cpu" if cpu is None else "memory"
+    since = _NEW if new else ""
+    partial = _fresh_partial(pod, snapshot, config)
+    if partial is not None:
+        for name in partial[1]:
+            if pod.container_request(name)[0 if what == "cpu" else 1] <= 0:
+                return (
+                    f"pod {pod.key}{since}: its PodMetrics lack container {name!r}, which has no {what} "
+                    "request: its usage is unknown"
+                )
+    lacks = no_usage_words(pod, snapshot)
+    return f"pod {pod.key}{since + ' and' if new else ''} has neither a {what} request nor {lacks}: its usage is unknown"
+
+
 def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
     """How a reason names what ``pod`` lacks besides a request: ``PodMetrics``, or, when its
     reading was dropped for lacking containers (:attr:`ClusterSnapshot.partial_pod_metrics`),
@@ -310,26 +404,25 @@ def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
 
 def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int | None, int | None]:
     """What ``pod`` adds to a node it runs on: per resource ``max(request, real usage)`` (CPU
-    millicores, memory bytes), real usage from :func:`pod_usage`; the request alone when the pod
-    has no PodMetrics (or, when its reading lacks a container it runs, the larger of the request
-    and what that reading reports); ``None`` for a resource the pod neither requests nor has
-    PodMetrics covering all its containers for (unknown usage is never taken as zero). Used for
-    pods moved by the simulation (TargetUsage's Σ term) and for pods not yet in their node's
-    metrics."""
-    r = pod.requests
+    millicores, memory bytes), with the requests it is placed with
+    (:attr:`~scaler.model.records.Pod.placement_requests`) and real usage from
+    :func:`pod_usage`; when its reading lacks a container it runs, the usage of
+    :func:`partial_usage` (the reading plus the missing containers' own requests; unknown when
+    one of them has none); the request alone when the pod has no PodMetrics; ``None`` for a
+    resource whose usage is unknown (unknown usage is never taken as zero, :func:`unknown_usage`
+    says why). Used for pods moved by the simulation (TargetUsage's Σ term) and for pods not yet
+    in their node's metrics."""
+    r = pod.placement_requests
     u = pod_usage(pod, snapshot, config)
     if u is not None:
         return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
-    cpu, mem = (r.cpu_millicores or None), (r.memory_bytes or None)
-    partial = (
-        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
-    )
-    if partial is not None and snapshot.now - partial[0].timestamp <= config.max_metrics_age:
-        # A reading lacking some containers still bounds the pod's usage from below.
-        m = partial[0]
-        cpu = None if cpu is None else max(cpu, m.cpu_millicores)
-        mem = None if mem is None else max(mem, m.memory_bytes)
-    return cpu, mem
+    part = partial_usage(pod, snapshot, config) if snapshot.partial_pod_metrics else None
+    if part is not None:
+        return (
+            None if part[0] is None else max(r.cpu_millicores, part[0]),
+            None if part[1] is None else max(r.memory_bytes, part[1]),
+        )
+    return (r.cpu_millicores or None), (r.memory_bytes or None)
 
 
 NODE_METRICS_SHORTFALL_FRACTION = 0.2
@@ -390,11 +483,7 @@ def _pods_of_node(
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
-            what = "cpu" if c is None else "memory"
-            unknown = (
-                f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
-                f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
-            )
+            unknown = unknown_usage(p, snapshot, config, new=True)
             return _PodsOfNode(0, 0, count, unknown, *_sum_readings(measured, readings, partial, oldest))
         cpu, mem, count = cpu + c, mem + m, count + 1
     return _PodsOfNode(cpu, mem, count, "", *_sum_readings(measured, readings, partial, oldest))
@@ -432,6 +521,8 @@ def _gpu_figures(
     GPU count; ``(None, None, 0)`` for a node without GPUs."""
     if not is_gpu_node(node):
         return None, None, 0
+    if node.allocatable.extended.get(RESOURCE_GPU, 0) <= 0 and snapshot.dra.local_slices.get(node.name):
+        return None, snapshot.gpu_usage.get(node.name), 0  # its GPUs come from a DRA driver
     gpu = gpu_requests_fraction(node, pods, config, snapshot.now)
     return gpu, snapshot.gpu_usage.get(node.name), node.allocatable.extended.get(RESOURCE_GPU, 0)
 
@@ -497,6 +588,16 @@ def _ignored_usage(pods: Sequence[Pod], snapshot: ClusterSnapshot, config: Scale
     return skip_cpu, skip_mem
 
 
+def _dra_figures(
+    node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, gpus: int
+) -> DraUtilization | None:
+    """The node's DRA utilization when its devices come from a DRA driver (no GPU allocatable
+    and ResourceSlices local to it), else ``None``."""
+    if gpus <= 0 and snapshot.dra.local_slices.get(node.name):
+        return dra_utilization(node, pods, snapshot.dra)
+    return None
+
+
 def node_utilization(
     node: Node,
     pods: Sequence[Pod],
@@ -554,6 +655,7 @@ def node_utilization(
             gpu,
             gpu_usage,
             gpus,
+            _dra_figures(node, pods, snapshot, gpus),
         )
 
     if config.utilization_source == "requests":
@@ -576,3 +678,93 @@ def node_utilization(
     cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else None
     mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else None
     return result(cpu, mem)
+
+
+# -- devices of Dynamic Resource Allocation ---------------------------------------------------------
+
+
+def _newest(slices: list[ResourceSlice]) -> tuple[list[ResourceSlice], str]:
+    """``allCurrentGenSlices``: the slices of the newest generation; an error when fewer than
+    the pool's ``resourceSliceCount`` are there."""
+    gen = max(s.generation for s in slices)
+    newest = [s for s in slices if s.generation == gen]
+    want = newest[0].slice_count
+    if len(newest) != want:
+        return newest, f"newest generation: {gen}, slice count: {want} - found only {len(newest)} slices"
+    return newest, ""
+
+
+def _pool_utilization(devices: list[Device], taken: set[str], slices: list[ResourceSlice]) -> float:
+    """``calculatePoolUtil``: atomic devices by count allocated; partitionable ones (those that
+    consume shared counters) by the most used counter of each counter set, averaged over the
+    partitionable devices (counted as the distinct counter sets they draw on); a mixed pool
+    weighs the two by their device counts."""
+    atomic = [d for d in devices if not d.consumes_counters]
+    parts = [d for d in devices if d.consumes_counters]
+    atomic_util = sum(1 for d in atomic if d.name in taken) / len(atomic) if atomic else 0.0
+    allocated_parts = [d for d in parts if d.name in taken]
+    if not allocated_parts:
+        return atomic_util
+    sets = {cc.name for d in parts for cc in d.consumes_counters}
+    totals: dict[str, dict[str, Fraction]] = {}
+    for s in slices:
+        for c in s.shared_counters:
+            for name, v in c.counters.items():
+                totals.setdefault(c.name, {})[name] = totals.get(c.name, {}).get(name, Fraction(0)) + v
+    used: dict[tuple[str, str], Fraction] = {}
+    for d in allocated_parts:
+        for cc in d.consumes_counters:
+            for name, v in cc.counters.items():
+                used[(cc.name, name)] = used.get((cc.name, name), Fraction(0)) + v
+    part_util = 0.0
+    for set_name, counters in totals.items():
+        highest = max(
+            (float(used.get((set_name, n), 0) / total) for n, total in counters.items() if total),
+            default=0.0,
+        )
+        part_util += highest / len(sets)
+    if not any(d.name in taken for d in atomic):
+        return part_util
+    weight = len(sets) / (len(sets) + len(atomic))
+    return part_util * weight + atomic_util * (1 - weight)
+
+
+def dra_utilization(node: Node, pods: Sequence[Pod], dra: DraObjects) -> DraUtilization:
+    """Utilization of the devices of ``node``'s own ResourceSlices, allocated to the claims of
+    ``pods`` (its counted pods), as cluster-autoscaler 1.34+ computes it
+    (``CalculateDynamicResourceUtilization``, ``HighestDynamicResourceUtilization``): per driver
+    and pool, allocated devices over all devices of the newest generation, admin-access
+    allocations not counted, partitionable devices by their counters (:func:`_pool_utilization`);
+    the node's value is its highest pool's. Fractions 0-1.
+
+    Returns:
+        The utilization; its ``error`` says why there is none (an incomplete pool, a claim of
+        the pods not allocated or not found), as cluster-autoscaler's error.
+    """
+    taken: dict[tuple[str, str], set[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    for p in pods:
+        for pc in p.resource_claims:
+            key = (p.namespace, pc.claim)
+            if key in seen:
+                continue
+            seen.add(key)
+            claim = dra.claims.get(key) if pc.claim else None
+            if claim is None or claim.allocation is None:
+                what = "not found" if claim is None else "not allocated"
+                return DraUtilization(0.0, "", (), f"claim {p.namespace}/{pc.claim or pc.name} {what}")
+            for d in claim.allocation.devices:
+                if not d.admin_access:
+                    taken.setdefault((d.driver, d.pool), set()).add(d.device)
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in dra.local_slices.get(node.name, ()):
+        by_pool.setdefault((s.driver, s.pool), []).append(s)
+    pools = []
+    for (driver, pool), slices in sorted(by_pool.items()):
+        newest, error = _newest(slices)
+        if error:
+            return DraUtilization(0.0, "", (), f"pool {pool!r} error: {error}")
+        devices = [d for s in newest for d in s.devices]
+        pools.append((driver, pool, _pool_utilization(devices, taken.get((driver, pool), set()), newest)))
+    best = max(pools, key=lambda x: x[2], default=("", "", 0.0))
+    return DraUtilization(best[2], f"{best[0]}/{best[1]}" if best[0] else "", tuple(pools))

@@ -81,6 +81,8 @@ def recheck(
     """
     if snapshot.node_by_name.get(node_name) is None:
         return RecheckResult("node no longer exists")
+    if node_name in snapshot.unreadable:
+        return RecheckResult(f"{UnremovableReason.UnreadableObject.value}: {snapshot.unreadable[node_name]}")
     ctx = RemovalContext(
         snapshot,
         config,
@@ -95,7 +97,11 @@ def recheck(
     for name in excluded:
         if name in ctx.state.nodes and name != node_name:
             ctx.state.set_flags(name, removed=True)
-    destinations = [n.name for n in snapshot.nodes if n.name != node_name and n.name not in excluded]
+    destinations = [
+        n.name
+        for n in snapshot.nodes
+        if n.name != node_name and n.name not in excluded and n.name not in snapshot.unreadable
+    ]
     removal = simulate_node_removal(ctx, node_name, [Tier.of(ctx.state, destinations)], commit=False)
     if not removal.removable:
         return RecheckResult(f"{removal.reason.value}: {removal.detail}")

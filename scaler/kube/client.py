@@ -6,6 +6,15 @@ cluster that cannot be reached or answers badly.
 The read side (:mod:`scaler.sources.kube`, :mod:`scaler.sources.watch`), the write side
 (:mod:`scaler.kube.writer`), the permission check (:mod:`scaler.kube.permissions`) and the cloud
 providers (:mod:`scaler.cloud`) all take these from here.
+
+**Retry-After.** Every client :func:`make_api_client` builds honours a 429's ``Retry-After`` as
+client-go does (:mod:`scaler.kube.retry`): GET requests (reads, LISTs, WATCHes) through the
+``kubernetes`` client's own client-go retries (``Configuration.client_go_retries``: the
+header's delay, up to three retries), every other request through
+:func:`~scaler.kube.retry.honour_retry_after`, which the writers call so that the lease fence is
+checked again before each retry (urllib3's own Retry-After retries are off: they would resend a
+write after the wait without that check). :mod:`scaler.sources.watch` handles the 429s of its
+LISTs and WATCHes itself, to mark the kind stale at once.
 """
 
 from __future__ import annotations
@@ -15,13 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.client import ApiClient
 
 from scaler.errors import InputError, TransientError
+from scaler.kube.retry import RETRY_AFTER_ATTEMPTS
 
 __all__ = [
+    "DRA_GROUP",
     "METRICS_GROUP",
     "READ_CALLS",
     "ApiCall",
@@ -37,6 +49,8 @@ __all__ = [
 k8s_config: Any = _k8s_config
 
 METRICS_GROUP = "metrics.k8s.io"
+DRA_GROUP = "resource.k8s.io"
+"""Dynamic Resource Allocation's API group (``resource.k8s.io/v1``: Kubernetes 1.34+)."""
 
 
 class ClusterUnreachable(TransientError):
@@ -129,6 +143,10 @@ _KINDS: dict[tuple[str, str], str] = {
     ("", "persistentvolumes"): "PersistentVolume",
     ("", "persistentvolumeclaims"): "PersistentVolumeClaim",
     ("", "namespaces"): "Namespace",
+    (DRA_GROUP, "resourceslices"): "ResourceSlice",
+    (DRA_GROUP, "resourceclaims"): "ResourceClaim",
+    (DRA_GROUP, "resourceclaimtemplates"): "ResourceClaimTemplate",
+    (DRA_GROUP, "deviceclasses"): "DeviceClass",
     (METRICS_GROUP, "nodes"): "NodeMetrics",
     (METRICS_GROUP, "pods"): "PodMetrics",
 }
@@ -147,10 +165,25 @@ READ_CALLS: tuple[ApiCall, ...] = (
     # Namespace labels, for pod affinity terms' namespaceSelector (unknown without: see
     # scaler.simulator.filters.InterPodAffinity).
     ApiCall("", "v1", "namespaces", "list", namespaced=False, optional=True),
+    # Dynamic Resource Allocation: devices, claims, claim templates and classes. Optional: a
+    # cluster before 1.34 does not serve resource.k8s.io/v1 (said once, see scaler.sources.kube).
+    ApiCall(DRA_GROUP, "v1", "resourceslices", "list", namespaced=False, optional=True),
+    ApiCall(DRA_GROUP, "v1", "resourceclaims", "list", namespaced=True, optional=True),
+    ApiCall(DRA_GROUP, "v1", "resourceclaimtemplates", "list", namespaced=True, optional=True),
+    ApiCall(DRA_GROUP, "v1", "deviceclasses", "list", namespaced=False, optional=True),
     ApiCall(METRICS_GROUP, "v1beta1", "nodes", "list", namespaced=False, optional=False),
     ApiCall(METRICS_GROUP, "v1beta1", "pods", "list", namespaced=True, optional=False),
 )
 """Every API call the live source makes, in the order :func:`fetch_objects` makes them."""
+
+
+def _honour_retry_after_in_reads(cfg: Any) -> None:
+    """Set ``cfg`` (a ``kubernetes.client.Configuration``) so that GET requests honour
+    ``Retry-After`` (the client's client-go retries, :data:`RETRY_AFTER_ATTEMPTS` attempts) and
+    that urllib3 never retries an answer by itself (its default resends PUT and DELETE requests
+    after a ``Retry-After`` wait, past the writer's fence)."""
+    cfg.retries = urllib3.Retry(RETRY_AFTER_ATTEMPTS - 1, respect_retry_after_header=False)
+    cfg.client_go_retries = True
 
 
 # -- configuration ---------------------------------------------------------------------------------
@@ -162,7 +195,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     Looks for, in order: ``kubeconfig`` if given (and only it), else the files in
     ``$KUBECONFIG`` (``os.pathsep``-separated, missing ones skipped), else ``~/.kube/config``,
     else the in-cluster service-account config. Nothing is written back to kubeconfig files.
-    Nothing is contacted yet.
+    Nothing is contacted yet. GET requests honour ``Retry-After`` (see the module docstring).
 
     Args:
         kubeconfig: path of a kubeconfig file.
@@ -189,6 +222,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
             )
         except Exception as e:  # ConfigException, YAML errors, credential plugin failures
             raise ClusterUnreachable(f"kubeconfig {where}: {_one_line(str(e))}") from e
+        _honour_retry_after_in_reads(cfg)
         return ApiClient(configuration=cfg)
     if kubeconfig is not None:
         raise ClusterUnreachable(f"kubeconfig {kubeconfig}: no such file")
@@ -201,6 +235,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         raise NoClusterConfig(
             f"no kubeconfig found ({searched}) and no in-cluster config: {_one_line(str(e))}"
         ) from e
+    _honour_retry_after_in_reads(cfg)
     return ApiClient(configuration=cfg)
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "PersistentVolumeClaim",
     "Pod",
     "PodAffinityTerm",
+    "PodClaim",
     "PodDisruptionBudget",
     "PodMetrics",
     "QoSClass",
@@ -378,6 +379,18 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     api_version: str = ""
 
 
+class PodClaim(msgspec.Struct, frozen=True, gc=False):
+    """One ``spec.resourceClaims[]`` entry of a pod, resolved: ``claim`` names the ResourceClaim
+    (in the pod's namespace), given (``resourceClaimName``) or made for the pod from
+    ``template`` (``resourceClaimTemplateName``, the name read from
+    ``status.resourceClaimStatuses``); ``""`` while no claim was made for a template entry yet.
+    An entry whose status says no claim is needed is not kept."""
+
+    name: str
+    claim: str
+    template: str = ""
+
+
 class QoSClass(StrEnum):
     """Kubernetes pod QoS class."""
 
@@ -407,6 +420,14 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     those whose ``status.containerStatuses`` (and ``initContainerStatuses``, for sidecars) say
     ``running``; without container statuses, ``spec.containers`` plus the restartable init
     containers (sidecars). Empty for records not read from the API (nothing to check).
+    ``container_requests`` holds ``(name, CPU millicores, memory bytes)`` of each regular
+    container's and sidecar's own request from the spec (0: none), for a PodMetrics reading that
+    lacks a container (:func:`scaler.utilization.pod_load`); empty when not known.
+
+    **In-place resize** (KEP-1287). ``requests`` counts a pod being resized as kube-scheduler
+    1.35 does, from its status resources (:func:`scaler.model.requests.resize_requests`);
+    ``spec_requests`` is then what its spec alone requests (``None`` when the status changes
+    nothing, the usual case). A pod that moves is placed with :attr:`placement_requests`.
     """
 
     namespace: str
@@ -437,6 +458,26 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     memory_limit_bytes: int | None = None  # None: no memory limit
     has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
     containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
+    container_requests: tuple[tuple[str, int, int], ...] = ()  # (name, millicores, bytes) (see below)
+    spec_requests: Resources | None = None  # requests by the spec alone, when a resize changes them
+    resource_claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (Dynamic Resource Allocation)
+
+    @property
+    def placement_requests(self) -> Resources:
+        """The requests a destination must fit when the pod moves: :attr:`requests`, or, for a
+        pod being resized in place, the larger of them and :attr:`spec_requests` per resource
+        (its replacement may be created asking what the spec asks: a resize the node refused
+        as ``Infeasible`` still asks it elsewhere)."""
+        s = self.spec_requests
+        return self.requests if s is None else self.requests.max(s)
+
+    def container_request(self, name: str) -> tuple[int, int]:
+        """Container ``name``'s own request ``(CPU millicores, memory bytes)`` from the spec;
+        ``(0, 0)`` when it requests nothing or is not known."""
+        for c, cpu, mem in self.container_requests:
+            if c == name:
+                return cpu, mem
+        return 0, 0
 
     @property
     def started(self) -> float | None:

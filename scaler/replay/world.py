@@ -15,7 +15,9 @@ world instead of a real cluster. The world stands in for what the controller tal
 
 **Usage model.** A pod mapped to a trace series demands, at each step, the series' value (see
 :func:`scaler.replay.traces.resample`); any other pod keeps the usage its PodMetrics had in the
-snapshot (0 without PodMetrics). A pod uses its demand capped at its limits
+snapshot (0 without PodMetrics; what the reading reported when it lacked a container the pod
+runs, and the world's readings of that pod then lack the same containers, so the controller
+judges its usage as it judged it in the snapshot). A pod uses its demand capped at its limits
 (:attr:`~scaler.model.records.Pod.cpu_limit_millicores`, ``memory_limit_bytes``): CPU above the
 CPU limit is throttled by the CFS quota, and memory above the memory limit is an OOM kill, after
 which the pod restarts in place and goes on following its series (it never holds more than its
@@ -25,7 +27,8 @@ own overhead: the snapshot's NodeMetrics minus its pods' PodMetrics (at least 0)
 the replay; a new node gets the overhead of its pool's template node. Pending pods use nothing.
 
 **Scheduler model** (kube-scheduler, by requests). Evicted pods of a controller are replaced at
-once by a pod of the same name and usage series (created at the eviction time); bare pods and
+once by a pod of the same name and usage series (created at the eviction time, requesting what
+its spec requests: a replacement carries no in-place resize status); bare pods and
 DaemonSet or mirror pods are not replaced. Pending pods are placed highest priority first, then
 largest request first, each on the node that passes scaler's built-in filters (NodeUnschedulable,
 NodeResourcesFit, TaintToleration, NodeAffinity, NodePorts, VolumeZone, InterPodAffinity,
@@ -102,6 +105,7 @@ from scaler.model.records import (
 )
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
+from scaler.replay import sim_dra
 from scaler.replay.kube_scheduler import kube_scheduler_choice
 from scaler.replay.sim_affinity import AntiAffinity
 from scaler.replay.sim_records import (
@@ -113,7 +117,10 @@ from scaler.replay.sim_records import (
     _short_hash,
     _unique_uids,
     _with_objects,
+    node_overheads,
+    partial_readings,
     pod_limits,
+    start_reading,
 )
 from scaler.replay.world_index import TrackedDict, WorldIndex
 from scaler.simulator.filters import InterPodAffinity
@@ -182,6 +189,7 @@ class World:
         self.now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, self.now - snapshot.now))
         self._base = start
+        self.dra = start.dra  # the DRA objects now (claims follow pods, slices nodes: sim_dra)
         self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)
         self.pods: TrackedDict[str, Pod] = TrackedDict((p.uid, p) for p in start.pods)
         self.pending: dict[str, float] = {
@@ -203,30 +211,21 @@ class World:
         self._slot_row: list[int] = []
         self._slot_const: list[tuple[float, float]] = []
         self._slot_limit: list[tuple[float, float]] = []
+        # Pods whose snapshot PodMetrics lacked a container they run: uid -> the containers the
+        # reading covered. Their readings in the world cover the same, so the controller keeps
+        # reading their usage as the snapshot gave it (unknown usage is never zero).
+        self._covered: dict[str, tuple[str, ...]] = {}
         for p in start.pods:
-            m = start.pod_metrics.get((p.namespace, p.name))
+            m, covered = start_reading(start, p)
+            if covered is not None:
+                self._covered[p.uid] = covered
             const = (float(m.cpu_millicores), float(m.memory_bytes)) if m is not None else (0.0, 0.0)
             series = pod_series.get(p.key)
             self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const, p)
         self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray] | None = None
         self._demand: tuple[int, int, FloatArray, FloatArray] | None = None  # (step, slots, cpu, mem)
         self._used: tuple[int, int, FloatArray, FloatArray] | None = None
-        # Node overheads: NodeMetrics minus the node's pods' PodMetrics.
-        self._overhead: dict[str, tuple[float, float]] = {}
-        for n in start.nodes:
-            nm = start.node_metrics.get(n.name)
-            if nm is None:
-                self._overhead[n.name] = (0.0, 0.0)
-                continue
-            cpu, mem = float(nm.cpu_millicores), float(nm.memory_bytes)
-            for p in start.pods_by_node.get(n.name, ()):
-                if p.is_terminal:
-                    continue
-                pm = start.pod_metrics.get((p.namespace, p.name))
-                if pm is not None:
-                    cpu -= pm.cpu_millicores
-                    mem -= pm.memory_bytes
-            self._overhead[n.name] = (max(0.0, cpu), max(0.0, mem))
+        self._overhead = node_overheads(start)
         self.templates = self._templates(start)
         self._sched_filters: list[FilterPlugin] = load_filters(ScalerConfig(filter_plugins=()))
         self._place_filters = load_filters(config) if scheduler_plugins else self._sched_filters
@@ -381,7 +380,7 @@ class World:
         if self._cached is not None and self._cached[0] == self._version and self._cached[1] == t:
             return self._cached[2]
         if self._structure is None or self._structure[0] != self._version:
-            self._structure = (self._version, self._index.structure(self._base))
+            self._structure = (self._version, replace(self._index.structure(self._base), dra=self.dra))
         structure = replace(self._structure[1], now=t)
         names, cpu, mem = self.node_usage()
         metrics = {
@@ -389,11 +388,14 @@ class World:
             for n, c, m in zip(names, cpu.tolist(), mem.tolist(), strict=True)
         }
         pod_metrics: Mapping[tuple[str, str], PodMetrics] = {}
+        partial: dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = {}
         if self.with_pod_metrics:
             cpu, mem = self._usage_now()
             keys, slots = self._bound_slots()
             pod_metrics = self._index.pod_metrics(keys, slots, (t, self.step), cpu, mem)
-        snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics)
+            if self._covered:
+                pod_metrics, partial = partial_readings(pod_metrics, self.pods, self._covered)
+        snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics, partial_pod_metrics=partial)
         self._cached = (self._version, t, snap)
         return snap
 
@@ -477,9 +479,15 @@ class World:
 
     def _unbind(self, pod: Pod) -> None:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
-        name and usage, created now; any other pod is gone."""
+        name and usage, created now, with the requests of its spec (the stand-in for its
+        workload's template: a replacement carries no resize status); any other pod is gone.
+        Its claims follow it (:func:`sim_dra.release`)."""
+        self.dra = sim_dra.release(self.dra, pod)
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
-            self.pods[pod.uid] = replace_pod(pod, node_name="", creation_ts=self.now, start_ts=None)
+            requests = pod.requests if pod.spec_requests is None else pod.spec_requests
+            self.pods[pod.uid] = replace_pod(
+                pod, node_name="", creation_ts=self.now, start_ts=None, requests=requests, spec_requests=None
+            )
             self.pending[pod.uid] = self.now
         else:
             del self.pods[pod.uid]
@@ -553,6 +561,7 @@ class World:
             return
         for p in self._pods_on(name):
             self._unbind(p)
+        self.dra = sim_dra.without_node(self.dra, name)
         self.stats.nodes_removed += 1
         self.touch()
 
@@ -634,6 +643,8 @@ class World:
             self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
+            if pod.resource_claims:
+                self.dra = sim_dra.allocated(self.dra, state.dra, [pod])
         if placed:
             self.touch()
 
@@ -693,6 +704,10 @@ class World:
         node = replace(tpl.node, name=f"~template-{pool}")
         pods = [replace_pod(p, node_name=node.name) for p in tpl.pods]
         snap = _with_objects(self._base, [node], pods, self.now)
+        if self.dra.present:  # the template node's devices, and the claims as they are now
+            snap = replace(
+                snap, dra=sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, node.name)
+            )
         return ClusterState(snap), node
 
     def scale_up(self) -> int:
@@ -769,6 +784,7 @@ class World:
             provider_id=f"replay://{pool}/{name}",
         )
         self.nodes[name] = node
+        self.dra = sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, name)
         self._overhead[name] = tpl.overhead
         for p, use in zip(tpl.pods, tpl.pod_usage, strict=True):
             if tpl.node.name in p.name:  # a static pod's mirror is named after its node

@@ -3,12 +3,11 @@ terminal table (:mod:`scaler.report.table`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import yaml
 
-from scaler.config import ScalerConfig
+from scaler.config import POOL_KEYS, ScalerConfig
 from scaler.engine import Evaluation, NodeResult
 from scaler.limits import node_group_limits
 from scaler.model.records import Node, Resources
@@ -20,6 +19,8 @@ from scaler.report.compare import Variants, compare_with_requests_rule, removal_
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
+    DraModel,
+    DraPoolModel,
     DryRunReport,
     GpuModel,
     HotNodeModel,
@@ -139,6 +140,21 @@ def _node_report(
             usage=u.gpu_usage,
             judged_by="requests" if u.gpu_usage is None else "requests and usage",
         ),
+        dra=_dra_model(u),
+    )
+
+
+def _dra_model(u: NodeUtilization) -> DraModel | None:
+    """The node's DRA utilization in the report; ``None`` (absent in JSON) for a node without it."""
+    if u.dra is None:
+        return None
+    return DraModel(
+        utilization=u.dra.value,
+        resource=u.dra.resource,
+        pools=[DraPoolModel(driver=d, pool=p, utilization=v) for d, p, v in u.dra.pools],
+        usage=u.gpu_usage,
+        judged_by="allocations" if u.gpu_usage is None else "allocations and usage",
+        error=u.dra.error,
     )
 
 
@@ -226,7 +242,8 @@ def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str
     limits = node_group_limits(config, snapshot.nodes)
     pools: dict[str, Any] = {}
     for pool in sorted({n.node_group for n in snapshot.nodes if n.node_group} | set(config.node_pools)):
-        values = {k.replace("_", "-"): v for k, v in asdict(config.for_pool(pool)).items()}
+        effective = config.for_pool(pool)
+        values = {k.replace("_", "-"): getattr(effective, k) for k in POOL_KEYS}
         spec = limits.pools.get(pool)  # limits of each of the pool's zones
         if spec is not None:
             values |= {"min-size": spec.min_size, "max-size": spec.max_size}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
-from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, get_pods_to_move
+from scaler.drain.rules import BlockingPod, BlockingPodReason, DrainContext, DrainOptions, get_pods_to_move
 from scaler.model.records import Node, Pod, PodDisruptionBudget, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
@@ -28,10 +28,10 @@ from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin, sum_
 from scaler.utilization import (
     NodeUtilization,
     PodFacts,
-    no_usage_words,
     node_utilization,
     pod_facts,
     pod_load,
+    unknown_usage,
 )
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "counted_pods",
     "simulate_node_removal",
     "simulate_pod_move",
+    "undecidable_claim",
 ]
 
 
@@ -215,14 +216,31 @@ class NodeRemoval:
 
 
 def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
-    """The first pod of ``pods`` whose load is unknown, worded; ``""`` when every load is known."""
+    """The first pod of ``pods`` whose load is unknown, worded (:func:`~scaler.utilization.
+    unknown_usage`: the pod, and the container nobody measures); ``""`` when every load is
+    known."""
     for p in pods:
-        cpu, mem = pod_load(p, ctx.snapshot, ctx.config)
-        if cpu is None or mem is None:
-            what = "cpu" if cpu is None else "memory"
-            lacks = no_usage_words(p, ctx.snapshot)
-            return f"pod {p.key} has neither a {what} request nor {lacks}: its usage is unknown"
+        why = unknown_usage(p, ctx.snapshot, ctx.config)
+        if why:
+            return why
     return ""
+
+
+def undecidable_claim(ctx: RemovalContext, pods: Sequence[Pod]) -> BlockingPod | None:
+    """The first pod of ``pods`` with a resource claim the simulation cannot decide (not found,
+    a feature not modelled, a CEL selector not evaluated or failing: :meth:`scaler.simulator.
+    dra_state.DraState.undecidable`), as a blocking pod (``UnexpectedError``, the detail naming
+    the claim); ``None`` when every claim can be decided. Such a pod is never moved."""
+    for p in pods:
+        if p.resource_claims:
+            bad = ctx.state.dra.undecidable(p)
+            if bad is not None:
+                return BlockingPod(p, BlockingPodReason.UnexpectedError, f"ResourceClaim {bad[0]}: {bad[1]}")
+    return None
+
+
+def _blocked(b: BlockingPod) -> str:
+    return f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
 
 
 def simulate_node_removal(
@@ -231,7 +249,8 @@ def simulate_node_removal(
     """Can ``node_name`` be removed, its pods moving to ``tiers`` (CA ``SimulateNodeRemoval``)?
 
     Steps: the drain rules on the node's counted pods with the context's PDB budgets (a blocking
-    pod: ``BlockedByPod``); every pod to move must have a known load (else
+    pod: ``BlockedByPod``; so is a pod with a resource claim the simulation cannot decide,
+    :func:`undecidable_claim`); every pod to move must have a known load (else
     ``MetricsUnavailable``: unknown usage is never taken as zero); the pods are re-placed by
     the simulator (one that fits nowhere: ``NoPlaceToMovePods``); a ``safe-to-evict:
     "on-completion"`` pod still running keeps the node (``BlockedByOnCompletionPod``).
@@ -264,11 +283,10 @@ def _simulate_node_removal(
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
     to_move = get_pods_to_move(ctx.state.nodes[node_name].pods, drain)
     pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
-    if to_move.blocking is not None:
+    b = to_move.blocking or undecidable_claim(ctx, pods)
+    if b is not None:
         tracker.revert(mark)
-        b = to_move.blocking
-        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
-        return NodeRemoval(node_name, UnremovableReason.BlockedByPod, detail, b, pods, ds)
+        return NodeRemoval(node_name, UnremovableReason.BlockedByPod, _blocked(b), b, pods, ds)
     unknown = _unknown_load(ctx, pods)
     if unknown:
         tracker.revert(mark)
@@ -343,10 +361,11 @@ def simulate_pod_move(ctx: RemovalContext, pod: Pod, tiers: Sequence[Sequence[st
     mark = tracker.checkpoint()
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
     to_move = get_pods_to_move([pod], drain)
-    if to_move.blocking is not None:
-        b = to_move.blocking
-        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
-        return PodMove(pod, reason=f"{UnremovableReason.BlockedByPod.value}: {detail}")
+    b = to_move.blocking or undecidable_claim(ctx, to_move.pods)
+    if b is not None:
+        if to_move.blocking is None:
+            tracker.revert(mark)
+        return PodMove(pod, reason=f"{UnremovableReason.BlockedByPod.value}: {_blocked(b)}")
     if not to_move.pods:
         what = (
             "a DaemonSet pod" if to_move.daemonset_pods

@@ -84,14 +84,15 @@ def _structure(ctx: RemovalContext) -> tuple[object, ...]:
     snap = ctx.snapshot
     return (
         snap.nodes, snap.pods, snap.pdbs, snap.controllers, snap.pvs, snap.pvcs, snap.namespaces,
-        snap.workload_kinds, snap.has_pvs, ctx.config, tuple(type(f) for f in ctx.simulator.filters),
+        snap.workload_kinds, snap.has_pvs, snap.dra, ctx.config, tuple(type(f) for f in ctx.simulator.filters),
     )  # fmt: skip
 
 
 def _drain_inputs(ctx: RemovalContext) -> tuple[object, ...]:
-    """What the drain rules read besides a node's pods and the clock."""
+    """What the drain rules read besides a node's pods and the clock (and the claims whose
+    undecidability blocks a drain too)."""
     snap = ctx.snapshot
-    return (snap.pdbs, snap.controllers, snap.workload_kinds, ctx.config)
+    return (snap.pdbs, snap.controllers, snap.workload_kinds, snap.dra, ctx.config)
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:

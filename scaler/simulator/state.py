@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.simulator.dra_state import DraState
 
 __all__ = [
     "BatchScorePlugin",
@@ -300,6 +301,7 @@ class ClusterState:
         """Topology keys of the required anti-affinity terms of every pod ever in the state."""
         self.anti_affinity_pods: dict[str, int] = {}
         """Node name → how many pods with required anti-affinity terms it holds now (absent: 0)."""
+        self._dra: DraState | None = None
         usage = usage or {}
         for i, node in enumerate(snapshot.nodes):
             pods = (
@@ -330,12 +332,21 @@ class ClusterState:
         self.table = NodeTable(list(self.nodes.values()))
 
     # ---- queries -------------------------------------------------------------------------
+    @property
+    def dra(self) -> DraState:
+        """The claims and devices of Dynamic Resource Allocation, following this state's moves
+        and reverts (built on first use: a cluster without pods with claims never builds it)."""
+        if self._dra is None:
+            self._dra = DraState(self.snapshot, self._journal)
+        return self._dra
+
     def load(self, pod: Pod) -> tuple[int, int]:
         """What ``pod`` adds to a node it is moved to, ``(cpu millicores, memory bytes)``: the
         ``pod_load`` the state was built with (the engine passes ``max(request, real usage)``,
-        :func:`scaler.utilization.pod_load`), else the pod's requests."""
+        :func:`scaler.utilization.pod_load`), else the requests it is placed with."""
         if self._pod_load is None:
-            return pod.requests.cpu_millicores, pod.requests.memory_bytes
+            r = pod.placement_requests
+            return r.cpu_millicores, r.memory_bytes
         return self._pod_load(pod)
 
     def live_nodes(self) -> Iterator[NodeState]:
@@ -489,6 +500,8 @@ class ClusterState:
         if pod.required_anti_affinity:
             self._count_anti_affinity(node_name, -1)
         self.table.sync(ns)
+        if pod.resource_claims:
+            self.dra.unschedule(pod)  # journals its own undo
 
         def undo() -> None:
             ns.pods.insert(idx, pod)
@@ -501,16 +514,19 @@ class ClusterState:
         self._journal.append(undo)
 
     def place(self, pod: Pod, node_name: str) -> None:
-        """Put ``pod`` on ``node_name`` as a moved pod: its requests join the node's requested
+        """Put ``pod`` on ``node_name`` as a moved pod: its requests (those it is placed with,
+        :attr:`~scaler.model.records.Pod.placement_requests`) join the node's requested
         resources and its :meth:`load` TargetUsage's Σ term."""
         ns = self.nodes[node_name]
+        if pod.resource_claims:
+            self.dra.place(pod, ns.node)  # journals its own undo
         ns.pods.append(pod)
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
             self._count_anti_affinity(node_name, 1)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
         cpu, mem = self.load(pod)
-        ns.requested = old[0] + pod.requests
+        ns.requested = old[0] + pod.placement_requests
         ns.moved_cpu_millicores += cpu
         ns.moved_memory_bytes += mem
         self._index_add(pod, node_name)
