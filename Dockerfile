@@ -86,10 +86,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     HOME=/tmp
 COPY --from=tune-deps /opt/venv /opt/venv
 # The scaler wheel last (the layers above stay cached until a lock file changes), then `pip check`.
-# pip stays in this image: Ray's runtime environments may use it.
-RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    pip install --no-deps --no-compile /wheels/gke_scaler-*.whl \
+# pip stays in this image: Ray's runtime environments may use it. The wheel is copied, not
+# bind-mounted from the builder stage: buildah cannot mount a stage it took from its layer cache.
+COPY --from=builder /wheels /tmp/wheels
+RUN PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    pip install --no-deps --no-compile /tmp/wheels/gke_scaler-*.whl \
+ && rm -rf /tmp/wheels \
  && pip check \
  && python -m compileall -q -f --invalidation-mode unchecked-hash /opt/venv/lib/python3.11/site-packages/scaler \
       /opt/venv/lib/python3.11/site-packages/plugins \

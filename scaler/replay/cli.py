@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scaler.cmdline import ParagraphHelpFormatter, UsageError, bundled_example, tune_extra_missing
+from scaler.cmdline import ParagraphHelpFormatter, UsageError, tune_extra_missing
 from scaler.errors import InputError
 from scaler.fanout import workers_phrase
 from scaler.model.times import format_time
