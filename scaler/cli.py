@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args, get_origin
 
-from scaler.cmdline import HelpFormatter, UsageError, bundled_example
+from scaler.cmdline import HelpFormatter, UsageError, bundled_example, tune_extra_missing
 from scaler.config import (
     DRY_RUN_KEYS,
     DURATION_KEYS,
@@ -678,6 +678,31 @@ def _join_relative_times(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _tune_extra_command(args: argparse.Namespace) -> int:
+    """``scaler replay``, ``scaler tune`` or ``scaler history``; returns the exit status.
+
+    Raises:
+        UsageError: a module of the ``tune`` extra is not installed (the controller's install).
+    """
+    try:
+        if args.command == "replay":
+            from scaler.replay.cli import run as run_replay
+
+            return run_replay(args)
+        if args.command == "tune":
+            from scaler.tune.cli import run as run_tune
+
+            return run_tune(args)
+        from scaler.history.cli import run as run_history
+
+        return run_history(args)
+    except ImportError as e:
+        missing = tune_extra_missing(args.command, e)
+        if missing is None:
+            raise
+        raise missing from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``scaler`` console script; returns the exit status.
 
@@ -701,18 +726,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _snapshot(args)
         if args.command == "run":
             return _run(args)
-        if args.command == "replay":
-            from scaler.replay.cli import run as run_replay
-
-            return run_replay(args)
-        if args.command == "tune":
-            from scaler.tune.cli import run as run_tune
-
-            return run_tune(args)
-        if args.command == "history":
-            from scaler.history.cli import run as run_history
-
-            return run_history(args)
+        if args.command in ("replay", "tune", "history"):
+            return _tune_extra_command(args)
         from scaler.report.models import DryRunReport
 
         sys.stdout.write(json.dumps(DryRunReport.model_json_schema(by_alias=True), indent=2) + "\n")

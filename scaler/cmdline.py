@@ -15,11 +15,37 @@ from pathlib import Path
 
 from scaler.errors import EXIT_BAD_INPUT, InputError
 
-__all__ = ["EXIT_BAD_INPUT", "HelpFormatter", "ParagraphHelpFormatter", "UsageError", "bundled_example"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "TUNE_EXTRA_MODULES",
+    "HelpFormatter",
+    "ParagraphHelpFormatter",
+    "UsageError",
+    "bundled_example",
+    "tune_extra_missing",
+]
 
 
 class UsageError(InputError):
     """Bad input: the message is printed as one line and the exit status is :data:`EXIT_BAD_INPUT`."""
+
+
+TUNE_EXTRA_MODULES = frozenset({"pyarrow", "optuna", "ray", "plotly"})
+"""Top-level modules of the ``tune`` extra (``pip install 'gke-scaler[tune]'``, the tune image):
+``scaler replay``, ``scaler tune`` and ``scaler history export`` import them; ``scaler run`` and
+``scaler dry-run`` never do, and the controller image has none of them."""
+
+
+def tune_extra_missing(command: str, error: ImportError) -> UsageError | None:
+    """The one-line error for ``scaler COMMAND`` when ``error`` is a module of the ``tune``
+    extra that is not installed; ``None`` for any other import error."""
+    top = (error.name or "").partition(".")[0] if isinstance(error, ModuleNotFoundError) else ""
+    if top not in TUNE_EXTRA_MODULES:
+        return None
+    return UsageError(
+        f"scaler {command} needs {top}, which is not installed: install the tune extra "
+        "(pip install 'gke-scaler[tune]') or use the tune image"
+    )
 
 
 class HelpFormatter(argparse.HelpFormatter):

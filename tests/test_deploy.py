@@ -708,9 +708,10 @@ def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> Non
     guide = (REPO / "docs" / "getting-started" / "install-gke.md").read_text()
     m = re.search(r"cat > scaler-install/kustomization\.yaml <<EOF\n(.*?)\nEOF\n", guide, re.S)
     assert m, "install-gke.md: the scaler-install/kustomization.yaml heredoc is missing"
+    digest = "sha256:" + "5c" * 32
     values = {
         "PROJECT_ID": "acme-prod", "IMAGE": "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler",
-        "TAG": "0.1.0", "LOCATION": "europe-west1", "CLUSTER": "prod",
+        "DIGEST": digest, "LOCATION": "europe-west1", "CLUSTER": "prod",
     }  # fmt: skip
     (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
     (tmp_path / "scaler-install").mkdir()
@@ -725,7 +726,7 @@ def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> Non
                 text = text.replace(old, new)
         (tmp_path / "scaler-install" / "kustomization.yaml").write_text(text)
         docs = kustomize(tmp_path / "scaler-install")
-        assert container(docs)["image"] == "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler:0.1.0"
+        assert container(docs)["image"] == f"europe-west1-docker.pkg.dev/acme-prod/scaler/scaler@{digest}"
         args = container(docs)["args"]
         assert ("--dry-run" in args) == (overlay == "dry-run")
         assert {"--gke-project=acme-prod", "--gke-location=europe-west1", "--gke-cluster=prod"} <= set(args)
@@ -738,65 +739,92 @@ def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> Non
 # -- the image -------------------------------------------------------------------------------------
 
 
-def dockerfile_stages() -> tuple[list[str], list[list[str]]]:
+def dockerfile_stages() -> tuple[list[str], dict[str, list[str]]]:
     """The Dockerfile's instructions (continuations joined, comments dropped): the global
-    preamble before the first FROM, and one list per stage (its FROM first)."""
+    preamble before the first FROM, and each stage's by name, in order (its FROM first)."""
     text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
     preamble: list[str] = []
-    stages: list[list[str]] = []
-    for line in (x.strip() for x in text.splitlines()):
+    stages: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in (" ".join(x.split()) for x in text.splitlines()):
         if not line or line.startswith("#"):
             continue
         if line.startswith("FROM "):
-            stages.append([])
-        (stages[-1] if stages else preamble).append(line)
+            name = line.split(" AS ")[1] if " AS " in line else str(len(stages))
+            current = stages.setdefault(name, [])
+        (current if current is not None else preamble).append(line)
     return preamble, stages
 
 
-def test_dockerfile_is_multi_stage_locked_non_root_and_runs_scaler_run() -> None:
+def test_dockerfile_builds_two_locked_non_root_images_and_checks_them_as_their_user() -> None:
     preamble, stages = dockerfile_stages()
-    assert len(stages) >= 2, "multi-stage build"
-    builder, runtime = stages[0], stages[-1]
     # A slim Python base pinned to its patch release (and optionally its digest), Python 3.11
-    # as requirements.lock was compiled for.
+    # as the lock files were compiled for; every stage starts from it or from another stage.
     base = next((s.split("=", 1)[1] for s in preamble if s.startswith("ARG PYTHON_IMAGE=")), "")
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", base), base
-    assert builder[0] == "FROM ${PYTHON_IMAGE} AS builder"
-    assert runtime[0] == "FROM ${PYTHON_IMAGE}", "slim runtime stage"
-    installs = [s for s in builder if s.startswith("RUN") and "-r requirements.lock" in s]
-    assert installs and all("--require-hashes" in s and "--no-deps" in s for s in installs)
+    assert list(stages)[-1] == "controller", "the controller is the default (last) target"
+    for name, venv, deps, lock in (
+        ("controller", "controller-venv", "deps", "requirements.lock"),
+        ("tune", "tune-deps", "tune-deps", "requirements-tune.lock"),
+    ):
+        runtime = stages[name]
+        assert runtime[0] == f"FROM ${{PYTHON_IMAGE}} AS {name}", "a slim runtime stage on the base"
+        assert any(s.startswith(f"COPY --from={venv} /opt/venv /opt/venv") for s in runtime)
+        # Nothing but the project's own wheel is installed in a runtime stage (from the builder).
+        for s in runtime:
+            for pip in re.findall(r"pip (?:install|download) [^&]*", s):
+                assert pip.split()[-1] == "/wheels/gke_scaler-*.whl" and "from=builder" in s, pip
+        users = [i for i, s in enumerate(runtime) if s.startswith("USER ")]
+        assert users and runtime[users[-1]] == "USER 65532:65532", "numeric non-root user, for runAsNonRoot"
+        checks = [s for s in runtime[users[-1] :] if s.startswith("RUN ")]
+        assert checks and "python -m scaler.selfcheck" in checks[-1], f"{name}: the build ends checking its imports as its user"
+        env = " ".join(s for s in runtime if s.startswith("ENV "))
+        assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
+        # Installed from the lock only, every file checked against its hash, no build code run.
+        installs = [s for s in stages[deps] if s.startswith("RUN") and f"-r {lock}" in s]
+        assert installs, f"{deps}: installs {lock}"
+        for s in installs:
+            for pip in re.findall(r"pip (?:install|download) [^&]*", s):
+                assert "--require-hashes" in pip and "--no-deps" in pip, pip
+            assert "--only-binary=:all:" in s, s
+    assert "pip check" in " ".join(stages["builder"]) and "pip check" in " ".join(stages["tune-deps"])
+    assert "pip check" in " ".join(stages["tune"]), "pip check once the wheel is in"
+    controller = stages["controller"]
+    assert "scaler run --help" in " ".join(controller[controller.index("USER 65532:65532") :])
+    assert controller[-1] == 'ENTRYPOINT ["scaler", "run"]'
+    assert f"EXPOSE {ScalerConfig().address.lstrip(':')}" in controller
+    builder = stages["builder"]
+    assert stages["deps"][0] == "FROM ${PYTHON_IMAGE} AS deps" and builder[0] == "FROM deps AS builder"
     assert any("--no-build-isolation" in s and "pip wheel" in s for s in builder), "wheel built from the lock"
-    assert not any(s.startswith("ADD") for stage in stages for s in stage), "COPY only, no remote ADD"
-    # Runtime: only the venv from the builder; no installs; non-root; read-only friendly.
-    assert not any(s.startswith("RUN") for s in runtime)
-    assert any(s.startswith("COPY --from=builder /opt/venv") for s in runtime)
-    users = [s.split()[1] for s in runtime if s.startswith("USER ")]
-    assert users and users[-1] == "65532:65532"
-    # Numeric and not root, so that the Deployment's runAsNonRoot can verify it.
-    assert all(int(part) != 0 for part in users[-1].split(":"))
-    # No pip cache in any layer: the builder disables it for every pip command.
-    builder_env = " ".join(s for s in builder if s.startswith("ENV "))
-    pips = [s for s in builder if s.startswith("RUN") and "pip " in s]
-    assert "PIP_NO_CACHE_DIR=1" in builder_env or all("--no-cache-dir" in s for s in pips)
-    # The wheel installed is this project's distribution.
+    # The build tools (pyproject.toml's build-system) leave before `pip check`; nothing else does.
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    tools = sorted(canonicalize_name(Requirement(r).name) for r in requires)
+    for stage in ("builder", "tune-deps"):
+        uninstalls = [u for s in stages[stage] for u in re.findall(r"pip uninstall -y ([^&]+)", s)]
+        assert [sorted(u.split()) for u in uninstalls] == [tools], stage
+    assert not any(s.startswith("ADD") for stage in stages.values() for s in stage), "COPY only, no remote ADD"
+    # No pip cache in any layer: the builder disables it; downloads go to a build cache mount.
+    assert "PIP_NO_CACHE_DIR=1" in " ".join(s for s in stages["deps"] if s.startswith("ENV "))
     dist = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
-    assert any(f"/wheels/{canonicalize_name(dist).replace('-', '_')}-*.whl" in s for s in pips), "installs the wheel of " + dist
-    env = " ".join(s for s in runtime if s.startswith("ENV "))
-    assert "PYTHONDONTWRITEBYTECODE=1" in env and "HOME=/tmp" in env
-    assert runtime[-1] == 'ENTRYPOINT ["scaler", "run"]'
-    assert f"EXPOSE {ScalerConfig().address.lstrip(':')}" in runtime
+    assert any(f"/wheels/{canonicalize_name(dist).replace('-', '_')}-*.whl" in s for s in builder), "installs the wheel of " + dist
 
 
 def test_dockerignore_sends_only_what_the_build_copies() -> None:
     lines = [x.strip() for x in (REPO / ".dockerignore").read_text().splitlines()]
     lines = [x for x in lines if x and not x.startswith("#")]
     assert lines[0] == "*"
-    assert {"!requirements.lock", "!pyproject.toml", "!README.md", "!scaler/", "!plugins/"} <= set(lines)
+    sent = {x[1:].rstrip("/") for x in lines if x.startswith("!")}
+    copied = set()
+    for stage in dockerfile_stages()[1].values():
+        for s in stage:
+            if s.startswith("COPY ") and "--from=" not in s:
+                copied.update(p.rstrip("/") for p in s.split()[1:-1])
+    assert copied == sent, f"sent to the build: {sorted(sent)}; copied: {sorted(copied)}"
 
 
-def lock_pins() -> dict[str, tuple[str, list[str]]]:
-    """name -> (version, hashes) of requirements.lock."""
-    text = (REPO / "requirements.lock").read_text()
+def lock_pins(path: Path = REPO / "requirements.lock") -> dict[str, tuple[str, list[str]]]:
+    """name -> (version, hashes) of a lock file."""
+    text = path.read_text()
     pins: dict[str, tuple[str, list[str]]] = {}
     for block in re.split(r"\n(?=[A-Za-z0-9])", text):
         m = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", block)
@@ -805,30 +833,64 @@ def lock_pins() -> dict[str, tuple[str, list[str]]]:
     return pins
 
 
-def test_every_dependency_is_pinned_with_hashes_in_the_lock_file() -> None:
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    pins = lock_pins()
-    assert pins
-    for name, (version, hashes) in pins.items():
-        assert hashes, f"{name}=={version} has no --hash"
-    wanted = [*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]]
-    for spec in wanted:
+def _assert_pinned(specs: Iterable[str], pins: dict[str, tuple[str, list[str]]], lock: str) -> None:
+    for spec in specs:
         req = Requirement(spec)
-        if req.marker is not None and not req.marker.evaluate(
-            {"python_version": "3.11", "sys_platform": "linux"}
-        ):
+        if canonicalize_name(req.name) == canonicalize_name(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]):
+            continue  # an extra naming another extra of this project
+        if req.marker is not None and not req.marker.evaluate({"python_version": "3.11", "sys_platform": "linux"}):
             continue
         name = canonicalize_name(req.name)
-        assert name in pins, (
-            f"{req.name} is not in requirements.lock: regenerate it (see its header or docs/contributing.md)"
-        )
-        assert req.specifier.contains(pins[name][0], prereleases=True), f"{name}=={pins[name][0]} vs {req}"
+        assert name in pins, f"{req.name} is not in {lock}: run `make lock` (docs/contributing.md)"
+        assert req.specifier.contains(pins[name][0], prereleases=True), f"{lock}: {name}=={pins[name][0]} vs {req}"
 
 
-def test_lock_file_says_how_to_regenerate_it() -> None:
-    head = (REPO / "requirements.lock").read_text().split("\n\n")[0][:2000]
-    assert "pip-compile --generate-hashes" in head and "pyproject.toml" in head
-    assert "requirements.lock" in (REPO / "docs" / "contributing.md").read_text()
+def test_every_dependency_is_pinned_with_hashes_in_the_lock_files() -> None:
+    """requirements.lock: the dependencies and the build tools (the controller image);
+    requirements-tune.lock: those (on the same pins) and the tune extra and Ray's dashboard."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    controller, tune = lock_pins(), lock_pins(REPO / "requirements-tune.lock")
+    for lock, pins in (("requirements.lock", controller), ("requirements-tune.lock", tune)):
+        assert pins
+        for name, (version, hashes) in pins.items():
+            assert hashes, f"{lock}: {name}=={version} has no --hash"
+    _assert_pinned([*pyproject["project"]["dependencies"], *pyproject["build-system"]["requires"]], controller, "requirements.lock")
+    _assert_pinned([*pyproject["project"]["dependencies"], *pyproject["project"]["optional-dependencies"]["tune"], "ray[default]"],
+                   tune, "requirements-tune.lock")  # fmt: skip
+    build_tools = {canonicalize_name(Requirement(r).name) for r in pyproject["build-system"]["requires"]}
+    shared = {n: v for n, (v, _) in controller.items() if n not in build_tools}
+    assert {n: tune[n][0] for n in shared if n in tune} == shared, "the tune lock is on the controller's pins"
+    assert not {"ray", "optuna", "pyarrow", "plotly"} & set(controller), "the controller's lock has no tune extra"
+
+
+def test_lock_files_say_how_to_regenerate_them() -> None:
+    for lock in ("requirements.lock", "requirements-tune.lock"):
+        head = (REPO / lock).read_text().split("\n\n")[0][:2000]
+        assert "make lock" in head, lock
+    makefile = (REPO / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nlock:") :].split("\n\n")[0]
+    assert "pip-compile" in makefile and "--generate-hashes" in makefile
+    assert "--output-file=requirements.lock pyproject.toml" in recipe
+    assert "--extra=tune --output-file=requirements-tune.lock pyproject.toml requirements-tune.in" in recipe
+    assert "make lock" in (REPO / "docs" / "contributing.md").read_text()
+
+
+def test_the_docs_list_the_controller_images_distributions() -> None:
+    """docs/getting-started/container-image.md lists what the controller image installs: the
+    lock's distributions but the build tools (tests/test_image.py checks the image holds them)."""
+    text = (REPO / "docs/getting-started/container-image.md").read_text()
+    m = re.search(r"<!-- controller-distributions -->\n(.*?)<!-- /controller-distributions -->", text, re.S)
+    assert m, "container-image.md: the list of the controller image's distributions is missing"
+    listed = sorted(canonicalize_name(x) for x in re.findall(r"`([A-Za-z0-9._-]+)`", m[1]))
+    requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    build_tools = {canonicalize_name(Requirement(r).name) for r in requires}
+    assert listed == sorted(set(lock_pins()) - build_tools), "update the list in container-image.md (make lock changed the lock)"
+
+
+@pytest.mark.parametrize("overlay", ["overlays/gke", "overlays/dry-run", "self-hosted-ca"])
+def test_the_overlays_name_the_image_by_digest(overlay: str) -> None:
+    image = container(rendered(overlay))["image"]
+    assert re.fullmatch(r"[^:@]+(:[^@]+)?@sha256:[0-9a-f]{64}", image), image
 
 
 # -- GKE's self-hosted cluster-autoscaler mode -------------------------------------------------------
@@ -979,3 +1041,15 @@ def test_the_monitoring_page_patch_drops_the_managed_prometheus_objects(tmp_path
     assert sorted(d["kind"] for d in docs) == sorted(
         d["kind"] for d in rendered("overlays/gke") if d["kind"] not in ("PodMonitoring", "Rules")
     )
+
+
+def test_the_rayjob_runs_the_tune_image_by_digest_on_its_ray_version() -> None:
+    """deploy/ray/rayjob.yaml: the Dockerfile's tune image, named by digest, whose Ray (the tune
+    lock's) is the version the RayJob declares."""
+    job = yaml.safe_load((DEPLOY / "ray" / "rayjob.yaml").read_text())
+    cluster = job["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
+    for pod in pods:
+        for c in pod["spec"]["containers"]:
+            assert re.fullmatch(r"[^:@]+/scaler-tune@sha256:[0-9a-f]{64}", c["image"]), c["image"]
+    assert cluster["rayVersion"] == lock_pins(REPO / "requirements-tune.lock")["ray"][0]

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runner", "replay"),  # the live process; the what-if replay drives the controller
     ("tune",),  # the search over replays
     ("cli",),  # the command line
-    ("docs", "kubectl_plugin"),  # the reference pages; kubectl scaler, both on the command line
+    ("docs", "kubectl_plugin", "selfcheck"),  # reference pages; kubectl scaler; the image's import check
 )  # fmt: skip
 """The intended package order of ``scaler``, lowest layer first."""
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scaler.cmdline import ParagraphHelpFormatter, UsageError
+from scaler.cmdline import ParagraphHelpFormatter, UsageError, tune_extra_missing
 from scaler.errors import InputError
 from scaler.fanout import workers_phrase
 from scaler.model.times import format_time
@@ -163,8 +163,10 @@ def run(args: argparse.Namespace) -> int:
         results = _replay(
             inp, [*policies, baseline_policy], processes, args.ray_address, err if interactive else None
         )
-    except ImportError as e:  # a portrait policy without scaler.history
-        raise UsageError(f"a policy needs a module that is not installed: {e}") from None
+    except ImportError as e:  # Ray without the tune extra; a portrait policy without scaler.history
+        raise tune_extra_missing("replay", e) or UsageError(
+            f"a policy needs a module that is not installed: {e}"
+        ) from None
     except RayUnavailable as e:
         raise UsageError(str(e)) from None
     baseline = results.pop()

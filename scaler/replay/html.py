@@ -4,7 +4,7 @@ Charts: nodes over time per policy (with the no-scale-down baseline), cumulative
 time and total cost per policy, the overload node-minutes each policy added over those of the
 baseline (cumulative over time), and total overload node-minutes per policy (CPU and memory). The page
 embeds plotly.js once (about 4.7 MB): it opens offline, from a file, with no network access.
-Needs the ``plotly`` package (``pip install 'scaler[replay]'``).
+Needs the ``plotly`` package (``pip install 'gke-scaler[tune]'``).
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ def render_html(report: dict[str, Any]) -> str:
     try:
         import plotly.graph_objects as go  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
-        raise HtmlError("--output html needs plotly: pip install 'scaler[replay]'") from None
+        raise HtmlError("--output html needs plotly: pip install 'gke-scaler[tune]'") from None
 
     times = _times(report)
     base = report["baseline"]

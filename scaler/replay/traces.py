@@ -495,7 +495,7 @@ def load_long_parquet(path: str | Path) -> Trace:
     try:
         import pyarrow.parquet as pq  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
-        raise TraceError(f"{p}: reading Parquet needs pyarrow (pip install 'scaler[replay]')") from None
+        raise TraceError(f"{p}: reading Parquet needs pyarrow (pip install 'gke-scaler[tune]')") from None
     try:
         pf = pq.ParquetFile(p)
         schema = pf.schema_arrow

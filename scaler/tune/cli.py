@@ -343,7 +343,7 @@ def _write_out(out: Path, doc: dict[str, Any], defaults: dict[str, Any], recomme
     try:
         page = render_html(doc, defaults)
     except ImportError:
-        raise UsageError("report.html needs plotly: pip install 'scaler[replay]'") from None
+        raise UsageError("report.html needs plotly: pip install 'gke-scaler[tune]'") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "frontier.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
