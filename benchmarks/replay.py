@@ -299,7 +299,7 @@ def markdown(saved: dict[str, Any]) -> str:
         "cluster are its busiest: a third of its nodes are underused, and each removal re-checks the node on a",
         "fresh view of the world and re-places its pods, so a measurement of the first steps overstates the time",
         "per step of a whole week or month. Between removals a step re-checks only what changed",
-        "(`scaler.simulator.reuse`).",
+        "(`scaler.simulator.cache`).",
         "",
         "| nodes | pods | steps measured | time per step | steps/s | full evaluation | step / evaluation | week | month | peak RSS |",
         "|---|---|---|---|---|---|---|---|---|---|",

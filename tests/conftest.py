@@ -36,6 +36,7 @@ E2E = frozenset(
         "test_deploy",
         "test_docs",
         "test_dry_run_gke",
+        "test_evaluation_cache_live",
         "test_fanout",
         "test_golden_replay",
         "test_history_prometheus",

@@ -32,6 +32,7 @@ from scaler.model.records import (
     PodMetrics,
     missing_containers,
 )
+from scaler.model.revisions import Revisions
 
 __all__ = [
     "CONTROLLER_KINDS",
@@ -105,6 +106,10 @@ class ClusterSnapshot:
     """Node name → real GPU usage, fraction 0-1 of its allocatable GPUs (NVIDIA DCGM's
     ``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``, :func:`scaler.history.prometheus.
     fetch_gpu_usage`); empty without history. A GPU node missing here has unknown GPU usage."""
+    revisions: Revisions | None = field(default=None, compare=False, repr=False)
+    """What changed since the source's previous snapshot (:mod:`scaler.model.revisions`), read
+    by the evaluation cache; ``None``: unknown (nothing kept is reused). Not part of the
+    snapshot's value."""
 
     @staticmethod
     def create(

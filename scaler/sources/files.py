@@ -24,6 +24,7 @@ import os
 import re
 import statistics
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from scaler.model.decode import Place, decode_document, document_records, flatte
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
+from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot, RecordSet, SnapshotError
 from scaler.model.times import format_duration, format_time
 
@@ -195,6 +197,9 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
         paths: files or directories.
         now: evaluation time (Unix seconds); ``None`` takes the metrics timestamp.
 
+    The snapshot carries revision numbers of its own (a new source each load:
+    :mod:`scaler.model.revisions`).
+
     Raises:
         SnapshotError: any bad file or object (the message names the file and the object); an
             object of a kind a snapshot does not use; the same object twice (names both places);
@@ -206,9 +211,10 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
         _check_complete(records, named)
         _check_metrics_times(records, named)
         try:
-            return records.snapshot(now)  # inside the pause: the records go to the oldest generation
+            snap = records.snapshot(now)  # inside the pause: the records go to the oldest generation
         except SnapshotError as e:
             raise SnapshotError(f"{named}: {e}") from None
+    return replace(snap, revisions=RevisionCounter().stamp(snap))  # a source of one snapshot
 
 
 def _load_records(paths: Sequence[str | Path]) -> RecordSet:
