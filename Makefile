@@ -59,9 +59,10 @@ test-deps:
 ## (benchmarks/replay.py: steps per second of one policy over generated 100, 1k and 5k-node clusters
 ## following the Bitbrains trace, a full evaluation beside it, peak RSS, and the bundled example
 ## against 3c01bc1); REPLAY_ARGS="--sizes 1000 --steps 1000=2016" for other sizes or durations.
-## Then `scaler tune` with 1 and 2 workers (32 trials over a week of the bundled example, and over
-## a day of 1,000 nodes; needs ../shared): docs/tune-bench.md/.json. TUNE_BENCH_ARGS="--trials 8
-## --days 1" for a smaller run.
+## Then `scaler tune` by successive halving (32 trials over a week of a generated 1,000-node
+## cluster, then the same trials without halving; needs ../shared): docs/tune-bench.md/.json.
+## TUNE_BENCH_ARGS="--halving-nodes 0" for the bundled example, "--configs example,1k-nodes" for
+## 1 against 2 workers.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m benchmarks $(BENCH_ARGS)

@@ -25,6 +25,7 @@ from scaler.config import (
     DRY_RUN_KEYS,
     DURATION_KEYS,
     FLAG_GROUPS,
+    SETTINGS,
     ScalerConfig,
     flag_name,
     load_config_file,
@@ -69,19 +70,6 @@ def _shown_default(key: str, value: Any) -> str | None:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-_METAVARS = {
-    "prices": "FILE",
-    "prometheus_url": "URL",
-    "prometheus_auth_file": "FILE",
-    "prometheus_selector": "MATCHERS",
-    "gke_project": "NAME",
-    "gke_location": "NAME",
-    "gke_cluster": "NAME",
-}
-"""Metavars of the string flags whose value is a file, a URL or label matchers: the same words
-``scaler replay`` and ``scaler history export`` use for the same flags."""
-
-
 def _metavar(annotation: Any) -> str:
     """Go's flag type names: ``float``, ``int``, ``string``; ``list`` for comma-separated names."""
     if annotation is float:
@@ -116,24 +104,22 @@ def _add_config_flags(parser: argparse.ArgumentParser, keys: Collection[str] | N
                 kwargs.update(nargs="?", const="true", metavar="true|false")
             elif bool in get_args(annotation):  # bool | Literal["auto"]
                 kwargs.update(nargs="?", const="true", metavar="true|false|auto")
-            elif key == "nodes":
-                kwargs.update(action="append", metavar="MIN:MAX:NAME")
-            elif key == "budgets":
-                kwargs.update(action="append", metavar="BUDGET")
+            elif key in ("nodes", "budgets"):  # repeatable
+                kwargs.update(action="append", metavar=SETTINGS[key].metavar)
             elif get_origin(annotation) is Literal:
                 kwargs.update(choices=get_args(annotation))
             else:
                 kwargs.update(
-                    metavar="duration" if key in DURATION_KEYS else _METAVARS.get(key) or _metavar(annotation)
+                    metavar="duration"
+                    if key in DURATION_KEYS
+                    else SETTINGS[key].metavar or _metavar(annotation)
                 )
             group.add_argument(flag, **kwargs)
-    # CA's own spelling of this flag.
-    parser.add_argument(
-        "--blocking-system-pod-distruption-timeout",
-        dest="blocking_system_pod_disruption_timeout",
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
-    )
+    # Other spellings of a flag (CA's own "distruption"), accepted but not shown.
+    for key, s in SETTINGS.items():
+        hidden = [f"--{a}" for a in s.aliases if f"--{a}" != flag_name(key)]
+        if hidden and flag_name(key) and (keys is None or key in keys):
+            parser.add_argument(*hidden, dest=key, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def _add_source_flags(parser: argparse.ArgumentParser, offline: bool) -> None:
@@ -235,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source_flags(snap, offline=False)
     snap.add_argument("--out", required=True, metavar="DIR", help="output directory (must be new or empty)")
     snap.add_argument("--overwrite", action="store_true", help="replace files in a non-empty --out")
+    snap.add_argument("--raw", action="store_true",
+                      help="keep what is stripped by default: env[].value of every container, metadata.managedFields "
+                           "and the kubectl.kubernetes.io/last-applied-configuration annotation")  # fmt: skip
     from scaler.replay.cli import add_parser as add_replay_parser
 
     add_replay_parser(sub)
@@ -352,6 +341,11 @@ def _live_snapshot(args: argparse.Namespace, now: float | None) -> tuple[Cluster
     return load_live_snapshot(api, time.time() if now is None else now), "live cluster"
 
 
+def _warn(line: str) -> None:
+    """One warning line on stderr."""
+    sys.stderr.write(f"scaler: {line}\n")
+
+
 def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
     """The snapshot to evaluate and where it came from: ``--snapshot``, else the cluster of the
     kubeconfig or in-cluster config (an error, exit 2, when it cannot be reached), else, when no
@@ -360,7 +354,7 @@ def _load_state(args: argparse.Namespace) -> tuple[ClusterSnapshot, str]:
 
     now = _parse_now(args.now) if args.now else None
     if args.snapshot:
-        return load_snapshot(args.snapshot, now), ", ".join(args.snapshot)
+        return load_snapshot(args.snapshot, now, warn=_warn), ", ".join(args.snapshot)
     from scaler.sources.kube import (  # the Kubernetes client: only when reading a live cluster
         ClusterUnreachable,
         LiveSourceError,
@@ -630,7 +624,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     except (ClusterUnreachable, LiveSourceError) as e:
         raise UsageError(f"cannot read the cluster: {e}") from None
     try:
-        paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite)
+        paths = write_snapshot(objects, Path(args.out), overwrite=args.overwrite, raw=args.raw)
     except (ValueError, OSError) as e:
         raise UsageError(str(e)) from None
     sys.stderr.write(f"wrote {len(paths)} files to {args.out}\n")

@@ -48,13 +48,21 @@ class HelpFormatter(argparse.HelpFormatter):
 
 class ParagraphHelpFormatter(HelpFormatter):
     """:class:`HelpFormatter` that keeps the description's and epilog's paragraphs (separated by
-    blank lines) apart, each filled to the width without splitting a token."""
+    blank lines) apart, each filled to the width without splitting a token. In a paragraph, a
+    line starting with ``- `` starts a list item, filled with a hanging indent."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         paragraphs = [p for p in text.split("\n\n") if p.strip()]
-        return "\n\n".join(
-            super(ParagraphHelpFormatter, self)._fill_text(p, width, indent) for p in paragraphs
-        )
+        return "\n\n".join(self._fill_paragraph(p, width, indent) for p in paragraphs)
+
+    def _fill_paragraph(self, text: str, width: int, indent: str) -> str:
+        parts = text.split("\n- ")
+        out = [super()._fill_text(parts[0], width, indent)] if parts[0].strip() else []
+        for item in parts[1:]:
+            filled = super()._fill_text(item, width - 4, "")
+            lines = filled.splitlines()
+            out.append("\n".join([f"{indent}  - {lines[0]}", *(f"{indent}    {line}" for line in lines[1:])]))
+        return "\n".join(out)
 
 
 def bundled_example() -> Path:

@@ -161,8 +161,9 @@ class Controller:
         clock: Unix-seconds clock.
         actuator_factory: builds the actuator, an :class:`~scaler.actuation.interface.Actuation`
             (default :class:`Actuator`; tests tune its timings, the replay runs it in place).
-        source_problem: says why the cluster view may be stale (``""`` when it is not), e.g.
-            watches that keep failing; while it says anything, nothing is started.
+        source_problem: says why the cluster view may be stale (``""`` when it is not), e.g. a
+            kind being relisted after a failed watch; while it says anything no scale-down is
+            started, and the actuator (its ``hold``) lets no taint, eviction or delete go out.
         node_groups: node name → node group of the cluster's nodes now, without metrics (the
             watch cache); during a metrics outage every one of them is reported
             ``MetricsUnavailable`` (default: the nodes of the last successful loop).
@@ -241,6 +242,7 @@ class Controller:
             clock=clock,
             plugins=self.plugins,
             **({"fence": fence} if fence is not None else {}),
+            **({"hold": source_problem} if source_problem is not None else {}),
         )
 
     # ---- outcomes from actuator threads -------------------------------------------------------------
@@ -399,6 +401,7 @@ class Controller:
             evaluation, self.state, sizes, last_scale_up=last_scale_up, deleting=in_flight
         )
         self.metrics.observe_plan(decision, [b.name for b in cfg.budgets])
+        acting = acting and self._still_fresh()
         if acting and decision.to_delete:
             failures = self.actuator.start(decision)
             if failures:
@@ -413,6 +416,16 @@ class Controller:
         self._write_status(decision, snapshot)
         self._write_node_statuses(decision, snapshot)
         return self._loop_done(decision, start)
+
+    def _still_fresh(self) -> bool:
+        """Whether the cluster view is still fresh now, after the evaluation (``source_problem``
+        again: a kind may have gone stale meanwhile); when it is not, no scale-down or relief
+        starts this loop, with a warning and ``scaler_errors_total{type="stale_cache"}``."""
+        stale = self.source_problem() if self.source_problem is not None else ""
+        if stale:
+            self.metrics.errors.labels("stale_cache").inc()
+            log.warning("cluster view became stale (%s); no scale-down started this loop", stale)
+        return not stale
 
     def _group_sizes(self) -> dict[str, GroupSize]:
         """Every node group's sizes as the cloud tells them now (refreshed): the group's, each

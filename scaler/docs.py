@@ -388,61 +388,182 @@ def schema_page() -> str:
     )
 
 
-def rbac_page() -> str:
-    """Every Kubernetes call (RBAC) and Google API method (IAM) of ``scaler run``."""
+_CALL_PURPOSES: dict[str, str] = {
+    "list nodes": "the nodes: allocatable, labels, taints, readiness",
+    "list pods": "the pods: requests, owners, volumes, scheduling constraints; a drained node's "
+    "remaining pods (`fieldSelector spec.nodeName`)",
+    "list poddisruptionbudgets.policy": "PodDisruptionBudgets, for the drain rules and the simulated evictions",
+    "list replicasets.apps": "a pod's controller and its replicas, for the drain rules (`NotReplicated`, "
+    "`--min-replica-count`)",
+    "list replicationcontrollers": "a pod's controller and its replicas, for the drain rules",
+    "list statefulsets.apps": "a pod's controller, for the drain rules",
+    "list daemonsets.apps": "a pod's DaemonSet: such pods are not moved, and counted apart",
+    "list jobs.batch": "a pod's Job, for the drain rules",
+    "list persistentvolumes": "volume node affinity (zones) of the pods' claims; skipped with a warning "
+    "when refused",
+    "list persistentvolumeclaims": "the pods' claims and their volumes; skipped with a warning when refused",
+    "list namespaces": "namespace labels, for pod affinity's `namespaceSelector`; skipped with a warning "
+    "when refused",
+    "list nodes.metrics.k8s.io": "nodes' real usage (metrics-server), one LIST per evaluation",
+    "list pods.metrics.k8s.io": "pods' real usage (metrics-server), one LIST per evaluation",
+    "get nodes": "read a node before tainting, cordoning or annotating it, and before rolling that back "
+    "(each patch carries the node's resourceVersion)",
+    "get pods": "see whether an evicted pod is gone",
+    "create pods/eviction": "evict a pod through the Eviction API, which enforces PDBs",
+    "patch nodes": "taint, cordon and annotate a node being removed, and roll that back; each node's "
+    "`scaler.io/scale-down-status` annotation and label (`--write-node-status`)",
+    "delete nodes": "delete a drained node's Node object (`--cloud-provider kubernetes` only)",
+    "create events": "`ScaleDown*`, `ScaleDownDryRun` and `HotNodeRelief` events on nodes and pods",
+    "get configmaps": "read the status ConfigMap (`--status-config-map-name`) before updating it",
+    "create configmaps": "create the status ConfigMap on the first loop",
+    "update configmaps": "write the status ConfigMap every loop that changes it",
+    "get leases.coordination.k8s.io": "leader election: read the Lease (`--instance-name`)",
+    "create leases.coordination.k8s.io": "leader election: create the Lease when there is none",
+    "update leases.coordination.k8s.io": "leader election: take and renew the Lease",
+}
+"""Why each Kubernetes call is made, by ``verb resource[.group]`` (as ``kubectl auth can-i``
+names it). A call without an entry gets :func:`_purpose`'s generic text: a kind's watch keeps
+the watch cache, its list reads it for the evaluation."""
+
+_VIEWER_PURPOSES: dict[str, str] = {
+    "get configmaps": "`status`: the running scaler's status ConfigMap",
+    "list nodes": "`dry-run`, `why`: the nodes; `status`: their `scaler.io/scale-down-status` annotations",
+    "list pods": "the pods: requests, owners, volumes, scheduling constraints",
+}
+
+_GOOGLE_PURPOSES: dict[str, str] = {
+    "container.clusters.nodePools.list": "the node pools: autoscaling limits, MIGs, zones",
+    "compute.instanceGroupManagers.get": "a MIG's `targetSize`, for the minimum size in its zone",
+    "compute.instanceGroupManagers.deleteInstances": "remove a drained node's VM from its MIG",
+    "compute.zoneOperations.wait": "wait for that deletion's zone operation",
+    "cloudresourcemanager.projects.testIamPermissions": "the start-up check of these permissions",
+}
+
+
+def _purpose(call: Any, purposes: dict[str, str]) -> str:
+    """Why ``call`` (an :class:`~scaler.kube.client.ApiCall`) is made: its entry in ``purposes``,
+    else a generic text by verb (``""`` for a write without an entry)."""
+    key = f"{call.verb} {call.display}"
+    if key in purposes:
+        return purposes[key]
+    if call.verb == "watch":
+        return "keep the watch cache of this kind up to date (`scaler run` only)"
+    if call.verb == "list":
+        return "the objects of this kind, for the evaluation"
+    return ""
+
+
+def _permission_table(permissions: Any, purposes: dict[str, str] = _CALL_PURPOSES) -> list[str]:
+    """Markdown rows of :class:`~scaler.kube.permissions.Permission` s: verb, resource, group,
+    where it is granted (cluster, all namespaces, or one namespace and name) and why."""
+
+    def scope(p: Any) -> str:
+        if p.namespace:
+            return f"`{p.namespace}`" + (f", `{p.name}` only" if p.name else "")
+        return "all namespaces" if p.call.namespaced else "cluster"
+
+    rows = ["| verb | resource | API group | where | needed for |", "|---|---|---|---|---|"]
+    rows += [
+        f"| {p.call.verb} | `{p.call.resource}` | `{p.call.group or 'core'}` | {scope(p)} | "
+        f"{_cell(_purpose(p.call, purposes))} |"
+        for p in permissions
+    ]
+    return rows
+
+
+def _google_section() -> list[str]:
+    """The Google Cloud IAM section of the RBAC page: each method, its permission, why, and
+    which of the two roles grants it."""
     from scaler.cloud.base import CHECK_CALLS, DELETE_CALLS, IAM_PERMISSIONS
     from scaler.cloud.base import READ_CALLS as GOOGLE_READ_CALLS
+
+    dry, full = "`scalerScaleDownDryRun`", "`scalerScaleDown`"
+
+    def in_full(permission: str) -> str:  # the IAM condition holds on MIGs only
+        on_migs = permission.startswith("compute.instanceGroupManagers.")
+        return "yes, on the cluster's MIGs only" if on_migs else "yes"
+
+    return [
+        "## Google Cloud IAM (GKE provider)",
+        "",
+        "Two Google service accounts, each bound to the Kubernetes service account `scaler-system/scaler` "
+        f"through Workload Identity in turn: `scaler-dry-run` with the read-only role {dry} "
+        "(`deploy/gke/iam-role-dry-run.yaml`) while scaler runs in dry-run, and `scaler` with "
+        f"{full} (`deploy/gke/iam-role.yaml`) for real deletions, bound under an IAM condition that "
+        "limits its MIG permissions to the cluster's own MIGs "
+        "([Installing scaler on GKE](../getting-started/install-gke.md), step 7). "
+        "`scaler dry-run --cloud-provider gke` and `kubectl scaler` read with your own credentials.",
+        "",
+        f"| API method | IAM permission | needed for | {dry} | {full} |",
+        "|---|---|---|---|---|",
+        *[
+            f"| `{m}` | `{IAM_PERMISSIONS[m]}` | {_cell(_GOOGLE_PURPOSES[m])} | "
+            f"{'yes' if m in GOOGLE_READ_CALLS else 'no'} | {in_full(IAM_PERMISSIONS[m])} |"
+            for m in (*GOOGLE_READ_CALLS, *DELETE_CALLS)
+        ],
+        *[f"| `{m}` | none | {_cell(_GOOGLE_PURPOSES[m])} | | |" for m in CHECK_CALLS],
+    ]
+
+
+def rbac_page() -> str:
+    """Every Kubernetes call (RBAC) and Google API method (IAM) of ``scaler run``, of a dry-run and
+    of ``kubectl scaler``, each with what needs it and where it is granted."""
     from scaler.cloud.gke import GKEProvider
     from scaler.cloud.kubernetes import KubernetesProvider
-    from scaler.kube.permissions import required_calls
+    from scaler.config import ScalerConfig
+    from scaler.kube.permissions import Permission, required_permissions
+    from scaler.status import STATUS_CALLS, VIEWER_CALLS
 
-    def table(calls: tuple[Any, ...]) -> list[str]:
-        rows = ["| verb | resource | API group | namespaced |", "|---|---|---|---|"]
-        rows += [
-            f"| {c.verb} | `{c.resource}` | `{c.group or 'core'}` | {'yes' if c.namespaced else 'no'} |"
-            for c in calls
-        ]
-        return rows
-
-    active = required_calls(GKEProvider.kube_calls, dry_run=False)
-    dry = required_calls(GKEProvider.kube_calls, dry_run=True)
-    kube_provider = [c for c in KubernetesProvider.kube_calls if c not in active]
+    config = ScalerConfig()
+    active = required_permissions(config, GKEProvider.kube_calls, dry_run=False)
+    dry = required_permissions(config, GKEProvider.kube_calls, dry_run=True)
+    kubernetes = required_permissions(config, KubernetesProvider.kube_calls, dry_run=False)
+    added = [p for p in kubernetes if p not in active]
+    by_name = {c for c in STATUS_CALLS if c.resource == "configmaps"}  # the status ConfigMap, by name
+    viewer = [
+        Permission(c, config.namespace, config.status_config_map_name) if c in by_name else Permission(c)
+        for c in VIEWER_CALLS
+    ]
     return "\n".join(
         [
             "# RBAC and IAM",
             "",
             GENERATED.strip(),
             "",
-            "`scaler run` checks these permissions when it starts and again on becoming leader "
-            "(SelfSubjectAccessReview for Kubernetes, `projects.testIamPermissions` for Google Cloud) and "
-            "exits 2 naming any that is missing. `deploy/` grants exactly these (a test renders it and "
-            "compares). Leases and ConfigMaps are only touched in `--namespace`, by name.",
+            "Every permission scaler's installation grants, with the call that needs it. `scaler run` checks "
+            "its own when it starts and again on becoming leader (SelfSubjectAccessReview for Kubernetes, "
+            "`projects.testIamPermissions` for Google Cloud) and exits 2 naming any that is missing. "
+            "`deploy/` grants exactly these, no more: a test renders every overlay and compares its roles "
+            "with these lists, and another runs scaler against a real API server with those roles and "
+            "finds in its audit log no request denied and every granted verb used.",
             "",
-            "## Kubernetes: `scaler run` (GKE provider)",
+            "## Kubernetes: `scaler run` (`deploy/overlays/gke`)",
             "",
-            *table(active),
+            "The ClusterRole `scaler` and, in scaler's namespace, the Role `scaler` (its Lease and status "
+            "ConfigMap, by name).",
             "",
-            "## Kubernetes: `scaler run --dry-run`",
+            *_permission_table(active),
             "",
-            *table(dry),
+            "## Kubernetes: `scaler run --dry-run` (`deploy/overlays/dry-run`)",
             "",
-            "## Kubernetes: added by `--cloud-provider kubernetes`",
+            "The same reads and the writes of its own reporting: no write to a node or a pod, no eviction. "
+            "(`--write-node-status=true` would add `patch` on nodes, which this overlay does not grant.)",
             "",
-            *(table(tuple(kube_provider)) if kube_provider else ["None."]),
+            *_permission_table(dry),
             "",
-            "## Google Cloud IAM (GKE provider)",
+            "## Kubernetes: added by `--cloud-provider kubernetes` (`deploy/base`)",
             "",
-            "| API method | IAM permission | used by |",
-            "|---|---|---|",
-            *[
-                f"| `{m}` | `{IAM_PERMISSIONS[m]}` | `scaler run`, `scaler run --dry-run`, `scaler dry-run --cloud-provider gke` |"
-                for m in GOOGLE_READ_CALLS
-            ],
-            *[f"| `{m}` | `{IAM_PERMISSIONS[m]}` | `scaler run` |" for m in DELETE_CALLS],
-            *[f"| `{m}` | none | the permission check |" for m in CHECK_CALLS],
+            *(_permission_table(added) if added else ["None."]),
             "",
-            "`deploy/gke/iam-role.yaml` is the custom role with these permissions; "
-            "`deploy/gke/iam-role-dry-run.yaml` the read-only one.",
+            "## Kubernetes: `kubectl scaler` (`deploy/viewer`)",
+            "",
+            "`dry-run` and `why` on a live cluster LIST each kind once; `status` reads the status ConfigMap. "
+            "Nothing is watched or written. The ClusterRole `scaler-viewer` and the Role `scaler-viewer` in "
+            f"`{config.namespace}` grant exactly this; bind your users or groups to both.",
+            "",
+            *_permission_table(viewer, {**_CALL_PURPOSES, **_VIEWER_PURPOSES}),
+            "",
+            *_google_section(),
             "",
         ]
     )

@@ -1,7 +1,8 @@
 """Which nodes are scale-down candidates, in cluster-autoscaler's order of checks.
 
 Source: CA ``core/scaledown/eligibility/eligibility.go FilterOutUnremovable`` and
-``processors/nodes/pre_filtering_processor.go``. Order: RecentlyUnremovable, CurrentlyBeingDeleted,
+``processors/nodes/pre_filtering_processor.go``. Order: UnreadableObject (ours: an API object
+concerning the node could not be read, :mod:`scaler.model.unreadable`), RecentlyUnremovable, CurrentlyBeingDeleted,
 ScaleDownDisabledAnnotation, NotAutoscaled, NodeGroupMinSizeReached (pre-filter: the node's MIG, or
 its pool in its zone when the node's name does not tell its MIG, has no more nodes than its minimum,
 :class:`scaler.limits.GroupLimits`, re-exported here),
@@ -73,6 +74,7 @@ def check_eligibility(
     group_sizes: Mapping[tuple[str, str, str], int],
     recently_unremovable: Collection[str] = (),
     limits: GroupLimits | None = None,
+    unreadable: Mapping[str, str] | None = None,
 ) -> Ineligible | None:
     """Return why ``node`` is not a scale-down candidate, or ``None`` when it is one.
 
@@ -87,7 +89,12 @@ def check_eligibility(
             ``--unremovable-node-recheck-timeout`` (live mode only).
         limits: ``--nodes`` limits per pool and zone (:func:`node_group_limits`); ``None``
             resolves them from ``config`` and this node alone.
+        unreadable: node name → why an API object concerning it could not be read
+            (:attr:`scaler.model.snapshot.ClusterSnapshot.unreadable`).
     """
+    why_unreadable = (unreadable or {}).get(node.name)
+    if why_unreadable:
+        return Ineligible(UnremovableReason.UnreadableObject, why_unreadable)
     if node.name in recently_unremovable:
         return Ineligible(
             UnremovableReason.RecentlyUnremovable, "unremovable in a recent loop; not re-checked yet"

@@ -195,9 +195,10 @@ def _evaluate(
 
     ineligible: dict[str, NodeResult] = {}
     candidates: list[Node] = []
+    unreadable = snapshot.unreadable
     for node in snapshot.nodes:
         why = check_eligibility(
-            node, utils[node.name], now, config, group_sizes, recently_unremovable, limits
+            node, utils[node.name], now, config, group_sizes, recently_unremovable, limits, unreadable
         )
         if why is None:
             candidates.append(node)
@@ -321,7 +322,11 @@ def _simulate(
     state = ctx.state
     movable = [n for n in candidates if n.name not in held]
     movable_names = {n.name for n in movable}
-    non_candidates = Tier.of(state, [n.name for n in ctx.snapshot.nodes if n.name not in movable_names])
+    unreadable = ctx.snapshot.unreadable  # never a destination either
+    non_candidates = Tier.of(
+        state,
+        [n.name for n in ctx.snapshot.nodes if n.name not in movable_names and n.name not in unreadable],
+    )
     reverse_candidates = Tier.of(state, [n.name for n in reversed(movable)])
     planned: Counter[tuple[str, str, str]] = Counter()
     receivers: set[str] = set()

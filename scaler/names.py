@@ -114,7 +114,7 @@ def price_file_machine_types(path: str | Path) -> set[str]:
     :func:`~scaler.prices.load_price_table` before. Empty when it cannot be read."""
     try:
         doc: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return set()
     if not isinstance(doc, dict):
         return set()

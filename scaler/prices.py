@@ -209,11 +209,18 @@ class PriceTable:
 
 def _read(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        # libyaml's parser when installed: the same safe load, and a nesting limit of its own
+        return yaml.load(
+            path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        )
     except (OSError, UnicodeDecodeError) as e:
         raise PriceError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
         raise PriceError(f"{path}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise PriceError(
+            f"{path}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
 
 
 def load_price_table(path: str | Path | None = None) -> PriceTable:

@@ -1,8 +1,9 @@
 """Why a node stays or goes: the fixed vocabulary every log, metric, event and report reads.
 
 Names are cluster-autoscaler's ``simulator.UnremovableReason`` values (``simulator/cluster.go``)
-where CA has one; ``MetricsUnavailable``, ``DestinationForMovedPods`` and
-``ScaleDownBudgetExhausted`` (a disruption budget, :mod:`scaler.budgets`) are scaler's own.
+where CA has one; ``MetricsUnavailable``, ``DestinationForMovedPods``,
+``ScaleDownBudgetExhausted`` (a disruption budget, :mod:`scaler.budgets`) and
+``UnreadableObject`` (:mod:`scaler.model.unreadable`) are scaler's own.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class UnremovableReason(StrEnum):
     MetricsUnavailable = "MetricsUnavailable"
     DestinationForMovedPods = "DestinationForMovedPods"
     ScaleDownBudgetExhausted = "ScaleDownBudgetExhausted"
+    UnreadableObject = "UnreadableObject"
 
 
 REASON_HELP: dict[UnremovableReason, str] = {
@@ -67,4 +69,6 @@ REASON_HELP: dict[UnremovableReason, str] = {
     UnremovableReason.DestinationForMovedPods: "pods of a node removed earlier in this evaluation would move here",
     UnremovableReason.ScaleDownBudgetExhausted: "an active disruption budget (named in the detail) allows no more "
     "disrupted nodes in this node pool now",
+    UnremovableReason.UnreadableObject: "an API object that concerns the node (the node itself, one of its pods, "
+    "their controller, PDB or claim) could not be read: neither a candidate nor a destination",
 }

@@ -26,7 +26,9 @@ executor's "evictor" is here a simulation (:func:`scaler.simulator.cluster.simul
 a pod is chosen only when the drain rules and the PDB budgets left let it go and the simulator
 finds it a destination passing the scheduler filters and TargetUsage. Otherwise it stays, with
 the reason, and the next pod in the order is tried. A pod without PodMetrics stays too: its
-eviction would close the gap by an unknown amount. At most ``--max-relief-evictions-per-loop``
+eviction would close the gap by an unknown amount. A pod whose PodMetrics lack a container it
+runs counts the reading plus that container's own request, or stays, the container named, when
+the container has none (:func:`scaler.utilization.partial_usage`). At most ``--max-relief-evictions-per-loop``
 pods are chosen in a loop, over all nodes, hottest node first (koordinator sorts its sources by
 usage, descending).
 
@@ -45,17 +47,21 @@ only changes the evaluation's own simulation state.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+
+import msgspec
 
 from scaler.engine import Evaluation, NodeResult
 from scaler.eviction.executor import EvictResult, execute
 from scaler.eviction.metrics import CPU_TOTAL_USAGE, MEMORY_TOTAL_USAGE, MetricRegistry, default_registry
 from scaler.eviction.podinfo import pod_usages
 from scaler.eviction.waterline import Waterlines
-from scaler.model.records import Node, Pod
+from scaler.model.records import Node, Pod, PodMetrics
 from scaler.simulator.cluster import RemovalContext, simulate_pod_move
 from scaler.simulator.removal import Tier
+from scaler.utilization import partial_usage, unknown_usage
 
 __all__ = ["HotNode", "NodeRelief", "ReliefPlan", "hot_node", "hot_nodes", "plan_relief"]
 
@@ -222,8 +228,20 @@ def _chosen_evictions(
     evicted" when it may leave and has a place among ``destinations`` (the move is made in
     ``ctx``), at most ``left`` of them. Returns the node's relief and how many evictions the
     loop has left."""
-    metrics = ctx.snapshot.pod_metrics
+    metrics: Mapping[tuple[str, str], PodMetrics] = ctx.snapshot.pod_metrics
     pods = [p for p in ctx.pods_by_node.get(h.name, ()) if not (p.is_daemonset or p.is_mirror)]
+    partial = ctx.snapshot.partial_pod_metrics
+    if partial:  # readings that lack a container: the reading plus its request, when it has one
+        completed: dict[tuple[str, str], PodMetrics] = {}
+        for p in pods:
+            key = (p.namespace, p.name)
+            u = partial_usage(p, ctx.snapshot, ctx.config) if key in partial else None
+            if u is not None and u[0] is not None and u[1] is not None:
+                completed[key] = msgspec.structs.replace(
+                    partial[key][0], cpu_millicores=u[0], memory_bytes=u[1]
+                )
+        if completed:
+            metrics = ChainMap(completed, dict(metrics))
     moves: list[tuple[Pod, str]] = []
     kept: list[tuple[Pod, str]] = []
 
@@ -233,7 +251,12 @@ def _chosen_evictions(
         if left <= 0:
             return EvictResult(False, CAPPED)  # not tried: not listed in ``kept``
         if (pod.namespace, pod.name) not in metrics:
-            why = f"pod {pod.key} has no PodMetrics: its eviction would close the gap by an unknown amount"
+            unknown = unknown_usage(pod, ctx.snapshot, ctx.config) if partial else ""
+            why = (
+                f"{unknown}, so its eviction would close the gap by an unknown amount"
+                if unknown
+                else f"pod {pod.key} has no PodMetrics: its eviction would close the gap by an unknown amount"
+            )
         else:
             move = simulate_pod_move(ctx, pod, [destinations])
             if move.moved:
@@ -305,7 +328,10 @@ def plan_relief(
     )
     if not wanted:
         return ReliefPlan()
-    destinations = Tier.of(ctx.state, [n.name for n in ctx.snapshot.nodes if n.name not in hot])
+    unreadable = ctx.snapshot.unreadable
+    destinations = Tier.of(
+        ctx.state, [n.name for n in ctx.snapshot.nodes if n.name not in hot and n.name not in unreadable]
+    )
     left = cfg.max_relief_evictions_per_loop
     reliefs: list[NodeRelief] = []
     for h in wanted:

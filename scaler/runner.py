@@ -16,11 +16,13 @@ it clean, as cluster-autoscaler does (``OnStoppedLeading``: ``klog.Fatalf``).
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from types import FrameType
@@ -32,11 +34,13 @@ from scaler.config import ScalerConfig
 from scaler.controller import Controller
 from scaler.errors import InputError, ScalerError
 from scaler.history.source import ProfileCache
+from scaler.kube.client import READ_CALLS
 from scaler.kube.leader import LeaderElector
-from scaler.kube.writer import KubeWriter
+from scaler.kube.writer import KubeWriter, ObjectRef
 from scaler.limits import GroupLimits
 from scaler.model.records import Node
 from scaler.model.snapshot import ClusterSnapshot
+from scaler.model.unreadable import Unreadable
 from scaler.observability import HealthServer, Metrics
 from scaler.simulator.registry import Plugins
 from scaler.sources.watch import WatchCache, snapshot_from_cache
@@ -55,7 +59,6 @@ def default_identity() -> str:
     """The leader-election identity: ``POD_NAME`` (else the hostname) plus ``_`` and a random
     UUID, as client-go's callers do (CA: ``os.Hostname() + "_" + uuid.NewUUID()``), so two
     processes on one host, or a restarted container of one pod, never share an identity."""
-    import os
     import socket
     import uuid
 
@@ -108,7 +111,9 @@ def build_runner(
         raise StartupError(str(e)) from None
     if problem:
         raise StartupError(problem)
-    cache = WatchCache(api)
+    # SCALER_WATCH_TIMEOUT_SECONDS: each WATCH's timeoutSeconds (default 300), for tests that need
+    # watches to end and resume soon (a resourceVersion compacted meanwhile: 410); unset in production.
+    cache = WatchCache(api, watch_timeout_seconds=int(os.environ.get("SCALER_WATCH_TIMEOUT_SECONDS") or 300))
     cache.start()
     runner: Runner | None = None
     try:
@@ -220,8 +225,6 @@ def _provider(
 ) -> CloudProvider:
     """The cloud provider ``--cloud-provider`` names. ``nodes``: the nodes of the last loop (the
     ``kubernetes`` provider counts group sizes from them instead of listing nodes)."""
-    import os
-
     if config.cloud_provider == "gke":
         from scaler.cloud.gke import GKEProvider, make_clients, make_projects_client
 
@@ -301,7 +304,7 @@ class Runner:
             )  # fmt: skip
         fence = self.elector.check if self.elector is not None else None
         self.writer = writer or KubeWriter(
-            api, config.instance_name, clock=clock, replica=identity, fence=fence
+            api, config.instance_name, clock=clock, replica=identity, fence=fence, hold=self.stale_kinds
         )
         self.stop_event = threading.Event()
         self.controller = controller_factory(
@@ -320,6 +323,8 @@ class Runner:
         )
         self.health: HealthServer | None = None
         self._threads: list[threading.Thread] = []
+        self._unreadable_seen: dict[tuple[str, str, str], str] = {}  # object -> message logged
+        self._unreadable_announced: dict[tuple[str, str, str], str] = {}  # object -> message of its Event
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """Cluster state from the watch caches plus the two metrics LISTs, with workload
@@ -330,6 +335,7 @@ class Runner:
         from scaler.history.source import load_gpu_usage
 
         snap = snapshot_from_cache(self.cache, self.api, now)
+        self._report_unreadable(self.cache.unreadable())
         self.last_nodes = snap.nodes
         if self.config.history == "none":
             return snap
@@ -346,8 +352,37 @@ class Runner:
         return {n.name: n.node_group for n in nodes}
 
     def stale_kinds(self) -> str:
-        """Kinds whose watch keeps failing (their cached state may be stale), ``""`` if none."""
-        return ", ".join(sorted(k for k, st in self.cache.stats.items() if st.consecutive_errors > 0))
+        """The kinds whose cached objects may be stale now (:meth:`WatchCache.stale_kinds`: a
+        watch failed, a 410, a relist under way), with why and for how long, ``""`` if none.
+        While it says anything the controller starts no scale-down and its actuator lets no
+        taint, eviction or delete go out."""
+        return "; ".join(f"{kind} {why}" for kind, why in sorted(self.cache.stale_kinds().items()))
+
+    def _report_unreadable(self, unreadable: list[Unreadable]) -> None:
+        """Say what the cache could not read: ``scaler_unreadable_objects{kind}``, one warning per
+        object (again when its problem changes), and, once this replica leads, one Warning
+        Event ``UnreadableObject`` on the object itself."""
+        current = {(u.kind, u.namespace, u.name): u for u in unreadable}
+        counts = Counter(u.kind for u in unreadable)
+        for kind in {c.kind for c in READ_CALLS} | set(counts):
+            self.metrics.unreadable_objects.labels(kind).set(counts.get(kind, 0))
+        for key in [k for k in self._unreadable_seen if k not in current]:
+            log.info("%s %s can be read again, or is gone", key[0], "/".join(p for p in key[1:] if p))
+            self._unreadable_seen.pop(key)
+            self._unreadable_announced.pop(key, None)
+        leading = self.controller.leader.is_set()
+        for key, u in current.items():
+            if self._unreadable_seen.get(key) != u.message:
+                self._unreadable_seen[key] = u.message
+                log.warning("%s cannot be read, left out (the nodes it concerns are neither removed nor "
+                            "placed on): %s", u.display, u.message)  # fmt: skip
+            if leading and self._unreadable_announced.get(key) != u.message:
+                self._unreadable_announced[key] = u.message
+                version = next((c.api_version for c in READ_CALLS if c.kind == u.kind), "v1")
+                self.writer.event(
+                    ObjectRef(u.kind, u.name, u.namespace, u.uid, version), "Warning", "UnreadableObject",
+                    f"scaler cannot read this object; the nodes it concerns are neither removed nor placed on: {u.message}",
+                )  # fmt: skip
 
     def _leading(self) -> None:
         if self.elector is not None and self.permission_check is not None:

@@ -19,10 +19,34 @@ from typing import Any
 import yaml
 
 from scaler.errors import InputError
+from scaler.kube.client import READ_CALLS, ApiCall
 from scaler.kube.writer import ANNOTATION_STATUS
 from scaler.report.columns import render_columns
 
-__all__ = ["StatusError", "StatusView", "read_status", "status_lines", "status_object"]
+__all__ = [
+    "STATUS_CALLS",
+    "VIEWER_CALLS",
+    "StatusError",
+    "StatusView",
+    "read_status",
+    "status_lines",
+    "status_object",
+]
+
+STATUS_CALLS: tuple[ApiCall, ...] = (
+    ApiCall("", "v1", "configmaps", "get", namespaced=True, optional=False),
+    ApiCall("", "v1", "nodes", "list", namespaced=False, optional=False),
+)
+"""The calls :func:`read_status` makes: ``get`` of the status ConfigMap (in ``--namespace``, by
+its name) and ``list`` of the nodes (their status annotations)."""
+
+VIEWER_CALLS: tuple[ApiCall, ...] = tuple(
+    {(c.group, c.resource, c.verb): c for c in (*READ_CALLS, *STATUS_CALLS)}.values()
+)
+"""Every call of the read-only commands ``kubectl scaler`` offers (``scaler dry-run``, ``scaler
+why`` and ``scaler status`` on a live cluster): one LIST of each kind of
+:data:`~scaler.kube.client.READ_CALLS` and :data:`STATUS_CALLS`; duplicates removed. What
+``deploy/viewer``'s roles grant (a test compares)."""
 
 
 class StatusError(InputError):
@@ -51,6 +75,8 @@ def parse_status(text: str, where: str) -> dict[str, Any]:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise StatusError(f"{where}: the status key is not YAML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise StatusError(f"{where}: the status key is nested too deeply to be read") from None
     if not isinstance(doc, dict):
         raise StatusError(f"{where}: the status key is not a YAML mapping")
     return doc
@@ -67,7 +93,7 @@ def parse_annotations(nodes: list[Mapping[str, Any]]) -> dict[str, dict[str, Any
             continue
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply: not ours
             continue
         if isinstance(value, dict):
             out[str(meta.get("name", ""))] = value

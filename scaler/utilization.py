@@ -88,10 +88,12 @@ __all__ = [
     "is_long_terminating",
     "no_usage_words",
     "node_utilization",
+    "partial_usage",
     "pod_facts",
     "pod_load",
     "pod_usage",
     "requests_fractions",
+    "unknown_usage",
 ]
 
 POD_EVICTION_HEADROOM_SECONDS = 30  # CA actuation/drain.go DefaultPodEvictionHeadroom
@@ -297,6 +299,70 @@ def pod_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tupl
     return max(m.cpu_millicores, newest.cpu_millicores), max(m.memory_bytes, newest.memory_bytes)
 
 
+def _fresh_partial(
+    pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[PodMetrics, tuple[str, ...]] | None:
+    """``pod``'s PodMetrics reading that lacks some containers it runs, with those containers
+    (:attr:`ClusterSnapshot.partial_pod_metrics`), when it is not older than
+    ``--max-metrics-age``; ``None`` otherwise."""
+    partial = (
+        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
+    )
+    if partial is None or snapshot.now - partial[0].timestamp > config.max_metrics_age:
+        return None
+    return partial
+
+
+def partial_usage(
+    pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig
+) -> tuple[int | None, int | None] | None:
+    """The usage of a pod whose fresh PodMetrics lack some containers it runs: per resource,
+    what the reading reports plus each missing container's own request
+    (:meth:`Pod.container_request`: CPU millicores, memory bytes); ``None`` for a resource that
+    a missing container does not request (nobody measures it, nothing bounds it: unknown usage
+    is never zero). A pod-level request does not stand for a container's own. ``None`` when the
+    pod has no such reading."""
+    partial = _fresh_partial(pod, snapshot, config)
+    if partial is None:
+        return None
+    m, missing = partial
+    cpu: int | None = m.cpu_millicores
+    mem: int | None = m.memory_bytes
+    for name in missing:
+        c_cpu, c_mem = pod.container_request(name)
+        cpu = cpu + c_cpu if cpu is not None and c_cpu > 0 else None
+        mem = mem + c_mem if mem is not None and c_mem > 0 else None
+    return cpu, mem
+
+
+_NEW = " started after the newest NodeMetrics window began"
+
+
+def unknown_usage(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig, *, new: bool = False) -> str:
+    """Why :func:`pod_load` cannot tell what ``pod`` adds to a node, in one clause naming the
+    pod (and the container nobody measures); ``""`` when its load is known. ``new`` says the
+    pod is one its node's metrics do not reflect yet.
+
+    ``pod default/web: its PodMetrics lack container 'log', which has no memory request: its
+    usage is unknown``, or ``pod default/be has neither a cpu request nor PodMetrics: its usage
+    is unknown``."""
+    cpu, mem = pod_load(pod, snapshot, config)
+    if cpu is not None and mem is not None:
+        return ""
+    what = "cpu" if cpu is None else "memory"
+    since = _NEW if new else ""
+    partial = _fresh_partial(pod, snapshot, config)
+    if partial is not None:
+        for name in partial[1]:
+            if pod.container_request(name)[0 if what == "cpu" else 1] <= 0:
+                return (
+                    f"pod {pod.key}{since}: its PodMetrics lack container {name!r}, which has no {what} "
+                    "request: its usage is unknown"
+                )
+    lacks = no_usage_words(pod, snapshot)
+    return f"pod {pod.key}{since + ' and' if new else ''} has neither a {what} request nor {lacks}: its usage is unknown"
+
+
 def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
     """How a reason names what ``pod`` lacks besides a request: ``PodMetrics``, or, when its
     reading was dropped for lacking containers (:attr:`ClusterSnapshot.partial_pod_metrics`),
@@ -310,26 +376,25 @@ def no_usage_words(pod: Pod, snapshot: ClusterSnapshot) -> str:
 
 def pod_load(pod: Pod, snapshot: ClusterSnapshot, config: ScalerConfig) -> tuple[int | None, int | None]:
     """What ``pod`` adds to a node it runs on: per resource ``max(request, real usage)`` (CPU
-    millicores, memory bytes), real usage from :func:`pod_usage`; the request alone when the pod
-    has no PodMetrics (or, when its reading lacks a container it runs, the larger of the request
-    and what that reading reports); ``None`` for a resource the pod neither requests nor has
-    PodMetrics covering all its containers for (unknown usage is never taken as zero). Used for
-    pods moved by the simulation (TargetUsage's Σ term) and for pods not yet in their node's
-    metrics."""
-    r = pod.requests
+    millicores, memory bytes), with the requests it is placed with
+    (:attr:`~scaler.model.records.Pod.placement_requests`) and real usage from
+    :func:`pod_usage`; when its reading lacks a container it runs, the usage of
+    :func:`partial_usage` (the reading plus the missing containers' own requests; unknown when
+    one of them has none); the request alone when the pod has no PodMetrics; ``None`` for a
+    resource whose usage is unknown (unknown usage is never taken as zero, :func:`unknown_usage`
+    says why). Used for pods moved by the simulation (TargetUsage's Σ term) and for pods not yet
+    in their node's metrics."""
+    r = pod.placement_requests
     u = pod_usage(pod, snapshot, config)
     if u is not None:
         return max(r.cpu_millicores, u[0]), max(r.memory_bytes, u[1])
-    cpu, mem = (r.cpu_millicores or None), (r.memory_bytes or None)
-    partial = (
-        snapshot.partial_pod_metrics.get((pod.namespace, pod.name)) if snapshot.partial_pod_metrics else None
-    )
-    if partial is not None and snapshot.now - partial[0].timestamp <= config.max_metrics_age:
-        # A reading lacking some containers still bounds the pod's usage from below.
-        m = partial[0]
-        cpu = None if cpu is None else max(cpu, m.cpu_millicores)
-        mem = None if mem is None else max(mem, m.memory_bytes)
-    return cpu, mem
+    part = partial_usage(pod, snapshot, config) if snapshot.partial_pod_metrics else None
+    if part is not None:
+        return (
+            None if part[0] is None else max(r.cpu_millicores, part[0]),
+            None if part[1] is None else max(r.memory_bytes, part[1]),
+        )
+    return (r.cpu_millicores or None), (r.memory_bytes or None)
 
 
 NODE_METRICS_SHORTFALL_FRACTION = 0.2
@@ -394,11 +459,7 @@ def _pods_of_node(
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
-            what = "cpu" if c is None else "memory"
-            unknown = (
-                f"pod {p.key} started after the newest NodeMetrics window began and has neither a "
-                f"{what} request nor {no_usage_words(p, snapshot)}: its usage is unknown"
-            )
+            unknown = unknown_usage(p, snapshot, config, new=True)
             return _PodsOfNode(0, 0, count, unknown, *_sum_readings(in_window, readings, partial, oldest))
         cpu, mem, count = cpu + c, mem + m, count + 1
     return _PodsOfNode(cpu, mem, count, "", *_sum_readings(in_window, readings, partial, oldest))

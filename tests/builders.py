@@ -28,6 +28,7 @@ __all__ = [
     "KI",
     "MI",
     "OBJECT_NAMESPACE",
+    "Sleeps",
     "make_controller",
     "make_node",
     "make_pdb",
@@ -230,3 +231,13 @@ def pdb_object(
             "expectedPods": 2,
         },
     }
+
+
+class Sleeps:
+    """An injected sleep (a writer's, a retry's): records each wait instead of waiting."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)

@@ -35,10 +35,13 @@ E2E = frozenset(
         "test_decisions_e2e",
         "test_deploy",
         "test_docs",
+        "test_deploy_hardening",
+        "test_docs_commands",
         "test_dry_run_gke",
         "test_evaluation_cache_live",
         "test_fanout",
         "test_golden_replay",
+        "test_health_server",
         "test_history_prometheus",
         "test_incomplete_input",
         "test_kubectl_plugin",
@@ -51,20 +54,24 @@ E2E = frozenset(
         "test_replay_html",
         "test_replay_prometheus",
         "test_report_acceptance",
+        "test_resize_unmeasured_e2e",
         "test_runner_e2e",
+        "test_snapshot_secrets",
         "test_table",
         "test_tune",
         "test_cli_flags::test_version",
         "test_edge_decisions::test_run_keeps_a_node_whose_node_metrics_are_far_below_its_pods",
         "test_edge_decisions::test_run_never_reads_pod_metrics_without_containers_as_zero",
         "test_gpu_nodes::test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high",
+        "test_tune_halving::test_halving_gives_the_same_frontier_on_two_workers",
         "test_mig_minimums::test_run_keeps_every_mig_of_a_zone_at_its_minimum",
+        "test_snapshot_files::test_dry_run_skips_pods_bound_to_a_missing_node",
     }
 )
 """Modules, or ``module::test`` names, that run whole commands, loops or processes (loopback
 fakes, subprocesses, a real Prometheus, Ray, mkdocs, Chromium, pip, kubectl)."""
 
-REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca"})
+REAL_APISERVER = frozenset({"test_real_apiserver", "test_peer_ca", "test_real_hardening"})
 """Modules that need the real control plane or cluster-autoscaler in ``../shared`` (they skip,
 saying why, without it)."""
 
@@ -74,15 +81,19 @@ SLOW = frozenset(
         "test_cloud_gke",
         "test_decode_equivalence",
         "test_deploy",
+        "test_deploy_hardening",
         "test_fake_kube_api",
         "test_golden_replay",
         "test_kube_source",
         "test_peer_ca",
         "test_peer_objects",
         "test_real_apiserver",
+        "test_real_hardening",
         "test_replay_cli",
+        "test_snapshot_secrets",
         "test_table",
         "test_watch",
+        "test_cloud_kubernetes::test_a_delete_shed_by_apf_waits_its_retry_after",
         "test_cloud_kubernetes::test_three_deletions_with_room_for_three_all_go",
         "test_engine::test_placements_do_not_depend_on_the_order_of_the_filters",
         "test_layout::test_update_equals_a_fresh_build",
@@ -91,9 +102,16 @@ SLOW = frozenset(
         "test_observability::test_healthz_turns_red_when_the_loop_stalls",
         "test_quantity::test_arbitrary_text_only_ever_raises_quantity_error",
         "test_replay::test_bundled_map_is_rederived_and_verified_from_the_trace",
+        "test_retry_after::test_a_read_waits_the_retry_after_in_the_client",
+        "test_retry_after::test_the_permission_check_honours_it",
         "test_replay::test_cli_json_on_the_bundled_snapshot",
         "test_replay::test_replay_is_identical_serial_and_parallel_and_twice",
         "test_spread_vector::test_filter_nodes_agrees_with_filter",
+        "test_docs_commands",
+        "test_tune_halving::test_a_rung_is_the_first_steps_of_the_whole_replay",
+        "test_tune_halving::test_halving_replays_a_third_on_each_longer_window_and_says_which",
+        "test_tune_halving::test_halving_gives_the_same_frontier_on_two_workers",
+        "test_tune_halving::test_the_same_trials_without_halving_agree",
     }
 )
 """Modules, or ``module::test`` names, that take seconds: a test by itself, or a module's tests in

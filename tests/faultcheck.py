@@ -19,7 +19,13 @@ bound to it at that resourceVersion are the pods it held.
   is after that answer). Events and the status ConfigMap are not checked;
 * **safe deletes**: a node deleted by a replica carried ``ToBeDeletedByClusterAutoscaler`` and
   ``spec.unschedulable`` when deleted, and no workload pod (neither a DaemonSet's, a mirror pod,
-  nor a finished one) was bound to it then.
+  nor a finished one) was bound to it then;
+* **a fresh view**: no taint (a node PATCH that put ``ToBeDeletedByClusterAutoscaler``, told by
+  the recorder), eviction or node delete of a replica was received while a kind it reads was
+  stale for it (:func:`stale_windows`: from a failed read of the kind, a 429 included, or from
+  the end of a WATCH that was followed by a LIST rather than another WATCH, a 410 or a broken
+  stream, until that LIST was answered), with :data:`STALE_TOLERANCE_SECONDS` for the request
+  already under way when the replica learnt it.
 
 :func:`leftovers` checks the end state: no surviving node tainted, cordoned or annotated by
 a removal (its verdict annotation, and hot-node relief's soft taint and mark, apart). The module is a library for the real-apiserver suite and
@@ -29,6 +35,7 @@ the soak benchmark, not a test.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +49,9 @@ STATUS_ANNOTATION = "scaler.io/scale-down-status"  # the verdict: may stay on a 
 SCALE_DOWN_MARKS = ("scaler.io/scale-down-", "scaler.io/was-unschedulable")  # a removal's marks (not relief's)
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 FENCED_RESOURCES = frozenset({"nodes", "pods"})
+STALE_TOLERANCE_SECONDS = 0.5
+"""A taint, eviction or delete received this soon after a read failed was already sent (the
+replica learns of the failure when the answer reaches it, not when the server sends it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +63,7 @@ class NodeState:
     tainted: bool
     cordoned: bool
     marks: tuple[str, ...]  # a removal's scaler.io/ annotations (the verdict and relief's apart)
+    seen: float = 0.0  # when the recorder received it (Unix seconds)
 
 
 @dataclass(slots=True)
@@ -76,6 +87,7 @@ def _node_state(obj: Mapping[str, Any], event: str) -> NodeState:
         tainted=any(t.get("key") == TAINT for t in spec.get("taints") or []),
         cordoned=bool(spec.get("unschedulable")),
         marks=tuple(sorted(k for k in annotations if k.startswith(SCALE_DOWN_MARKS) and k != STATUS_ANNOTATION)),
+        seen=time.time(),
     )
 
 
@@ -204,6 +216,19 @@ class ClusterRecorder:
                 and (life.deleted_rv is None or life.deleted_rv > rv)
             )  # fmt: skip
 
+    def tainted_at(self) -> list[tuple[str, float]]:
+        """(node, when the recorder saw it) of every transition to tainted
+        ``ToBeDeletedByClusterAutoscaler``."""
+        out = []
+        with self._lock:
+            for name, states in self.nodes.items():
+                before = False
+                for st in states:
+                    if st.tainted and not before:
+                        out.append((name, st.seen))
+                    before = st.tainted
+        return out
+
     def ever(self, node: str, *, tainted: bool = False, cordoned: bool = False) -> bool:
         """Whether ``node`` was ever seen tainted (``tainted``) or cordoned (``cordoned``)."""
         with self._lock:
@@ -245,6 +270,73 @@ def holders(events: Iterable[AuditEvent], name: str = "scaler", namespace: str =
         if not out or out[-1][1] != who:
             out.append((e.time, who))
     return out
+
+
+def stale_windows(events: Sequence[AuditEvent], user: str) -> list[tuple[str, float, float]]:
+    """``(resource, from, until)`` (Unix seconds) of each time a kind ``user`` caches (its
+    cluster-wide LISTs and WATCHes; the metrics API and selector LISTs apart) was stale: from
+    the answer of a failed read (any status >= 400: a 429, a 410) or from the end of a WATCH
+    whose next read was a LIST (the watch failed: a 410 event, a broken stream), until a LIST
+    of it was answered 200 (``until`` infinite when none was). The first LIST (the start) opens
+    no window."""
+    reads: dict[str, list[AuditEvent]] = {}
+    for e in events:
+        if e.user != user or e.verb not in ("list", "watch") or e.name or e.group == "metrics.k8s.io":
+            continue
+        if "fieldSelector" in e.uri or "labelSelector" in e.uri:
+            continue
+        reads.setdefault(f"{e.resource}.{e.group}" if e.group else e.resource, []).append(e)
+    out: list[tuple[str, float, float]] = []
+    for resource, evs in reads.items():
+        evs.sort(key=lambda e: e.time)
+        stale_from: float | None = None
+        listed = False
+        for i, e in enumerate(evs):
+            if e.code >= 400:
+                stale_from = e.time if stale_from is None else stale_from
+            elif e.verb == "list":
+                if stale_from is not None and listed:
+                    out.append((resource, stale_from, e.time))
+                stale_from, listed = None, True
+            elif e.stage == "ResponseComplete" and stale_from is None:
+                following = next((x for x in evs[i + 1 :] if x.stage != "ResponseStarted" or x.verb != "watch"), None)
+                if following is not None and following.verb == "list" and following.code < 400:
+                    stale_from = e.time
+        if stale_from is not None:
+            out.append((resource, stale_from, float("inf")))
+    return sorted(out, key=lambda w: w[1])
+
+
+def _acts_on_a_stale_view(
+    events: Sequence[AuditEvent], users: Iterable[str], recorder: ClusterRecorder | None, t0: float
+) -> list[str]:
+    """The taints, evictions and node deletes of ``users`` received inside one of their
+    :func:`stale_windows` (past :data:`STALE_TOLERANCE_SECONDS`)."""
+    found = []
+    patches = sorted((e for e in events if e.resource == "nodes" and e.verb == "patch" and not e.subresource),
+                     key=lambda e: e.received)  # fmt: skip
+    taints = []
+    for node, seen in recorder.tainted_at() if recorder is not None else []:
+        cause = [p for p in patches if p.name == node and p.received <= seen and p.code == 200]
+        if cause:
+            taints.append(cause[-1])
+    for user in users:
+        windows = stale_windows(events, user)
+        if not windows:
+            continue
+        acts = [e for e in events if e.user == user and (
+            (e.subresource == "eviction" and e.verb == "create") or (e.resource == "nodes" and e.verb == "delete")
+        )] + [t for t in taints if t.user == user]  # fmt: skip
+        for act in sorted(acts, key=lambda e: e.received):
+            for resource, start, end in windows:
+                if start + STALE_TOLERANCE_SECONDS < act.received < end:
+                    what = f"taint of node {act.name}" if act.verb == "patch" else act.display
+                    found.append(
+                        f"{what} by {_short(user)} at +{act.received - t0:.1f}s while {resource} was "
+                        f"stale (+{start - t0:.1f}s to +{end - t0:.1f}s)"
+                    )
+                    break
+    return found
 
 
 def violations(
@@ -313,6 +405,7 @@ def violations(
                 pods = recorder.workload_pods_at(e.name, state.rv)
                 if pods:
                     report.violations.append(f"node {e.name} deleted by {_short(e.user)} holding workload pods {pods}")
+    report.violations += _acts_on_a_stale_view(events, who, recorder, t0)
     for e in ours:
         if e.subresource == "eviction":
             report.counts[f"evictions {e.code}"] += 1

@@ -607,7 +607,46 @@ def parse_pod(obj: Obj) -> Pod:
         pod = _parse_pod_fast(obj)
     except Exception:  # _Bail, or anything the general path will report (or raise) itself
         pod = _parse_pod_general(obj)
-    return msgspec.structs.replace(pod, containers=_running(obj))
+    return _added_after_freeze(obj, msgspec.structs.replace(pod, containers=_running(obj)))
+
+
+def _added_after_freeze(obj: Obj, pod: Pod) -> Pod:
+    """What changed after this parser was frozen: only regular containers and sidecars hold
+    host ports (kube-scheduler's ``GetHostPorts``); ``Pod.container_requests`` (each regular
+    container's and sidecar's own CPU and memory request); a pod-level huge-pages request (or
+    limit) replaces the containers' (``resourcehelper.IsSupportedPodLevelResource``)."""
+    spec = obj["spec"]
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    running = [*(spec.get("containers") or ()), *sidecars]
+    ports = tuple(
+        (str(p.get("protocol") or "TCP"), str(p.get("hostIP") or "0.0.0.0"), int(p["hostPort"]))
+        for c in running
+        for p in c.get("ports") or ()
+        if p.get("hostPort")
+    )
+    own: dict[str, tuple[int, int]] = {}
+    for c in running:
+        reqs, _ = _requests_and_limits(c.get("resources") or {}, obj)
+        r = parse_resources(reqs, obj, "resources")
+        own[str(c.get("name", ""))] = (r.cpu_millicores, r.memory_bytes)
+    requests = pod.requests
+    res = spec.get("resources") or {}
+    huge = {k: v for k, v in (res.get("limits") or {}).items() if k.startswith("hugepages-")}
+    huge.update({k: v for k, v in (res.get("requests") or {}).items() if k.startswith("hugepages-")})
+    if huge:
+        overhead = parse_resources(spec.get("overhead") or {}, obj, "spec.overhead").extended
+        ext = dict(requests.extended)
+        for k, v in parse_resources(huge, obj, "spec.resources").extended.items():
+            ext[k] = v + overhead.get(k, 0)
+        requests = Resources(
+            requests.cpu_millicores,
+            requests.memory_bytes,
+            requests.ephemeral_storage_bytes,
+            requests.pods,
+            {k: v for k, v in ext.items() if v},
+        )
+    each = tuple((name, cpu, mem) for name, (cpu, mem) in own.items())
+    return msgspec.structs.replace(pod, host_ports=ports, container_requests=each, requests=requests)
 
 
 def _running(obj: Obj) -> tuple[str, ...]:

@@ -157,6 +157,9 @@ class AuditEvent:
     time: float
     received: float = 0.0
     """When the API server received the request (Unix seconds); :attr:`time` is when it answered."""
+    stage: str = ""
+    """``ResponseComplete``, or ``ResponseStarted`` for a WATCH that began streaming (its
+    ``ResponseComplete`` comes when it ends)."""
 
     @property
     def display(self) -> str:
@@ -191,6 +194,7 @@ def _audit_event(doc: Mapping[str, Any]) -> AuditEvent:
         user_agent=str(doc.get("userAgent") or ""),
         time=ts,
         received=received,
+        stage=str(doc.get("stage") or ""),
     )
 
 
@@ -204,6 +208,9 @@ class ControlPlane:
         go_memory_limit_bytes: ``GOMEMLIMIT`` of etcd and kube-apiserver (a soft limit on each
             one's Go heap: the garbage collector runs earlier rather than letting the heap double
             its live size; not a cap, the resident size can pass it).
+        apiserver_args: flags added to kube-apiserver's command line (the last one wins), e.g.
+            ``--watch-cache=false`` so that every WATCH is served by etcd and a compaction
+            (:meth:`compact_etcd`) expires the resourceVersion of a watch that resumes.
 
     Use as a context manager, or :meth:`start` then :meth:`stop` in a ``finally``.
     """
@@ -214,11 +221,13 @@ class ControlPlane:
         components: str = "apiserver kcm scheduler",
         etcd_quota_bytes: int | None = None,
         go_memory_limit_bytes: int | None = None,
+        apiserver_args: Iterable[str] = (),
     ) -> None:
         self.state_dir = Path(state_dir)
         self.components = components
         self.etcd_quota_bytes = etcd_quota_bytes
         self.go_memory_limit_bytes = go_memory_limit_bytes
+        self.apiserver_args = tuple(apiserver_args)
         self.env: dict[str, str] = {}
         self._client: httpx.Client | None = None
         self._started = False
@@ -246,6 +255,8 @@ class ControlPlane:
             wrapper.write_text(f'#!/bin/sh\nexec {etcd} "$@" --quota-backend-bytes={self.etcd_quota_bytes}\n')
             wrapper.chmod(0o755)
             env["PATH"] = f"{wrapper.parent}{os.pathsep}{env.get('PATH', '')}"
+        if self.apiserver_args:
+            env["K8S_BIN_DIR"] = str(self._wrapped_binaries())
         out = subprocess.run(
             ["bash", str(SCRIPT), "start", str(self.state_dir)],
             capture_output=True, text=True, timeout=timeout, env=env, check=False,
@@ -259,6 +270,55 @@ class ControlPlane:
         self._client = self.client()
         wait_for(self._default_service_account, 60, "the default ServiceAccount (controllers running)")
         return self
+
+    def _wrapped_binaries(self) -> Path:
+        """A ``K8S_BIN_DIR`` whose kube-apiserver runs the real one with :attr:`apiserver_args`
+        added (``exec``: the PID is the real binary's), the other two linked; the real binaries
+        unpacked first where ``control-plane.sh`` unpacks them."""
+        real = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shared-k8s" / "v1.28.4"
+        real.mkdir(parents=True, exist_ok=True)
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            binary = real / name
+            if not binary.is_file():
+                tmp = real / f"{name}.tmp.{os.getpid()}"
+                with tmp.open("wb") as out:
+                    subprocess.run(["xz", "-dc", str(SHARED_K8S / f"{name}.xz")], stdout=out, check=True)
+                tmp.chmod(0o755)
+                tmp.replace(binary)
+        wrapped = self.state_dir / "bin"
+        wrapped.mkdir(parents=True, exist_ok=True)
+        for name in ("kube-controller-manager", "kube-scheduler"):
+            link = wrapped / name
+            if not link.exists():
+                link.symlink_to(real / name)
+        extra = " ".join(f"'{a}'" for a in self.apiserver_args)
+        script = wrapped / "kube-apiserver"
+        script.write_text(f'#!/bin/sh\nexec {real / "kube-apiserver"} "$@" {extra}\n')
+        script.chmod(0o755)
+        return wrapped
+
+    def etcd_url(self) -> str:
+        """etcd's client URL (``http://127.0.0.1:PORT``), from kube-apiserver's command line."""
+        pid = self._pids()["kube-apiserver"]
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        for i, arg in enumerate(args):
+            if arg.startswith(b"--etcd-servers"):
+                value = arg.partition(b"=")[2] or args[i + 1]
+                return value.decode().split(",")[0]
+        raise RuntimeError("kube-apiserver has no --etcd-servers")
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to its current revision (its gRPC gateway's
+        ``/v3/kv/compaction``), as kube-apiserver does every 5 minutes: a WATCH that resumes from
+        an older resourceVersion, served by etcd (no watch cache), gets ``410 Expired``. Returns
+        the revision."""
+        with httpx.Client(base_url=self.etcd_url(), timeout=30) as etcd:
+            head = etcd.post("/v3/kv/range", json={"key": "Lw=="}).json()["header"]  # key "/"
+            revision = int(head["revision"])
+            done = etcd.post("/v3/kv/compaction", json={"revision": str(revision), "physical": True})
+            if done.status_code != 200 and "compacted" not in done.text:  # compacted there already: fine
+                done.raise_for_status()
+        return revision
 
     def stop(self) -> None:
         """Stop exactly what :meth:`start` started (the PIDs recorded by the script, a paused
@@ -872,6 +932,10 @@ class MetricsServer:
         window_seconds: the ``window`` of every NodeMetrics and PodMetrics (seconds; a pod that
             started within it is not in its node's reading yet).
         requests: paths served, in order.
+        held_namespace: when set, a PodMetrics LIST of this namespace is answered only once
+            :attr:`release` is set (at most 50 s later): a slow aggregated request, which holds
+            its API Priority and Fairness seat on the API server meanwhile.
+        release: see :attr:`held_namespace`.
     """
 
     def __init__(self, control_plane: ControlPlane) -> None:
@@ -883,6 +947,8 @@ class MetricsServer:
         self.fail_status: int | None = None
         self.window_seconds = 30
         self.requests: list[str] = []
+        self.held_namespace: str | None = None
+        self.release = threading.Event()
         self._local = threading.local()
         self._fixed: dict[str, list[tuple[str, float, bytes, bytes]]] | None = None
         self._fixed_lock = threading.Lock()
@@ -990,6 +1056,8 @@ class MetricsServer:
     def _answer(self, path: str) -> tuple[int, Any]:  # body: JSON-able, or encoded bytes
         self.requests.append(path)
         base = "/apis/metrics.k8s.io/v1beta1"
+        if self.held_namespace is not None and path == f"{base}/namespaces/{self.held_namespace}/pods":
+            self.release.wait(50)
         if path == "/openapi/v2":
             return 200, {"swagger": "2.0", "info": {"title": "metrics", "version": "v1beta1"}, "paths": {}}
         if path.startswith("/openapi/v3"):
@@ -1036,6 +1104,128 @@ class MetricsServer:
                               "timestamp": now, "window": f"{self.window_seconds}s", "containers": containers})  # fmt: skip
             return 200, {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404}
+
+
+FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1beta3"
+
+
+class Throttle:
+    """API Priority and Fairness holding some requests of some ServiceAccounts back, on the real
+    API server: a PriorityLevelConfiguration of the fewest seats (nominal share 1, none lent or
+    borrowed) and a FlowSchema sending those requests to it. While :meth:`hold` keeps its seats
+    busy (a ServiceAccount of its own LISTs the metrics API in namespace ``held``, which the
+    :class:`MetricsServer` answers only on :meth:`release`: each such request holds its seat),
+    the requests are answered ``429`` with ``Retry-After`` (``reject``) or wait in its queue
+    until released (at most the API server's queue wait limit, 15 s by default, then 429).
+
+    Args:
+        cp, metrics: the control plane and its metrics server.
+        name: the priority level's, flow schema's and blocker's name.
+        subjects: (namespace, ServiceAccount) whose requests are held.
+        verbs, resources: which of their requests (core group, cluster-wide and namespaced).
+        reject: answer 429 rather than queue.
+
+    Use as a context manager: the objects are created on enter (once the API server applied
+    them) and deleted on exit, the seats released first.
+    """
+
+    def __init__(
+        self, cp: ControlPlane, metrics: MetricsServer, name: str, subjects: Iterable[tuple[str, str]],
+        verbs: Iterable[str] = ("list", "watch"), resources: Iterable[str] = ("pods",), *, reject: bool = True,
+    ) -> None:  # fmt: skip
+        self.cp, self.metrics, self.name = cp, metrics, name
+        self.subjects, self.verbs, self.resources = list(subjects), list(verbs), list(resources)
+        self.reject = reject
+        self._threads: list[threading.Thread] = []
+        self.blocked: list[int] = []  # the blockers' own answers
+
+    def _objects(self) -> list[dict[str, Any]]:
+        limit = (
+            {"type": "Reject"} if self.reject
+            else {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 50}}
+        )  # fmt: skip
+        subject = [{"kind": "ServiceAccount", "serviceAccount": {"name": sa, "namespace": ns}} for ns, sa in self.subjects]
+        blocker = [{"kind": "ServiceAccount", "serviceAccount": {"name": self.name, "namespace": "kube-system"}}]
+        return [
+            {"apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3", "kind": "PriorityLevelConfiguration",
+             "metadata": {"name": self.name},
+             "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+                                                     "borrowingLimitPercent": 0, "limitResponse": limit}}},
+            {"apiVersion": "flowcontrol.apiserver.k8s.io/v1beta3", "kind": "FlowSchema", "metadata": {"name": self.name},
+             "spec": {"priorityLevelConfiguration": {"name": self.name}, "matchingPrecedence": 100,
+                      "distinguisherMethod": {"type": "ByUser"},
+                      "rules": [
+                          {"subjects": subject, "resourceRules": [{"verbs": self.verbs, "apiGroups": [""],
+                           "resources": self.resources, "clusterScope": True, "namespaces": ["*"]}]},
+                          {"subjects": blocker, "resourceRules": [{"verbs": ["list"], "apiGroups": ["metrics.k8s.io"],
+                           "resources": ["pods"], "namespaces": ["held"]}]},
+                      ]}},
+        ]  # fmt: skip
+
+    def __enter__(self) -> Throttle:
+        """Create the blocker's ServiceAccount and RBAC, the priority level and flow schema."""
+        self.cp.apply([
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": self.name, "namespace": "kube-system"}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": self.name},
+             "rules": [{"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["list"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": self.name},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.name},
+             "subjects": [{"kind": "ServiceAccount", "name": self.name, "namespace": "kube-system"}]},
+        ])  # fmt: skip
+        token = self.cp.request(
+            "POST", f"/api/v1/namespaces/kube-system/serviceaccounts/{self.name}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )  # fmt: skip
+        assert token is not None
+        self._token = str(token["status"]["token"])
+        pl, fs = self._objects()
+        self.cp.request("POST", f"{FLOWCONTROL}/prioritylevelconfigurations", pl)
+        self.cp.request("POST", f"{FLOWCONTROL}/flowschemas", fs)
+        self.seats = int(wait_for(self._seats, 30, f"priority level {self.name} in force"))
+        return self
+
+    def _seats(self) -> int:
+        """The priority level's seats as the API server applies it (0 while it does not yet)."""
+        with self.cp.client() as c:
+            samples = prometheus_samples(c.get("/metrics").text, "apiserver_flowcontrol_nominal_limit_seats")
+        return int(samples.get(f'priority_level="{self.name}"', 0))
+
+    def hold(self) -> None:
+        """Take every seat (one blocker request per seat, and two more queued or refused) and
+        return once they are taken."""
+        self.metrics.release.clear()
+        self.metrics.held_namespace = "held"
+        before = self.metrics.requests.count("/apis/metrics.k8s.io/v1beta1/namespaces/held/pods")
+
+        def block() -> None:
+            with httpx.Client(base_url=self.cp.server, verify=ssl.create_default_context(cafile=str(self.cp.ca)), timeout=70,
+                              headers={"Authorization": f"Bearer {self._token}"}) as c:  # fmt: skip
+                self.blocked.append(c.get("/apis/metrics.k8s.io/v1beta1/namespaces/held/pods").status_code)
+
+        for _ in range(self.seats + 2):
+            t = threading.Thread(target=block, name=f"{self.name}-blocker", daemon=True)
+            t.start()
+            self._threads.append(t)
+        wait_for(
+            lambda: self.metrics.requests.count("/apis/metrics.k8s.io/v1beta1/namespaces/held/pods") >= before + self.seats,
+            30, "every seat held",
+        )  # fmt: skip
+
+    def release(self) -> None:
+        """Answer the blockers: the seats are free again."""
+        self.metrics.release.set()
+        for t in self._threads:
+            t.join(70)
+        self._threads.clear()
+        self.metrics.held_namespace = None
+
+    def __exit__(self, *exc: object) -> None:
+        """Release, delete the flow schema, priority level and blocker."""
+        self.release()
+        self.cp.request("DELETE", f"{FLOWCONTROL}/flowschemas/{self.name}", ok=(200, 202))
+        self.cp.request("DELETE", f"{FLOWCONTROL}/prioritylevelconfigurations/{self.name}", ok=(200, 202))
+        self.cp.delete("ClusterRoleBinding", self.name, api_version="rbac.authorization.k8s.io/v1")
+        self.cp.delete("ClusterRole", self.name, api_version="rbac.authorization.k8s.io/v1")
 
 
 class LoggedProcess:
@@ -1140,10 +1330,13 @@ class ScalerProcess(LoggedProcess):
 
 
 @contextlib.contextmanager
-def running_cluster(state_dir: Path) -> Iterator[tuple[ControlPlane, Kubelet, MetricsServer]]:
-    """A started control plane with its :class:`Kubelet` and a registered :class:`MetricsServer`;
-    all three stopped on exit, whatever happened."""
-    cp = ControlPlane(state_dir)
+def running_cluster(
+    state_dir: Path, apiserver_args: Iterable[str] = ()
+) -> Iterator[tuple[ControlPlane, Kubelet, MetricsServer]]:
+    """A started control plane (kube-apiserver with ``apiserver_args`` added) with its
+    :class:`Kubelet` and a registered :class:`MetricsServer`; all three stopped on exit,
+    whatever happened."""
+    cp = ControlPlane(state_dir, apiserver_args=apiserver_args)
     kubelet: Kubelet | None = None
     metrics: MetricsServer | None = None
     try:

@@ -6,6 +6,7 @@ plan is the one a loop would make; faults are injected by the server, never by p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,15 @@ import pytest
 from fakes.kube_api import FakeKubeAPI
 from waiting import wait_for
 
-from scaler.actuation.actuator import Actuator, NodeOutcome, in_threads, inline
+from scaler.actuation.actuator import (
+    FRESH_VIEW_POLL_SECONDS,
+    FRESH_VIEW_WAIT_SECONDS,
+    TAINT_REMOVED,
+    Actuator,
+    NodeOutcome,
+    in_threads,
+    inline,
+)
 from scaler.cloud.kubernetes import KubernetesProvider
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -128,8 +137,9 @@ class Harness:
         cloud = KubernetesProvider(api, retry_wait_seconds=0.01)
         kw.setdefault("dispatcher", inline)
         kw.setdefault("sleep", self.sleeps.append)
+        kw.setdefault("node_poll_seconds", 0.0)
         self.actuator = Actuator(config(), self.writer, cloud, self.snapshot, Metrics(), self.outcomes.append,
-                                 clock=lambda: NOW, pod_poll_seconds=0.0, node_poll_seconds=0.0,
+                                 clock=lambda: NOW, pod_poll_seconds=0.0,
                                  rollback_backoff=(0.01, 0.01), fence=fence, **kw)  # fmt: skip
 
     def snapshot(self) -> ClusterSnapshot:
@@ -149,8 +159,10 @@ def marked(fake: FakeKubeAPI, name: str) -> bool:
     node = fake.get_object("Node", name)
     assert node is not None
     taints = node["spec"].get("taints") or []
-    return bool(node["spec"].get("unschedulable")) or any(t["key"] == TAINT_TO_BE_DELETED for t in taints) or (
-        ANNOTATION_OWNER in (node["metadata"].get("annotations") or {})
+    return (
+        bool(node["spec"].get("unschedulable"))
+        or any(t["key"] == TAINT_TO_BE_DELETED for t in taints)
+        or (ANNOTATION_OWNER in (node["metadata"].get("annotations") or {}))
     )
 
 
@@ -203,3 +215,62 @@ def test_the_live_dispatcher_runs_the_removal_in_its_own_thread(fake: FakeKubeAP
     h.actuator.stop(timeout=30)
     assert started == ["remove-n1"] and [(o.node, o.ok) for o in h.outcomes] == [("n1", True)]
     assert fake.get_object("Node", "n1") is None
+
+
+def test_a_stale_view_holds_the_recheck_until_it_is_fresh(fake: FakeKubeAPI, api: Any) -> None:
+    """While ``hold`` says the view may be stale (a kind being relisted), the removal waits
+    before its re-check; once fresh it goes on and the node goes."""
+    answers = ["Pod relisting after watch ERROR 410: 2s"] * 3
+    h = Harness(api, hold=lambda: answers.pop() if answers else "")
+    assert h.actuator.start(h.plan("n1")) == []
+    assert [(o.node, o.ok) for o in h.outcomes] == [("n1", True)]
+    assert h.sleeps.count(FRESH_VIEW_POLL_SECONDS) == 3
+
+
+def test_a_view_stale_for_too_long_rolls_the_removal_back_with_no_eviction_or_delete(
+    fake: FakeKubeAPI, api: Any
+) -> None:
+    h = Harness(api, hold=lambda: "Pod relisting after watch ERROR 410")
+    assert h.actuator.start(h.plan("n1")) == []
+    [outcome] = h.outcomes
+    assert (outcome.step, outcome.message) == (
+        "recheck",
+        f"the cluster view stayed stale for {FRESH_VIEW_WAIT_SECONDS:.0f}s (Pod relisting after watch ERROR 410)",
+    )
+    assert fake.requests_to(f"/api/v1/namespaces/{NS}/pods/web-1/eviction", "POST") == []
+    assert [r for r in fake.requests if r.method == "DELETE"] == []
+    assert fake.get_object("Node", "n1") is not None and not marked(fake, "n1")
+
+
+def test_a_drain_stops_when_someone_removes_its_taint(fake: FakeKubeAPI, api: Any) -> None:
+    """A cluster-autoscaler starting beside scaler removes every ToBeDeletedByClusterAutoscaler
+    taint, a drain's included: the drain stops (no further eviction), the removal fails saying
+    why, the node is rolled back (uncordoned) and not deleted."""
+    eviction = f"/api/v1/namespaces/{NS}/pods/web-1/eviction"
+    fake.fail(eviction, 429, method="POST")  # a PDB that refuses: the drain lasts
+    h = Harness(api, node_poll_seconds=0.02)
+    plan = h.plan("n1")
+    removed: list[int] = []
+
+    def remove_taint() -> None:
+        wait_for(lambda: fake.requests_to(eviction, "POST"), 10, "a first eviction")
+        node = fake.get_object("Node", "n1")
+        assert node is not None
+        node["spec"]["taints"] = [
+            t for t in node["spec"].get("taints") or [] if t["key"] != TAINT_TO_BE_DELETED
+        ]
+        fake.put_object(node)
+        removed.append(len(fake.requests_to(eviction, "POST")))
+
+    remover = threading.Thread(target=remove_taint)
+    remover.start()
+    assert h.actuator.start(plan) == []
+    remover.join(10)
+    [outcome] = h.outcomes
+    assert (outcome.step, outcome.message) == ("drain", TAINT_REMOVED), outcome
+    assert "cluster-autoscaler" in outcome.message
+    # The watcher reads the node every 20 ms, the evictions are retried every 10 ms: at most a
+    # few more attempts went out before it saw the taint gone, and none after the removal ended.
+    assert len(fake.requests_to(eviction, "POST")) <= removed[0] + 5
+    node = fake.get_object("Node", "n1")
+    assert node is not None and not marked(fake, "n1")

@@ -92,6 +92,18 @@ def test_refresh_is_one_paginated_list(fake: FakeKubeAPI, api: Any) -> None:
     assert len(fake.requests_to(NODES)) == 3  # served from the cache
 
 
+def test_a_delete_shed_by_apf_waits_its_retry_after(fake: FakeKubeAPI, api: Any) -> None:
+    """A node delete answered 429 with ``Retry-After: 1`` (API Priority and Fairness) is sent
+    again after that second, not after the provider's own 10 ms."""
+    fake.fail(f"{NODES}/a-0", 429, times=1, method="DELETE", headers={"Retry-After": "1"})
+    p = provider(api)
+    p.refresh()
+    p.delete_nodes("a", [node("a-0", "a")])
+    first, second = node_deletes(fake)
+    assert second.received - first.received >= 1.0
+    assert fake.get_object("Node", "a-0") is None
+
+
 def test_delete_node(fake: FakeKubeAPI, api: Any) -> None:
     p = provider(api)
     p.refresh()

@@ -52,6 +52,30 @@ def test_defaults_are_cluster_autoscalers() -> None:
     assert (c.leader_elect_lease_duration, c.leader_elect_renew_deadline, c.leader_elect_retry_period) == (15, 10, 2)
 
 
+def test_each_key_is_declared_once() -> None:
+    """A key's name appears once in scaler/config.py outside ScalerConfig's validators: its field
+    declaration, from which the flag, the help, the per-pool key and the generated pages derive."""
+    import inspect
+
+    import scaler.config as module
+
+    text = inspect.getsource(module)
+    for member in vars(ScalerConfig).values():
+        func = getattr(member, "__func__", member)
+        wrapped = getattr(func, "__wrapped__", func)  # pydantic's decorator info keeps the function
+        if inspect.isfunction(wrapped) and wrapped.__module__ == module.__name__:
+            text = text.replace(inspect.getsource(wrapped), "")
+    decorators = ScalerConfig.__pydantic_decorators__
+    for info in [*decorators.field_validators.values(), *decorators.model_validators.values()]:
+        text = text.replace(inspect.getsource(info.func), "")
+    for key in ScalerConfig.model_fields:
+        if "_" in key:  # one-word keys (nodes, budgets) are also words of help texts
+            found = re.findall(rf"(?<![\w-]){key}(?![\w-])", text)
+            assert len(found) == 1, f"{key} is written {len(found)} times in scaler/config.py"
+    assert module.POOL_KEYS[0] == "scale_down_utilization_threshold"
+    assert "scale_down_utilization_threshold" in module.NodePoolSettings.model_fields
+
+
 def test_empty_mapping_gives_the_defaults() -> None:
     assert ScalerConfig.from_mapping({}) == ScalerConfig()
 

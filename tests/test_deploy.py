@@ -107,7 +107,7 @@ def test_overlay_renders(overlay: str) -> None:
     docs = rendered(overlay)
     kinds = sorted(d["kind"] for d in docs)
     expected = [
-        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace",
+        "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Namespace", "NetworkPolicy",
         "PodDisruptionBudget", "ResourceQuota", "Role", "RoleBinding", "Service", "ServiceAccount",
     ]  # fmt: skip
     if overlay != "base":
@@ -583,6 +583,11 @@ def test_dry_run_overlay_is_the_gke_overlay_plus_dry_run_minus_actuation() -> No
     assert not {(g, r, v) for g, r, v in dry_rules if r.split("/")[0] in ("nodes", "pods") and v in writes}
     assert dry_rules < gke_rules
     one(dry, "ClusterRole", "scaler")["rules"] = one(gke, "ClusterRole", "scaler")["rules"]
+    # It acts as its own, read-only, Google service account.
+    account = "iam.gke.io/gcp-service-account"
+    dry_account = one(dry, "ServiceAccount")["metadata"]["annotations"]
+    assert dry_account[account] == "scaler-dry-run@PROJECT_ID.iam.gserviceaccount.com"
+    dry_account[account] = one(gke, "ServiceAccount")["metadata"]["annotations"][account]
     assert dry == gke
     assert "--dry-run" not in container(gke)["args"]
 
@@ -709,9 +714,15 @@ def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> Non
     }  # fmt: skip
     (tmp_path / "deploy").symlink_to(DEPLOY, target_is_directory=True)
     (tmp_path / "scaler-install").mkdir()
+    # Step 7 switches the overlay to real deletions with these substitutions.
+    switch = re.search(r"\nsed -i ((?:-e '[^']*' )+)scaler-install/kustomization\.yaml\n", guide)
+    assert switch, "install-gke.md: step 7's sed is missing"
+    substitutions = re.findall(r"-e 's#([^#]*)#([^#]*)#'", switch[1])
     for overlay in ("dry-run", "gke"):
         text = re.sub(r"\$\{(\w+)\}", lambda v: values[v[1]], m[1])
-        text = text.replace("../deploy/overlays/dry-run", f"../deploy/overlays/{overlay}")
+        if overlay == "gke":
+            for old, new in substitutions:
+                text = text.replace(old, new)
         (tmp_path / "scaler-install" / "kustomization.yaml").write_text(text)
         docs = kustomize(tmp_path / "scaler-install")
         assert container(docs)["image"] == "europe-west1-docker.pkg.dev/acme-prod/scaler/scaler:0.1.0"
@@ -720,7 +731,8 @@ def test_the_guide_overlay_renders_with_image_and_project(tmp_path: Path) -> Non
         assert {"--gke-project=acme-prod", "--gke-location=europe-west1", "--gke-cluster=prod"} <= set(args)
         assert {a.split("=")[0] for a in args} <= set(re.findall(r"--[a-z][a-z0-9-]*", scaler_run_help()))
         sa = one(docs, "ServiceAccount")["metadata"]["annotations"]
-        assert sa["iam.gke.io/gcp-service-account"] == "scaler@acme-prod.iam.gserviceaccount.com"
+        account = "scaler-dry-run" if overlay == "dry-run" else "scaler"
+        assert sa["iam.gke.io/gcp-service-account"] == f"{account}@acme-prod.iam.gserviceaccount.com"
 
 
 # -- the image -------------------------------------------------------------------------------------

@@ -116,6 +116,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
+    # Clean: no page left out of the navigation, no warning.
+    assert "not included" not in res.stderr and "WARNING" not in res.stderr, res.stderr[-3000:]
     return out
 
 

@@ -195,7 +195,7 @@ def test_pod_metrics_without_containers_are_no_usage(tmp_path: Path, capsys: pyt
     snap = write_snapshot(tmp_path / "s", nodes, pods, node_metrics, pod_metrics, workloads)
     report = dry_run(capsys, "--snapshot", str(snap))
     assert report["src"]["reason"] == "MetricsUnavailable", report["src"]
-    assert "PodMetrics covering all its containers (its PodMetrics lack container 'c')" in report["src"]["detail"]
+    assert "its PodMetrics lack container 'c', which has no cpu request" in report["src"]["detail"]
     assert report["dst"]["reason"] != "DestinationForMovedPods"
 
 
@@ -431,6 +431,6 @@ def test_run_never_reads_pod_metrics_without_containers_as_zero(tmp_path: Path) 
             decision = ctl.run_once()
             _, reason, detail = decision.verdicts[held]
             assert reason.value == "MetricsUnavailable", (reason, detail)
-            assert "pod default/be has neither a cpu request nor PodMetrics covering all its containers" in detail
+            assert "pod default/be: its PodMetrics lack container 'c', which has no cpu request" in detail
             assert [r.node.name for r in decision.drain] == [other]
             c.wait_idle(ctl)

@@ -591,3 +591,129 @@ def test_requests_are_recorded(fake: FakeKubeAPI, v1: Any) -> None:
         False,
     )
     assert fake.requests_to("/api/v1/nodes/n2", "PATCH") == [patch]
+
+
+# -- pods/resize and pods/status (in-place resize, KEP-1287) ---------------------------------------
+#
+# The fake's answers are checked against upstream's own table: kubernetes
+# test/e2e/common/node/pod_resize.go, doPodResizeTests (a resize that succeeds) and
+# doPodResizeErrorTests (each entry below names its test case), which patch with a strategic merge
+# patch through the resize subresource and expect these error substrings.
+
+ORIGINAL = {"cpu": "20m", "memory": "20Mi"}
+ORIGINAL_LIMIT = {"cpu": "30m", "memory": "30Mi"}
+
+
+def resizable(name: str, containers: list[dict[str, Any]]) -> dict[str, Any]:
+    obj = pod(name)
+    obj["spec"]["containers"] = containers
+    return obj
+
+
+def c(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    if requests:
+        res["requests"] = dict(requests)
+    if limits:
+        res["limits"] = dict(limits)
+    return {"name": name, "image": "i", **({"resources": res} if res else {})}
+
+
+def resize(v1: Any, name: str, patch: dict[str, Any]) -> Any:
+    return v1.patch_namespaced_pod_resize(name, NS, patch, _preload_content=False)
+
+
+RESIZE_ERRORS = [
+    (  # "BestEffort pod - try requesting memory, expect error"
+        [c("c1")],
+        {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"memory": "40Mi"}}}]}},
+        "Pod QOS Class may not change as a result of resizing",
+    ),
+    (  # "Burstable QoS pod, one container with cpu & memory requests + limits - remove memory limits"
+        [c("c1", ORIGINAL, ORIGINAL_LIMIT)],
+        {"spec": {"containers": [{"name": "c1", "resources": {"limits": {"memory": None}}}]}},
+        "resource limits cannot be removed",
+    ),
+    (  # "... - remove CPU limits"
+        [c("c1", ORIGINAL, ORIGINAL_LIMIT)],
+        {"spec": {"containers": [{"name": "c1", "resources": {"limits": {"cpu": None}}}]}},
+        "resource limits cannot be removed",
+    ),
+    (  # "Burstable QoS pod, one container with memory requests + limits, cpu requests - remove CPU requests"
+        [c("c1", ORIGINAL, {"memory": "30Mi"})],
+        {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"cpu": None}}}]}},
+        "resource requests cannot be removed",
+    ),
+    (  # "Burstable QoS pod, one container with CPU requests + limits, cpu requests - remove memory requests"
+        [c("c1", ORIGINAL, {"cpu": "30m"})],
+        {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"memory": None}}}]}},
+        "resource requests cannot be removed",
+    ),
+    (  # "Burstable QoS pod, two containers with cpu & memory requests + limits - reorder containers"
+        [c("c1", ORIGINAL, ORIGINAL_LIMIT), c("c2", ORIGINAL, ORIGINAL_LIMIT)],
+        {
+            "spec": {
+                "containers": [
+                    {"name": "c2", "resources": {"requests": ORIGINAL, "limits": ORIGINAL_LIMIT}},
+                    {"name": "c1", "resources": {"requests": ORIGINAL, "limits": ORIGINAL_LIMIT}},
+                ]
+            }
+        },
+        "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize, "
+        "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize",
+    ),
+]
+
+
+@pytest.mark.parametrize(("containers", "patch", "message"), RESIZE_ERRORS)
+def test_resize_refusals_follow_the_upstream_table(
+    fake: FakeKubeAPI, v1: Any, containers: list[dict[str, Any]], patch: dict[str, Any], message: str
+) -> None:
+    """Each refusal of upstream's doPodResizeErrorTests: ``422``, the same words, the pod as it
+    was (spec, status and generation)."""
+    fake.load_objects([resizable("r", containers)])
+    before = v1.read_namespaced_pod("r", NS).to_dict()
+    code, body = api_error(lambda: resize(v1, "r", patch))
+    assert code == 422 and body["reason"] == "Invalid", body
+    assert message in body["message"], body["message"]
+    assert v1.read_namespaced_pod("r", NS).to_dict() == before
+
+
+def test_resize_changes_only_cpu_and_memory_and_status_is_the_kubelets(fake: FakeKubeAPI, v1: Any) -> None:
+    """doPodResizeTests, "Burstable QoS pod, one container with cpu & memory requests + limits -
+    increase CPU & memory" with a second container left alone: the resize patches ``c1`` by
+    name (``c2`` keeps its place), bumps ``metadata.generation``, leaves the status to the
+    kubelet, and anything but CPU and memory (an image, another resource, a plain init
+    container's resources) is refused. ``pods/status`` changes the status only."""
+    obj = resizable("r", [c("c1", ORIGINAL, ORIGINAL_LIMIT), c("c2", ORIGINAL, ORIGINAL_LIMIT)])
+    obj["spec"]["initContainers"] = [c("init", ORIGINAL)]
+    fake.load_objects([obj])
+    patch = {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"cpu": "25m", "memory": "25Mi"},
+                                                                  "limits": {"cpu": "35m", "memory": "35Mi"}}}]}}  # fmt: skip
+    out = raw(resize(v1, "r", patch))
+    assert [x["name"] for x in out["spec"]["containers"]] == ["c1", "c2"]
+    assert out["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "25m", "memory": "25Mi"}
+    assert out["spec"]["containers"][0]["image"] == "i" and out["spec"]["containers"][1] == obj["spec"]["containers"][1]
+    assert out["metadata"]["generation"] == 2 and out["status"] == {"phase": "Running"}
+    assert raw(v1.read_namespaced_pod_resize("r", NS, _preload_content=False))["spec"] == out["spec"]
+    image = {"spec": {"containers": [{"name": "c1", "image": "other"}]}}
+    assert "only cpu and memory resources are mutable" in api_error(lambda: resize(v1, "r", image))[1]["message"]
+    disk = {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}]}}
+    assert "only cpu and memory resources are mutable" in api_error(lambda: resize(v1, "r", disk))[1]["message"]
+    init = {"spec": {"initContainers": [{"name": "init", "resources": {"requests": {"cpu": "25m"}}}]}}
+    message = api_error(lambda: resize(v1, "r", init))[1]["message"]
+    assert "resources for non-sidecar init containers are immutable" in message
+    status = {
+        "spec": {"nodeName": "elsewhere"},
+        "status": {
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [
+                {"name": "c1", "allocatedResources": {"cpu": "25m", "memory": "25Mi"},
+                 "resources": {"requests": {"cpu": "20m", "memory": "20Mi"}}}
+            ],
+        },
+    }  # fmt: skip
+    out = raw(v1.patch_namespaced_pod_status("r", NS, status, _preload_content=False))
+    assert out["spec"]["nodeName"] == "n1", "the status subresource changes the status only"
+    assert out["status"]["containerStatuses"][0]["allocatedResources"]["cpu"] == "25m"
+    assert out["status"]["phase"] == "Running"

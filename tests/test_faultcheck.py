@@ -13,10 +13,10 @@ ADMIN = "shared-k8s-admin"
 
 
 def ev(user: str, verb: str, resource: str, name: str, at: float, *, code: int = 200, sub: str = "",
-       ns: str = "", took: float = 0.01) -> AuditEvent:  # fmt: skip
+       ns: str = "", took: float = 0.01, stage: str = "ResponseComplete") -> AuditEvent:  # fmt: skip
     return AuditEvent(user=user, verb=verb, group="coordination.k8s.io" if resource == "leases" else "",
                       resource=resource, subresource=sub, namespace=ns, name=name, code=code, uri="",
-                      user_agent="", time=at + took, received=at)  # fmt: skip
+                      user_agent="", time=at + took, received=at, stage=stage)  # fmt: skip
 
 
 def lease(user: str, at: float, code: int = 200) -> AuditEvent:
@@ -28,10 +28,13 @@ def evict(user: str, pod: str, at: float, code: int = 201) -> AuditEvent:
 
 
 class FakeRecorder:
-    """What a ClusterRecorder would have seen: node deletions and pod bindings."""
+    """What a ClusterRecorder would have seen: node deletions, pod bindings, taints."""
 
-    def __init__(self, deleted: dict[str, NodeState], pods: list[PodLife]) -> None:
-        self.deleted, self.pod_lives = deleted, pods
+    def __init__(self, deleted: dict[str, NodeState], pods: list[PodLife], taints: list[tuple[str, float]] = ()) -> None:  # type: ignore[assignment]
+        self.deleted, self.pod_lives, self.taints = deleted, pods, list(taints)
+
+    def tainted_at(self) -> list[tuple[str, float]]:
+        return self.taints
 
     def deletions(self, name: str) -> list[NodeState]:
         return [self.deleted[name]] if name in self.deleted else []
@@ -90,3 +93,37 @@ def test_node_deletes_untainted_schedulable_or_holding_workload_pods_are_reporte
     assert any("n3" in v and "untainted and schedulable" in v for v in found), found
     assert any("n4" in v and "watch gap" in v for v in found), found
     assert violations(events, [B], rec).violations == []  # type: ignore[arg-type]  # someone else's deletes
+
+
+def watch(user: str, started: float, ended: float, code: int = 200) -> list[AuditEvent]:
+    """A pods WATCH that streamed from ``started`` to ``ended`` (or was refused at ``started``)."""
+    if code != 200:
+        return [ev(user, "watch", "pods", "", started, code=code)]
+    return [ev(user, "watch", "pods", "", started, stage="ResponseStarted"),
+            ev(user, "watch", "pods", "", started, took=ended - started)]  # fmt: skip
+
+
+def test_taints_evictions_and_deletes_while_a_kind_is_stale_are_reported() -> None:
+    """Pods: listed at 0, watched until 5, relisted at 8 (the watch failed: a 410): stale from 5
+    to 8. Then a watch refused 429 at 10, a list refused at 11, a list answered at 13: stale from
+    10 to 13. What the replica did inside either window (past the tolerance) is reported; what it
+    did outside, or at once after it learnt (the request under way), is not."""
+    events = [lease(A, 0), ev(A, "list", "pods", "", 0), *watch(A, 1, 5), ev(A, "list", "pods", "", 8),
+              *watch(A, 9, 10), *watch(A, 10, 10, code=429), ev(A, "list", "pods", "", 11, code=429),
+              ev(A, "list", "pods", "", 13), *watch(A, 14, 20), ev(A, "list", "pods", "", 20)]  # fmt: skip
+    events += [evict(A, "p-in-first", 6), evict(A, "p-after", 8.5), evict(A, "p-under-way", 10.2),
+               evict(A, "p-in-second", 12), ev(A, "patch", "nodes", "n1", 12.4), ev(A, "delete", "nodes", "n2", 12.6),
+               ev(A, "patch", "nodes", "n3", 12.7)]  # fmt: skip
+    safe = NodeState(rv=10, event="DELETED", tainted=True, cordoned=True, marks=())
+    rec = FakeRecorder({"n2": safe}, [], taints=[("n1", 12.45)])  # n3's patch was a status: no taint seen
+    found = violations(sorted(events, key=lambda e: e.received), [A], rec, lease_duration=60).violations  # type: ignore[arg-type]
+    assert len(found) == 4, found
+    assert all("while pods was stale" in v for v in found), found
+    assert [v.split(" by ")[0] for v in found] == [
+        "create pods/eviction apps/p-in-first -> 201", "create pods/eviction apps/p-in-second -> 201",
+        "taint of node n1", "delete nodes n2 -> 200",
+    ], found  # fmt: skip
+    assert "(+10.0s to +13.0s)" in found[2], found
+    # A watch that ended cleanly and was watched again: fresh all along.
+    calm = [lease(A, 0), ev(A, "list", "pods", "", 0), *watch(A, 1, 5), *watch(A, 5, 9), evict(A, "p", 6)]
+    assert violations(calm, [A], lease_duration=60).violations == []

@@ -110,3 +110,13 @@ def test_target_usage_help_states_the_max_of_request_and_usage() -> None:
         for flag in ("--target-cpu-usage", "--target-memory-usage"):
             assert "max(request, real usage)" in helps[flag], (command, flag)
             assert "moved requests" not in helps[flag]
+
+
+def test_history_export_help_shows_the_queries_it_sends(capsys: pytest.CaptureFixture[str]) -> None:
+    from scaler.history.prometheus import CPU_QUERY, MEMORY_QUERY
+
+    with pytest.raises(SystemExit):
+        main(["history", "export", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for query in (CPU_QUERY, MEMORY_QUERY):
+        assert query.format(extra="") in text

@@ -137,6 +137,22 @@ def test_graph_sees_deferred_imports() -> None:
     assert "scaler.replay.cli" in graph["scaler.cli"]  # imported inside build_parser()
 
 
+def test_tune_reads_the_replay_through_typed_seams_not_its_command() -> None:
+    """``scaler tune`` loads its inputs from a typed spec (``scaler.replay.load``) and its flags
+    from ``scaler.replay.command``, never from ``scaler replay``'s command module; and the
+    loader takes that spec, not parsed arguments."""
+    import inspect
+
+    from scaler.replay.load import InputSpec, load_inputs
+
+    graph = import_graph()
+    for module in (m for m in graph if m.startswith("scaler.tune")):
+        assert "scaler.replay.cli" not in graph[module], module
+    assert {"scaler.replay.load", "scaler.replay.command"} <= graph["scaler.tune.cli"]
+    assert "argparse" not in inspect.getsource(inspect.getmodule(load_inputs)).split("def _prometheus_trace")[0]
+    assert inspect.signature(load_inputs).parameters["spec"].annotation in (InputSpec, "InputSpec")
+
+
 def test_no_import_cycle_in_scaler() -> None:
     assert cycles(import_graph()) == []
 

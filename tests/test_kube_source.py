@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 from fakes.kube_api import FakeKubeAPI
 
-from scaler.model.snapshot import ClusterSnapshot, SnapshotError, build_snapshot
+from scaler.config import ScalerConfig
+from scaler.engine import evaluate
+from scaler.model.snapshot import ClusterSnapshot, build_snapshot
+from scaler.reasons import UnremovableReason
 from scaler.sources.files import load_objects, load_snapshot
 from scaler.sources.kube import (
     LISTED_WORKLOAD_KINDS,
@@ -279,17 +282,52 @@ def test_malformed_json(fake: FakeKubeAPI, api: Any) -> None:
         fetch_objects(api)
 
 
-def test_a_malformed_object_is_named_with_its_resource(fake: FakeKubeAPI, api: Any) -> None:
-    pod = fake.objects("Pod")[0]
-    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-    fake.put_object({**pod, "spec": {**pod["spec"], "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}})
-    with pytest.raises(SnapshotError) as err:
-        load_live_snapshot(api, 1_800_000_000.0)
-    assert str(err.value) == f"pods: Pod {ns}/{name}: container 'c' resources: invalid quantity 'lots'"
-    fake.put_object({**pod, "spec": {**pod["spec"], "priority": [1]}})
-    with pytest.raises(SnapshotError, match=rf"^pods: Pod {ns}/{name}: field 'spec.priority' must be an integer"):
-        load_live_snapshot(api, 1_800_000_000.0)
-    fake.put_object(pod)  # the server is shared by the module's tests
+def test_a_malformed_object_is_left_out_and_its_node_is_neither_candidate_nor_destination(
+    fake: FakeKubeAPI, api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One pod that does not decode does not fail the pod LIST: it is left out with a warning
+    naming it, its node is ``UnreadableObject`` (neither candidate nor destination), and every
+    other node is decided as from a clean LIST. A malformed metrics item is left out too."""
+    clean = load_live_snapshot(api, 1_800_000_000.0)
+    pod = next(p for p in fake.objects("Pod") if p["spec"].get("nodeName"))
+    ns, name, node = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["spec"]["nodeName"]
+    fake.put_object(
+        {
+            **pod,
+            "spec": {
+                **pod["spec"],
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}],
+            },
+        }
+    )
+    metric = next(m for m in fake.objects("NodeMetrics") if m["metadata"]["name"] != node)
+    fake.put_object({**metric, "usage": {"cpu": "lots", "memory": "1Ki"}})
+    try:
+        with caplog.at_level(logging.WARNING, logger="scaler.sources.kube"):
+            snap = load_live_snapshot(api, 1_800_000_000.0)
+    finally:
+        fake.put_object(pod)  # the server is shared by the module's tests
+        fake.put_object(metric)
+    assert (ns, name) not in {(p.namespace, p.name) for p in snap.pods}
+    why = f"cannot read Pod {ns}/{name}: container 'c' resources: invalid quantity 'lots'"
+    assert snap.unreadable == {node: why}
+    assert metric["metadata"]["name"] not in snap.node_metrics
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith(f"Pod {ns}/{name} is left out: ") for m in warnings), warnings
+    assert any(m.startswith(f"NodeMetrics {metric['metadata']['name']} is left out: ") for m in warnings), (
+        warnings
+    )
+    verdicts = {r.node.name: r for r in evaluate(snap, ScalerConfig()).nodes}
+    assert (verdicts[node].reason, verdicts[node].detail) == (UnremovableReason.UnreadableObject, why)
+    assert all(dest != node for r in verdicts.values() for _, dest in r.moves)
+    # Every other node: as from the clean LIST, but the one whose metrics were malformed.
+    before = {r.node.name: r.reason for r in evaluate(clean, ScalerConfig()).nodes}
+    changed = {n for n, r in verdicts.items() if r.reason != before[n]}
+    assert changed <= {node, metric["metadata"]["name"]} | {
+        n
+        for n, r in before.items()
+        if r is UnremovableReason.DestinationForMovedPods or r is UnremovableReason.NoReason
+    }, changed
 
 
 def test_the_metrics_lists_are_decoded_in_one_request_each(fake: FakeKubeAPI, api: Any) -> None:

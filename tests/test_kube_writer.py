@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from builders import OBJECT_NAMESPACE, make_pod, node_object, pod_object
+from builders import OBJECT_NAMESPACE, Sleeps, make_pod, node_object, pod_object
 from fakes.kube_api import FakeKubeAPI
 
 from scaler.kube.leader import LeaseLost
@@ -26,16 +26,6 @@ from scaler.kube.writer import (
 from scaler.model.records import TAINT_TO_BE_DELETED
 
 NOW = 1_780_000_000.0
-
-
-class Sleeps:
-    """The writer's injected sleep: records each wait instead of waiting."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture
@@ -173,3 +163,33 @@ def test_a_missing_node_reads_as_none_and_cannot_be_marked(fake: FakeKubeAPI, ap
     assert w.get_node("n1") is not None and w.get_node("nope") is None
     with pytest.raises(WriteError, match="mark node nope: node not found"):
         w.mark_to_be_deleted("nope", NOW)
+
+
+def test_a_stale_view_holds_taints_and_evictions_not_rollbacks(
+    fake: FakeKubeAPI, api: Any, sleeps: Sleeps
+) -> None:
+    """While ``hold`` says the cluster view may be stale, no taint and no eviction is sent (an
+    eviction answers "not sent" and its retries wait for a fresh view); a rollback is."""
+    stale = ["Pod relisting after watch ERROR 410: 1s"]
+    w = writer(api, sleeps, hold=lambda: stale[0], eviction_retry_seconds=0.01)
+    with pytest.raises(
+        WriteError, match=r"taint node n1: not sent, the cluster view may be stale \(Pod relisting"
+    ):
+        w.mark_to_be_deleted("n1", NOW)
+    with pytest.raises(WriteError, match="not sent"):
+        w.mark_hot("n1", NOW)
+    assert patches(fake, "n1") == 0
+    pod = make_pod("web-1", namespace=OBJECT_NAMESPACE, uid="uid-web-1")
+    ok, status, message = w.evict_once(pod, 30)
+    assert (ok, status) == (False, None) and message.startswith("not sent: the cluster view may be stale")
+    path = f"/api/v1/namespaces/{OBJECT_NAMESPACE}/pods/web-1/eviction"
+    assert fake.requests_to(path, "POST") == []
+    stale[0] = ""
+    w.mark_to_be_deleted("n1", NOW)
+    stale[0] = "Node relisting"
+    assert w.clean_to_be_deleted("n1")  # the rollback goes out
+    assert patches(fake, "n1") == 2
+    held = iter(["Pod relisting", "Pod relisting", ""])
+    w.hold = lambda: next(held, "")
+    assert w.evictor(max_pod_eviction_time=5.0, max_graceful_termination_sec=30)(pod).ok
+    assert len(fake.requests_to(path, "POST")) == 1

@@ -13,6 +13,7 @@ never denied and that pods were only removed through ``pods/eviction``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
@@ -29,15 +30,19 @@ from typing import Any
 
 import httpx
 import pytest
-from faultcheck import ClusterRecorder, holders, leftovers, violations
+from faultcheck import ClusterRecorder, holders, leftovers, stale_windows, violations
 from realk8s import (
+    CA_NAMESPACE,
     GI,
     MI,
     AuditEvent,
+    ClusterAutoscaler,
     ControlPlane,
     Kubelet,
     MetricsServer,
     ScalerProcess,
+    Throttle,
+    ca_unavailable,
     running_cluster,
     sa_user,
     scaler_process,
@@ -48,6 +53,7 @@ from realk8s import (
 )
 from waiting import holds_for, wait_for
 
+from benchmarks.peer.objects import ANNOTATION_KWOK_GROUP, ANNOTATION_KWOK_MANAGED, kwok_config_maps
 from scaler.kube.writer import (
     ANNOTATION_OWNER,
     ANNOTATION_REPLICA,
@@ -137,10 +143,11 @@ class World:
         return [e for e in self.cp.events(reason) if e["involvedObject"].get("name") == node]
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    tmp = tmp_path_factory.mktemp("real-apiserver")
-    with running_cluster(tmp / "control-plane") as (cp, kubelet, metrics):
+@contextlib.contextmanager
+def new_world(tmp: Path, apiserver_args: tuple[str, ...] = ()) -> Iterator[World]:
+    """A control plane (kube-apiserver with ``apiserver_args``) with the test namespace, the
+    ServiceAccounts bound to ``deploy/``'s RBAC and their kubeconfigs."""
+    with running_cluster(tmp / "control-plane", apiserver_args) as (cp, kubelet, metrics):
         cp.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": APPS}}])
         cp.apply(rbac("base", SA))  # --cloud-provider=kubernetes deletes Node objects: the base's RBAC
         cp.apply(rbac("overlays/gke", "scaler-gke"))
@@ -152,6 +159,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             for name in (SA, "scaler-gke", "scaler-dry-run", "scaler-a", "scaler-b")
         }
         yield World(cp, kubelet, metrics, tmp, kubeconfigs)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with new_world(tmp_path_factory.mktemp("real-apiserver")) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def uncached_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A second control plane whose kube-apiserver serves WATCHes from etcd (no watch cache): a
+    watch resumed from a resourceVersion that an etcd compaction removed gets ``410 Expired``."""
+    with new_world(tmp_path_factory.mktemp("real-apiserver-uncached"), ("--watch-cache=false",)) as w:
+        yield w
 
 
 @pytest.fixture
@@ -730,14 +751,17 @@ class Faults:
     procs: dict[str, ScalerProcess]
     lease_seconds: float = 15.0  # the replicas' --leader-elect-lease-duration
 
-    def start(self, *args: str, replicas: int = 2, leader_elect: bool = True, short_lease: bool = False) -> None:
+    def start(
+        self, *args: str, replicas: int = 2, leader_elect: bool = True, short_lease: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         if short_lease:
             args = (*SHORT_LEASE, *args)
             self.lease_seconds = SHORT_LEASE_SECONDS
         for sa in REPLICAS[:replicas]:
             flags = [*FAST, f"--leader-elect={str(leader_elect).lower()}", *args]
             log = self.w.tmp / f"{self.name}-{sa}.log"
-            self.procs[sa] = ScalerProcess(self.w.kubeconfigs[sa], flags, log).start()
+            self.procs[sa] = ScalerProcess(self.w.kubeconfigs[sa], flags, log, env).start()
         for proc in self.procs.values():  # both past their start-up checks before any fault
             proc.wait_output("scaler run started", 60)
 
@@ -775,18 +799,31 @@ class Faults:
         assert not report.violations and not left, f"{report.violations + left}\ncounts {dict(report.counts)}\n{logs}"
 
 
-@pytest.fixture
-def fx(world: World, request: pytest.FixtureRequest) -> Iterator[Faults]:
+@contextlib.contextmanager
+def fault_case(world: World, name: str) -> Iterator[Faults]:
     world.cp.resume("etcd")
     world.cp.apply(rbac("base", "scaler-a") + rbac("base", "scaler-b"))  # a case may have deleted a binding
     world.reset()
     with ClusterRecorder(world.cp) as rec:
-        case = Faults(world, rec, request.node.name.removeprefix("test_")[:40], {})
+        case = Faults(world, rec, name.removeprefix("test_")[:40], {})
         try:
             yield case
         finally:
             for proc in case.procs.values():
                 proc.kill()
+
+
+@pytest.fixture
+def fx(world: World, request: pytest.FixtureRequest) -> Iterator[Faults]:
+    with fault_case(world, request.node.name) as case:
+        yield case
+
+
+@pytest.fixture
+def fx_uncached(uncached_world: World, request: pytest.FixtureRequest) -> Iterator[Faults]:
+    """A matrix case on the control plane without a watch cache (:func:`uncached_world`)."""
+    with fault_case(uncached_world, request.node.name) as case:
+        yield case
 
 
 def slow_drain(w: World, prefix: str, ready_after: float = 3.0) -> tuple[list[str], str]:
@@ -934,3 +971,153 @@ def test_fault_node_metrics_glitch_is_not_an_idle_node(fx: Faults) -> None:
     assert verdict["reason"] == "MetricsUnavailable", verdict
     fx.check()
 
+
+
+# -- stale views: a relist after a 410, API Priority and Fairness ------------------------------------
+
+
+def pod_reads(events: list[AuditEvent], user: str) -> list[AuditEvent]:
+    """The user's cluster-wide pod LISTs and WATCHes (its watch cache's), answered, in order."""
+    return sorted(
+        (e for e in events if e.user == user and e.resource == "pods" and not e.group and not e.name
+         and e.verb in ("list", "watch") and "fieldSelector" not in e.uri and e.stage != "ResponseStarted"),
+        key=lambda e: e.time,
+    )  # fmt: skip
+
+
+def test_fault_410_mid_drain_then_a_slow_relist_holds_the_drain(fx_uncached: Faults) -> None:
+    """Mid-drain, etcd is compacted (kube-apiserver without a watch cache: watches are served by
+    etcd), so scaler's pod WATCH, resuming every 3 s, gets ``410 Expired``; its relist is held 12 s
+    in API Priority and Fairness' queue (every seat of its priority level taken): a long relist
+    that fails nothing. The Pod kind is stale meanwhile: no taint, eviction or delete until the
+    relist completes (checked from the audit log), then the drain goes on."""
+    fx, w = fx_uncached, fx_uncached.w
+    _, under = slow_drain(w, "gone")
+    fx.start("--max-pod-eviction-time=120s", replicas=1, env={"SCALER_WATCH_TIMEOUT_SECONDS": "3"})
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    user = sa_user("scaler-a")
+    with Throttle(w.cp, w.metrics, "relist-queue", [(NAMESPACE, "scaler-a")], verbs=["list"], reject=False) as t:
+        t.hold()
+        # The fault: etcd compacted until scaler's pod watch resumes from a compacted revision:
+        # 410, and a relist (a LIST, queued: the audit log has it once answered).
+        proc = fx.procs["scaler-a"]
+        wait_for(lambda: w.cp.compact_etcd() and "pods: watch ERROR 410" in proc.output, 30,
+                 "a 410 on the pod watch", poll=1.0)  # fmt: skip
+        time.sleep(12)  # the relist waits in the queue while the seats are held
+    fx.settle(under)
+    windows = [wd for wd in stale_windows(fx.events(), user) if wd[0] == "pods"]
+    assert any(end - start >= 10 for _, start, end in windows), windows  # the drain's 10 s retry fell inside
+    assert 429 not in [e.code for e in pod_reads(fx.events(), user)]  # queued, never refused
+    fx.check()
+
+
+def test_fault_apf_rejects_scalers_pod_reads_mid_drain(fx: Faults) -> None:
+    """Mid-drain a FlowSchema sends scaler's pod LISTs and WATCHes to a priority level whose
+    every seat is taken: 429 with ``Retry-After: 1`` for 12 s. The Pod kind is stale from the
+    first 429 until a LIST passes: no taint, eviction or delete meanwhile (the audit log); every
+    refused read is followed by the next one at least a second later (Retry-After honoured);
+    then the drain goes on."""
+    w = fx.w
+    _, under = slow_drain(w, "apf")
+    fx.start("--max-pod-eviction-time=120s", replicas=1, env={"SCALER_WATCH_TIMEOUT_SECONDS": "3"})
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    user = sa_user("scaler-a")
+    with Throttle(w.cp, w.metrics, "scaler-reject", [(NAMESPACE, "scaler-a")]) as t:
+        t.hold()
+        wait_for(lambda: [e for e in w.cp.audit(w.since, user) if e.code == 429], 30, "a 429")
+        time.sleep(12)
+    fx.settle(under)
+    reads = pod_reads(fx.events(), user)
+    refused = [i for i, e in enumerate(reads) if e.code == 429]
+    assert len(refused) >= 3, [(e.verb, e.code) for e in reads]
+    gaps = [reads[i + 1].received - reads[i].time for i in refused if i + 1 < len(reads)]
+    assert min(gaps) >= 0.9, gaps  # Retry-After: 1 (the client's clock and the server's agree here)
+    windows = [wd for wd in stale_windows(fx.events(), user) if wd[0] == "pods"]
+    assert any(end - start >= 10 for _, start, end in windows), windows
+    fx.check()
+
+
+def test_a_node_without_allocatable_is_said_and_the_rest_decided(w: World) -> None:
+    """A Node created without ``status.allocatable`` (accepted by the API server) made the Node
+    LIST fail, so the caches never synced. Now it is left out: a Warning ``UnreadableObject``
+    event on it, ``scaler_unreadable_objects{kind="Node"}``, the verdict ``UnreadableObject`` on
+    it, never tainted; the empty node beside it is removed."""
+    created = w.cp.create({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "raw-0", "labels": {"cloud.google.com/gke-nodepool": "pool-a", "topology.kubernetes.io/zone": "zone-a"}}})  # fmt: skip
+    assert "allocatable" not in (created.get("status") or {}), created  # accepted as it is
+    w.busy_nodes("raw")
+    empty = w.node("raw-empty", (50, 512 * MI))
+    with w.scaler() as proc:
+        port = proc.metrics_port()
+        wait_for(lambda: w.events_for("raw-0", "UnreadableObject"), 60, "the UnreadableObject event")
+        wait_for(lambda: w.cp.get("Node", empty) is None, 60, "the empty node to be deleted")
+
+        def verdict() -> dict[str, Any]:
+            notes = ((w.cp.get("Node", "raw-0") or {}).get("metadata") or {}).get("annotations") or {}
+            return dict(json.loads(notes.get(ANNOTATION_STATUS, "{}")))
+
+        wait_for(lambda: verdict().get("reason") == "UnreadableObject", 30, "raw-0's verdict")
+        assert 'scaler_unreadable_objects{kind="Node"} 1.0' in metrics_text(port)
+        assert proc.terminate(30) == 0, proc.output
+    [event] = w.events_for("raw-0", "UnreadableObject")
+    assert event["type"] == "Warning" and "missing required field 'status.allocatable'" in event["message"], event
+    assert verdict()["detail"] == "cannot read Node raw-0: missing required field 'status.allocatable'"
+    assert not tainted(w.cp, "raw-0")
+
+
+# -- beside the real cluster-autoscaler ---------------------------------------------------------------
+
+
+def kwok_shaped(cp: ControlPlane, names: list[str], pool: str = "pool-a") -> None:
+    """Make ``names`` nodes of the kwok provider's node group ``pool`` (its annotations and
+    provider ID) and give the provider its ConfigMaps (a group of exactly these nodes)."""
+    for name in names:
+        cp.request("PATCH", f"/api/v1/nodes/{name}", {
+            "metadata": {"annotations": {ANNOTATION_KWOK_GROUP: pool, ANNOTATION_KWOK_MANAGED: "fake"}},
+            "spec": {"providerID": f"kwok:{name}"}}, content_type="application/merge-patch+json")  # fmt: skip
+    nodes = [n for n in cp.list("Node") if n["metadata"]["name"] in names]
+    cp.apply(kwok_config_maps({pool: nodes}, CA_NAMESPACE))
+
+
+@pytest.mark.skipif(bool(ca_unavailable()), reason=ca_unavailable() or "available")
+def test_fault_a_cluster_autoscaler_starting_strips_the_taint_mid_drain(fx: Faults) -> None:
+    """Self-hosted mode: an upstream cluster-autoscaler 1.30.7 (kwok provider, scale-down off)
+    starts while scaler drains a node of one of its node groups. At start-up it removes every
+    ``ToBeDeletedByClusterAutoscaler`` taint of its node groups, scaler's included, and leaves
+    the cordon. scaler sees the taint gone within a second: it evicts nothing more, the removal
+    fails saying why (event, the node's verdict), the node is rolled back (uncordoned, marks
+    removed) and not deleted."""
+    w = fx.w
+    busy, under = slow_drain(w, "ca", ready_after=90.0)  # the second eviction waits on its PDB
+    kwok_shaped(w.cp, [*busy, under])
+    fx.start("--max-pod-eviction-time=120s", replicas=1)
+    wait_for(lambda: fx.evicted(), 60, "the first eviction")
+    assert tainted(w.cp, under)
+    try:
+        with ClusterAutoscaler(w.cp.admin_kubeconfig, w.tmp / "ca-strips-taint.log",
+                               ["--scale-down-enabled=false", "--scan-interval=2s", "--v=4"]) as ca:  # fmt: skip
+            wait_for(lambda: not tainted(w.cp, under), 90, "cluster-autoscaler to remove the taint")
+            strip = [e for e in fx.events() if e.resource == "nodes" and e.name == under and e.verb in ("patch", "update")
+                     and "cluster-autoscaler" in e.user_agent]  # fmt: skip
+            assert strip, "the taint was removed by someone else than cluster-autoscaler"
+            # What cluster-autoscaler left: no taint, still cordoned (until scaler's rollback).
+            assert any(not s.tainted and s.cordoned for s in fx.rec.nodes[under]), fx.rec.nodes[under]
+            wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 30, "scaler's ScaleDownFailed")
+            ca.kill()
+        fx.settle(under)
+
+        def verdict() -> dict[str, Any]:
+            notes = ((w.cp.get("Node", under) or {}).get("metadata") or {}).get("annotations") or {}
+            return dict(json.loads(notes.get(ANNOTATION_STATUS, "{}")))
+
+        failed = w.events_for(under, "ScaleDownFailed")[-1]["message"]
+        assert "taint was removed by someone else (a cluster-autoscaler" in failed, failed
+        late = [e.display for e in fx.evicted() if e.received > strip[0].time + 1.5]
+        assert late == [], f"evictions after cluster-autoscaler removed the taint: {late}"
+        assert w.cp.get("Node", under) is not None
+        print(f"cluster-autoscaler removed the taint {strip[0].time - fx.evicted()[0].received:.1f}s after the first "
+              f"eviction; scaler's verdict on the node: {verdict()}")  # fmt: skip
+        fx.check()
+    finally:
+        for cm in ("kwok-provider-config", "kwok-provider-templates"):
+            w.cp.delete("ConfigMap", cm, CA_NAMESPACE)

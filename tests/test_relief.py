@@ -416,6 +416,31 @@ def test_dry_run_reports_the_relief_section_and_its_json(capsys: pytest.CaptureF
     assert json.loads(capsys.readouterr().out)["relief"] is None, "off by default"
 
 
+@pytest.mark.parametrize("sidecar_request", [0, 300])
+def test_a_container_missing_from_pod_metrics_counts_its_request_or_keeps_its_pod(sidecar_request: int) -> None:
+    """``a`` runs ``c`` and ``sidecar``; its PodMetrics report ``c`` only (1.5 cores). With a
+    300m request the sidecar counts at it: ``a`` is credited 1.8 cores and goes first, as the
+    pod using the most. Without one (and a gap the other pods cannot close), relief keeps ``a``
+    and says which container nobody measures."""
+    base = hot_cluster(hot=(3200 + 1000, 4 * GI) if sidecar_request else (3200 + 5000, 4 * GI))
+    each = (("c", 500, 256 * MI), ("sidecar", sidecar_request, sidecar_request * MI))
+    pods = [
+        p if p.name != "a" else msgspec.structs.replace(p, containers=("c", "sidecar"), container_requests=each)
+        for p in base.pods
+    ]
+    metrics = [
+        m if m.name != "a" else msgspec.structs.replace(m, containers=("c",)) for m in base.pod_metrics.values()
+    ]
+    snap = ClusterSnapshot.create(NOW, base.nodes, pods, node_metrics=base.node_metrics.values(), pod_metrics=metrics)
+    r = relieve(snap)["hot"]
+    if sidecar_request:
+        assert evicted(r)[0] == ("a", "dst"), r
+    else:
+        assert all(name != "a" for name, _ in evicted(r)), r
+        why = dict((p.name, reason) for p, reason in r.kept)
+        assert "its PodMetrics lack container 'sidecar', which has no cpu request" in why.get("a", ""), r.kept
+
+
 def test_pod_metrics_lacking_a_running_container_are_unknown_usage_to_relief() -> None:
     """``a`` runs containers ``c`` and ``sidecar``; its PodMetrics report ``c`` only: relief
     treats it as a pod without PodMetrics (its usage unknown: it no longer goes first as the

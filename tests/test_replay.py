@@ -35,15 +35,16 @@ from scaler.replay.simulate import ReplayInput, run_policies, run_policy
 from scaler.replay.traces import Series, Trace, TraceError, load_trace, resample
 from scaler.replay.world import LABEL_INSTANCE_TYPE, World
 from scaler.sources.files import load_snapshot
+from scaler.utilization import unknown_usage
 from tests.builders import GI, MI, make_controller, make_node, make_pod, owner_ref
 
 T0 = 1_700_000_000.0  # a Tuesday, 22:13:20 UTC; the replay grid starts here
 STEP = 300.0
 BITBRAINS_TAR = Path(__file__).resolve().parents[2] / "shared/data/raw/bitbrains-rnd-2013/rnd-2013-7.tar.gz"
+DAY1 = str(bundled_example())  # the bundled example the test traces name pods of
 
 
 # ---- a small cluster ------------------------------------------------------------------------------
-
 
 def _node(name: str, **kw: object) -> object:
     return make_node(
@@ -272,10 +273,21 @@ def test_builtin_policies() -> None:
     ca = ps["ca-requests"].config
     assert ca.utilization_source == "requests" and ca.scale_down_utilization_threshold == 0.5
     assert ca.filter_plugins == ()
-    assert ps["seed"].usage_window == 0 and ps["seed"].config.target_cpu_usage == 0.45
+    assert ps["ca-usage"].usage_window == 0 and ps["ca-usage"].config.target_cpu_usage == 0.45
     assert ps["scaler"].usage_window is None and ps["scaler"].config.usage_aggregation == "p95"
     assert ps["scaler-portrait"].portrait and not ps["scaler"].portrait
     assert "ResourceBalanceOnPortrait" in ps["scaler-portrait"].config.score_plugins
+
+
+def test_every_builtin_policy_is_explained_and_seed_is_the_former_name_of_ca_usage() -> None:
+    from scaler.replay.policies import BUILTIN_POLICIES, POLICY_HELP
+
+    assert list(POLICY_HELP) == list(BUILTIN_POLICIES)
+    (former,) = parse_policies(["seed"])
+    assert former.name == "ca-usage" and former.flags == parse_policies(["ca-usage"])[0].flags
+    assert "modified cluster-autoscaler" in former.description and "seed" not in former.description
+    with pytest.raises(PolicyError, match=r"policy 'ca-usage' is listed twice \(seed is its former name\)"):
+        parse_policies(["seed,ca-usage"])
 
 
 def test_user_policies_with_commas_and_errors() -> None:
@@ -568,8 +580,8 @@ def test_seed_window_is_the_newest_sample_and_scaler_aggregates() -> None:
     web = [(1800.0, MI) if k % 4 == 0 else (10.0, MI) for k in range(steps)]
     tr = constant_trace({"default/web": web, "default/batch": [(10.0, MI)] * steps}, steps)
     inp = replay_input(small_cluster(), tr, steps)
-    by = {r.name: r for r in run_policies(inp, parse_policies(["seed,scaler,none"]), processes=1)}
-    seed, scaler, none = by["seed"], by["scaler"], by["none"]
+    by = {r.name: r for r in run_policies(inp, parse_policies(["ca-usage,scaler,none"]), processes=1)}
+    seed, scaler, none = by["ca-usage"], by["scaler"], by["none"]
     assert seed.nodes_removed == 2 and seed.pods_evicted == 2 and seed.nodes[3:] == [2] * (steps - 3)
     assert scaler.nodes_removed == 1 and scaler.pods_evicted == 0
     assert none.overload_node_minutes == scaler.overload_node_minutes == 0
@@ -616,12 +628,12 @@ def test_cli_json_on_the_bundled_snapshot(tmp_path: Path, capsys: pytest.Capture
     trace = _bundled_trace(tmp_path)
     out = tmp_path / "r.json"
     code = _run_cli(
-        ["--trace", str(trace), "--policies", "seed,scaler", "-o", "json", "--out", str(out), "-q"]
+        ["--snapshot", DAY1, "--trace", str(trace), "--policies", "seed,scaler", "-o", "json", "--out", str(out), "-q"]
     )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["kind"] == "ReplayReport" and report["steps"] == 12
-    assert [p["name"] for p in report["policies"]] == ["seed", "scaler"]
+    assert [p["name"] for p in report["policies"]] == ["ca-usage", "scaler"]  # seed: its former name
     assert report["trace"]["podsFollowingTrace"] >= 3
     base = report["baseline"]
     assert base["nodeHours"] == pytest.approx(94 * 1.0)
@@ -637,18 +649,18 @@ def test_cli_bad_input_is_one_line_naming_the_value(tmp_path: Path) -> None:
         "timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes\n1,catalog,x,1,1\n2,catalog,x,one,1\n"
     )
     with pytest.raises(UsageError, match=r"bad.csv:3: cpu_cores 'one' is not a number"):
-        _run_cli(["--trace", str(bad), "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(bad), "-q"])
     trace = _bundled_trace(tmp_path)
     with pytest.raises(UsageError, match="unknown policy 'nope'"):
-        _run_cli(["--trace", str(trace), "--policies", "nope", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--policies", "nope", "-q"])
     with pytest.raises(UsageError, match="--step: not a duration: 'soon'"):
-        _run_cli(["--trace", str(trace), "--step", "soon", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--step", "soon", "-q"])
     with pytest.raises(UsageError, match="--output html needs --out"):
-        _run_cli(["--trace", str(trace), "-o", "html", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "-o", "html", "-q"])
     with pytest.raises(UsageError, match="policy 'x': unknown filter plugin 'Nope'"):
-        _run_cli(["--trace", str(trace), "--policies", "x=--filter-plugins=Nope", "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(trace), "--policies", "x=--filter-plugins=Nope", "-q"])
     with pytest.raises(UsageError, match="no such file"):
-        _run_cli(["--trace", str(tmp_path / "missing.csv"), "-q"])
+        _run_cli(["--snapshot", DAY1, "--trace", str(tmp_path / "missing.csv"), "-q"])
 
 
 def test_incremental_profiles_equal_a_full_rebuild() -> None:
@@ -806,3 +818,89 @@ def test_columnar_long_format_reads_as_the_row_reader(tmp_path: Path, rows: list
             assert g.times.tolist() == s.times.tolist()
             assert g.cpu_millicores.tolist() == s.cpu_millicores.tolist()
             assert g.memory_bytes.tolist() == s.memory_bytes.tolist()
+
+
+# ---- in-place resize and containers nobody measures, as pods move ------------------------------------
+
+
+def _resized_batch() -> Pod:
+    """``batch-x-0`` as read from a snapshot while its resize from 1000m down to 400m is in
+    progress: the container still runs with 1000m, so kube-scheduler counts 1000m."""
+    from scaler.model.decode import parse_pod
+
+    obj = {
+        "kind": "Pod",
+        "metadata": {"name": "batch-x-0", "namespace": "default", "uid": "uid-batch",
+                     "labels": {"app": "b"},
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "batch-x", "controller": True}]},
+        "spec": {"nodeName": "n3", "containers": [{"name": "c", "resources": {"requests": {"cpu": "400m", "memory": "2Gi"}}}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodResizeInProgress", "status": "True"}],
+            "containerStatuses": [{"name": "c", "state": {"running": {}}, "allocatedResources": {"cpu": "400m", "memory": "2Gi"},
+                                   "resources": {"requests": {"cpu": "1000m", "memory": "2Gi"}}}],
+        },
+    }  # fmt: skip
+    return msgspec.structs.replace(parse_pod(obj), creation_ts=T0 - 86400)
+
+
+def test_a_replacement_takes_its_spec_requests_without_resize_status() -> None:
+    """The world reads a pod being resized as the snapshot gives it (1000m counted, 400m in
+    its spec); once evicted, its replacement asks for what its spec asks (the stand-in for its
+    workload's template) and carries no resize status."""
+    base = small_cluster()
+    pods = [p if p.name != "batch-x-0" else _resized_batch() for p in base.pods]
+    snap = dataclasses.replace(base, pods=()).create(
+        T0, base.nodes, pods, controllers=base.controllers.values(), node_metrics=base.node_metrics.values(),
+        pod_metrics=base.pod_metrics.values(),
+    )  # fmt: skip
+    inp = replay_input(snap, idle_trace(2), 2)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, with_pod_metrics=True)
+    batch = next(p for p in w.snapshot().pods if p.name == "batch-x-0")
+    assert batch.requests.cpu_millicores == 1000 and batch.spec_requests is not None
+    assert batch.spec_requests.cpu_millicores == 400
+    assert w.evict(batch).ok
+    replacement = w.pods[batch.uid]
+    assert replacement.requests.cpu_millicores == 400 and replacement.spec_requests is None
+    w.schedule_pending()
+    placed = next(p for p in w.snapshot().pods if p.name == "batch-x-0")
+    assert placed.node_name and placed.requests.cpu_millicores == 400 and placed.spec_requests is None
+
+
+def test_a_container_nobody_measures_stays_unmeasured_in_the_replay() -> None:
+    """``batch-x-0`` runs ``c`` and ``shipper`` (no request); its snapshot PodMetrics report
+    ``c`` only. Every snapshot the world gives lacks ``shipper`` too, so n3 stays
+    ``MetricsUnavailable`` step after step (as the dry-run of the snapshot says), never judged
+    with the shipper using nothing; its replacement is measured the same way."""
+    base = small_cluster()
+    pods = [
+        p if p.name != "batch-x-0" else msgspec.structs.replace(
+            p, containers=("c", "shipper"), container_requests=(("c", 1000, 2 * GI), ("shipper", 0, 0))
+        )
+        for p in base.pods
+    ]  # fmt: skip
+    readings = [
+        m if m.name != "batch-x-0" else msgspec.structs.replace(m, containers=("c",)) for m in base.pod_metrics.values()
+    ]
+    snap = ClusterSnapshot.create(
+        T0, base.nodes, pods, controllers=base.controllers.values(), node_metrics=base.node_metrics.values(),
+        pod_metrics=readings,
+    )  # fmt: skip
+    cfg = ScalerConfig()
+    lacks = "pod default/batch-x-0: its PodMetrics lack container 'shipper', which has no cpu request"
+    assert unknown_usage(next(p for p in snap.pods if p.name == "batch-x-0"), snap, cfg).startswith(lacks)
+    inp = replay_input(snap, idle_trace(3), 3)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, with_pod_metrics=True)
+    for step in (1, 2):
+        w.advance(step)
+        s = w.snapshot()
+        assert ("default", "batch-x-0") not in s.pod_metrics
+        assert s.partial_pod_metrics[("default", "batch-x-0")][1] == ("shipper",)
+        batch = next(p for p in s.pods if p.name == "batch-x-0")
+        assert unknown_usage(batch, s, cfg).startswith(lacks)
+        moved = [m.key for r in evaluate(s, cfg).nodes for m, _ in r.moves]
+        assert "default/batch-x-0" not in moved
+    batch = next(p for p in w.pods.values() if p.name == "batch-x-0")
+    w.evict(batch)
+    w.schedule_pending()
+    assert ("default", "batch-x-0") in w.snapshot().partial_pod_metrics

@@ -17,8 +17,11 @@ import yaml
 from ptyrun import ROOT, run_in_pty
 
 from scaler.cli import main
-from scaler.cmdline import UsageError
-from scaler.replay.cli import check_range
+from scaler.cmdline import UsageError, bundled_example
+from scaler.replay.load import check_range
+
+BITBRAINS = ROOT.parent / "shared" / "data" / "raw" / "bitbrains-rnd-2013" / "rnd-2013-7.tar.gz"
+DAY1 = str(bundled_example())  # the bundled example the test traces name pods of
 
 LOWREQ = ROOT / "scaler" / "examples" / "bitbrains-gke-night-lowreq"
 T0 = 1_793_577_600  # 2026-11-02T00:00:00Z
@@ -57,12 +60,12 @@ def policy_rows(out: str) -> dict[str, dict[str, str]]:
 @pytest.mark.parametrize("columns", [80, 200])
 def test_replay_table_under_a_terminal_cuts_no_policy_name(tmp_path: Path, columns: int) -> None:
     trace = write_trace(tmp_path)
-    code, out = run_in_pty(["replay", "--trace", str(trace), "--workers", "1"], columns)
+    code, out = run_in_pty(["replay", "--snapshot", DAY1, "--trace", str(trace), "--workers", "1"], columns)
     assert code == 0, out
     table = out[out.index("POLICY ") :]
     assert "…" not in table
     rows = policy_rows(table)
-    assert list(rows) == ["ca-requests", "seed", "scaler", "scaler-portrait", "none"]
+    assert list(rows) == ["ca-requests", "ca-usage", "scaler", "scaler-portrait", "none"]
     header = next(line for line in table.splitlines() if line.startswith("POLICY "))
     assert header.split() == ["POLICY", "SAVED", "COST-USD", "REMOVED", "EVICTED", "OVERLOAD", "UNPLACEABLE"]
     assert all(len(line) <= 80 for line in table.splitlines()[: len(rows) + 1]), "fits 80 columns"
@@ -81,7 +84,7 @@ def without_timings(doc: object) -> object:
 
 def test_replay_wide_json_yaml_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = write_trace(tmp_path)
-    argv = ["replay", "--trace", str(trace), "--policies", "scaler", "--processes", "1"]
+    argv = ["replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "scaler", "--processes", "1"]
     assert main([*argv, "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert main([*argv, "-o", "yaml"]) == 0
@@ -96,14 +99,14 @@ def test_replay_wide_json_yaml_agree(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_progress_on_a_terminal_nothing_extra_when_piped(tmp_path: Path) -> None:
     trace = write_trace(tmp_path)
-    code, out = run_in_pty(["replay", "--trace", str(trace), "--policies", "seed,scaler"], 80)
+    code, out = run_in_pty(["replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "ca-usage,scaler"], 80)
     assert code == 0, out
     # One bar per policy: its name, the simulated time reached, steps per second, time left.
-    for name in ("seed", "scaler", "none"):
+    for name in ("ca-usage", "scaler", "none"):
         assert re.search(rf"{name}\s.*2026-11-02T00:55:00Z.*steps/s.*\d:\d\d:\d\d", out), name
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.run(
-        [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "seed,scaler", "--workers", "1"],
+        [sys.executable, "-m", "scaler.cli", "replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "ca-usage,scaler", "--workers", "1"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -117,6 +120,8 @@ def test_progress_on_a_terminal_nothing_extra_when_piped(tmp_path: Path) -> None
 
 NOISY = """
     import logging
+    import os
+    from pathlib import Path
 
 
     class Noisy:
@@ -129,35 +134,76 @@ NOISY = """
             if not self.said:
                 self.said = True
                 logging.getLogger("noisy").warning("noisy filter consulted for %s", pod.key)
+                Path(os.environ["NOISY_MARK"]).touch()  # it did log
             return None
 """
 
 
 @pytest.mark.parametrize("processes", ["1", "2"])
-def test_controller_log_lines_name_the_policy_and_the_simulated_time(tmp_path: Path, processes: str) -> None:
-    """A plugin that logs from inside the controller's evaluation, in this process or a worker."""
+def test_the_simulated_controllers_log_lines_never_reach_the_terminal(tmp_path: Path, processes: str) -> None:
+    """A plugin that logs a warning from inside the controller's evaluation, in this process or
+    a worker: the replay runs, the report is printed, and stderr holds only the command's own
+    warning (a replay's controller is a simulation: its lines are not the user's)."""
     plugin = tmp_path / "plugin"
     (plugin / "noisy-0.1.dist-info").mkdir(parents=True)
     (plugin / "noisy_plugin.py").write_text(textwrap.dedent(NOISY))
     (plugin / "noisy-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: noisy\nVersion: 0.1\n")
     (plugin / "noisy-0.1.dist-info" / "entry_points.txt").write_text("[scaler.plugins]\nNoisy = noisy_plugin:Noisy\n")
     trace = write_trace(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)])}
-    proc = subprocess.run(
-        [sys.executable, "-m", "scaler.cli", "replay", "--snapshot", str(LOWREQ), "--trace", str(trace),
-         "--policies", "loud=--filter-plugins=TargetUsage,Noisy", "--processes", processes, "-o", "json"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
-    )  # fmt: skip
+    mark = tmp_path / "logged"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(ROOT)]), "NOISY_MARK": str(mark)}
+    for command in (["replay", "--policies", "loud=--filter-plugins=TargetUsage,Noisy"],
+                    ["tune", "--config", str(_write(tmp_path / "loud.yaml", "filter-plugins: [TargetUsage, Noisy]\n")),
+                     "--trials", "1", "--space", str(_write(tmp_path / "s.yaml", "target-cpu-usage: {low: 0.3, high: 0.4}\n"))]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "scaler.cli", *command, "--snapshot", str(LOWREQ), "--trace", str(trace),
+             "--workers", processes, "-o", "json"],
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert mark.exists(), "the plugin was consulted and logged"
+        mark.unlink()
+        assert json.loads(proc.stdout)["kind"] in ("ReplayReport", "TuneFrontier")
+        assert proc.stderr.splitlines() == [
+            "scaler: warning: 6 of 822 pods follow the trace; the other 816 keep the usage of their PodMetrics all along"
+        ], proc.stderr
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_trace_of_ones_own_needs_a_snapshot_and_the_bundled_example_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --snapshot a long-format trace (a user's own) is refused in one line, naming the
+    flag to give; the Bitbrains trace replays over the bundled example, which stderr names; a
+    trace no pod follows names the snapshot it was matched against."""
+    trace = write_trace(tmp_path, steps=2)
+    proc = subprocess.run([sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--workers", "1"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (
+        f"scaler: error: --trace {trace} needs --snapshot DIR, the cluster its pods run in (from `scaler "
+        "snapshot`): without it only the Bitbrains trace replays, over the bundled example\n"
+    )
+    other = tmp_path / "other.csv"
+    other.write_text("timestamp,namespace,pod_or_workload,cpu_cores,memory_bytes\n1,nowhere,x,1,1\n")
+    assert main(["replay", "--snapshot", str(LOWREQ), "--trace", str(other), "--workers", "1"]) == 2
+    assert f"scaler: error: no pod of the snapshot {LOWREQ} follows a series of the trace" in capsys.readouterr().err
+    if not BITBRAINS.exists():
+        pytest.skip(f"needs ../shared: {BITBRAINS} is absent")
+    argv = ["replay", "--trace", str(BITBRAINS), "--from", "2013-07-08", "--to", "2013-07-08T00:10:00Z",
+            "--policies", "scaler", "--workers", "1", "-o", "json"]  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "scaler.cli", *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stderr.splitlines()
-    assert lines.pop(0).startswith("scaler: warning: 6 of 822 pods follow the trace")
-    assert lines, "the plugin was consulted"
-    times = set()
-    for line in lines:
-        m = re.fullmatch(r"WARNING policy loud at (2026-11-02T00:\d\d:00Z): noisy filter consulted for \S+", line)
-        assert m, line
-        times.add(m[1])
-    assert "2026-11-02T00:00:00Z" in times and len(times) > 1
+    assert proc.stderr.splitlines()[0] == f"scaler: no --snapshot: replaying the bundled example {DAY1}"
+    assert json.loads(proc.stdout)["snapshot"] == DAY1
+    quiet = subprocess.run([sys.executable, "-m", "scaler.cli", *argv, "-q"], capture_output=True, text=True,
+                           cwd=ROOT, timeout=300, check=False)  # fmt: skip
+    assert "no --snapshot" not in quiet.stderr
 
 
 def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) -> None:
@@ -177,7 +223,7 @@ def test_range_outside_the_trace_is_an_error_partly_a_warning(tmp_path: Path) ->
     assert "2026-11-02T00:00:00Z to 2026-11-02T00:55:00Z" in warning
     # Through the command: one line, exit 2; a warning on stderr and the replay runs.
     trace = write_trace(tmp_path)
-    base = [sys.executable, "-m", "scaler.cli", "replay", "--trace", str(trace), "--policies", "scaler", "-o", "json", "--workers", "1"]
+    base = [sys.executable, "-m", "scaler.cli", "replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "scaler", "-o", "json", "--workers", "1"]
     proc = subprocess.run([*base, "--from", "2027-01-01"], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
@@ -197,7 +243,7 @@ def test_json_report_is_byte_identical_whatever_the_processes(tmp_path: Path) ->
     outs = []
     for processes in ("1", "2", "1"):
         out = tmp_path / f"report-{processes}-{len(outs)}.json"
-        argv = ["replay", "--trace", str(trace), "--policies", "seed,scaler", "--processes", processes,
+        argv = ["replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "seed,scaler", "--processes", processes,
                 "-o", "json", "--out", str(out), "-q"]  # fmt: skip
         assert main(argv) == 0
         outs.append(out.read_bytes())
@@ -210,9 +256,9 @@ def test_json_report_is_byte_identical_whatever_the_processes(tmp_path: Path) ->
 def test_the_command_says_where_it_wrote_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = write_trace(tmp_path, steps=2)
     out = tmp_path / "r.yaml"
-    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "yaml", "--out", str(out)]) == 0
+    assert main(["replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "yaml", "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert f"scaler replay: wrote the yaml report to {out}\n" in captured.err
     assert captured.out.startswith("scaler replay: ") and "-o wide" in captured.out
-    assert main(["replay", "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "wide"]) == 0
+    assert main(["replay", "--snapshot", DAY1, "--trace", str(trace), "--policies", "seed", "--processes", "1", "-o", "wide"]) == 0
     assert "-o wide" not in capsys.readouterr().out, "the wide table does not send the user to -o wide"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_replay import _bundled_trace, _run_cli
+from tests.test_replay import DAY1, _bundled_trace, _run_cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -46,7 +46,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     trace = _bundled_trace(tmp_path, hours=2)
     page = tmp_path / "replay.html"
     code = _run_cli(
-        ["--trace", str(trace), "--policies", "seed,scaler", "-o", "html", "--out", str(page), "-q"]
+        ["--snapshot", DAY1, "--trace", str(trace), "--policies", "ca-usage,scaler", "-o", "html", "--out", str(page), "-q"]
     )
     assert code == 0
     text = page.read_text()
@@ -65,7 +65,7 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     # chart's top margin): no title inside the plots.
     assert '<h2 class="chart-title">Nodes over time</h2>' in html and 'class="gtitle"' not in html
     table = html[html.index('<table id="summary"') : html.index("</table>")]
-    for name in ("seed", "scaler", "none (baseline)"):
+    for name in ("ca-usage", "scaler", "none (baseline)"):
         assert f">{name}</td>" in table
 
     shot = tmp_path / "shot.png"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,8 +19,8 @@ import pytest
 from e2e_cluster import E2ECluster
 from waiting import wait_for
 
-from scaler.kube.writer import ANNOTATION_OWNER
-from scaler.model.records import TAINT_TO_BE_DELETED
+from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS
+from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, TAINT_TO_BE_DELETED
 from scaler.runner import Runner, StartupError, build_runner, default_identity
 from scaler.sources.watch import WATCHED_CALLS
 
@@ -231,7 +232,9 @@ def test_start_checks_permissions_before_reading_anything(tmp_path: Path, caplog
         runner.cache.stop()
         assert "no permission to list persistentvolumes; watch persistentvolumes" in caplog.text
         lists = [r for r in c.kube.requests if r.method == "GET" and "watch" not in r.query]
-        assert sorted(r.path for r in lists) == sorted({c.path for c in WATCHED_CALLS}), "each kind listed once"
+        assert sorted(r.path for r in lists) == sorted({c.path for c in WATCHED_CALLS}), (
+            "each kind listed once"
+        )
 
 
 def test_an_unreachable_api_server_is_one_line_a_loop_not_a_traceback(tmp_path: Path) -> None:
@@ -255,3 +258,88 @@ def test_an_unreachable_api_server_is_one_line_a_loop_not_a_traceback(tmp_path: 
         out = "".join(lines)
         assert "Traceback" not in out, out
         assert "control loop failed" not in out, out
+
+
+def _taint_patches(c: E2ECluster) -> list[Any]:
+    """The node PATCHes that put the ToBeDeletedByClusterAutoscaler taint."""
+    out = []
+    for r in c.kube.requests:
+        if (
+            r.method == "PATCH"
+            and r.path.startswith("/api/v1/nodes/")
+            and TAINT_TO_BE_DELETED.encode() in r.body
+        ):
+            taints = ((json.loads(r.body).get("spec") or {}).get("taints")) or []
+            if any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
+                out.append(r)
+    return out
+
+
+def test_no_taint_while_pods_are_relisted_after_a_410(tmp_path: Path) -> None:
+    """The watch history expires (410) and the pods' relist takes 3 s; meanwhile an underused
+    node becomes a candidate (its scale-down-disabled annotation removed). While the Pod kind is
+    being relisted the view is stale: the node is tainted only once the relist completed."""
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        target = c.underused[0]
+        for name in c.underused:
+            node = c.node(name)
+            assert node is not None
+            node["metadata"].setdefault("annotations", {})[ANNOTATION_SCALE_DOWN_DISABLED] = "true"
+            c.kube.put_object(node)
+        cfg = c.config(scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=0.0)
+        runner = Runner(cfg, c.api, c.provider(), identity="replica-0").start(sync_timeout=10)
+        try:
+            wait_for(lambda: c.kube.get_object("ConfigMap", "scaler-status", "scaler-system") is not None,
+                     what="a first loop")  # fmt: skip
+            c.kube.delay("/api/v1/pods", 3.0, times=1, match=lambda r: not r.watch)
+            expired = time.monotonic()
+            c.kube.expire_history(notify=True)
+            wait_for(lambda: [r for r in c.kube.requests_to("/api/v1/pods") if not r.watch and r.received > expired],
+                     timeout=5, what="the pods' relist to start")  # fmt: skip
+            node = c.node(target)
+            assert node is not None
+            del node["metadata"]["annotations"][ANNOTATION_SCALE_DOWN_DISABLED]
+            c.kube.put_object(node)
+            wait_for(lambda: _taint_patches(c), timeout=30, what="the node to be tainted")
+            relists = [r for r in c.kube.requests_to("/api/v1/pods") if not r.watch and r.received > expired]
+            relisted = relists[0].received + 3.0  # the delayed LIST answered
+            taint = _taint_patches(c)[0]
+            assert taint.received >= relisted, (
+                f"tainted {relisted - taint.received:.1f}s before the relist completed"
+            )
+            assert runner.metrics.errors.labels("stale_cache")._value.get() >= 1
+        finally:
+            runner.stop(timeout=10)
+
+
+def test_a_node_that_cannot_be_read_is_skipped_said_and_the_rest_is_decided(tmp_path: Path) -> None:
+    """A Node without ``status.allocatable`` failed the whole Node LIST: the caches never
+    synced. Now it is left out with a warning Event on it, ``scaler_unreadable_objects``, and
+    its own verdict (``UnreadableObject``) on it; the underused nodes are still removed."""
+    with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
+        c.kube.put_object({"apiVersion": "v1", "kind": "Node", "metadata": {
+            "name": "raw", "uid": "uid-raw", "labels": {"cloud.google.com/gke-nodepool": "pool-a"}}})  # fmt: skip
+        cfg = c.config(scan_interval=0.2, address="127.0.0.1:0", scale_down_unneeded_time=0.0)
+        runner = Runner(cfg, c.api, c.provider(), identity="replica-0").start(sync_timeout=10)
+        try:
+            wait_for(lambda: c.events("UnreadableObject"), what="the UnreadableObject event")
+            [event] = c.events("UnreadableObject")
+            assert event["type"] == "Warning" and event["involvedObject"]["name"] == "raw"
+            assert "missing required field 'status.allocatable'" in event["message"]
+            assert runner.metrics.unreadable_objects.labels("Node")._value.get() == 1
+
+            def verdict() -> dict[str, Any]:
+                annotations = (c.node("raw") or {}).get("metadata", {}).get("annotations") or {}
+                return json.loads(annotations.get(ANNOTATION_STATUS, "{}"))
+
+            wait_for(lambda: verdict().get("reason") == "UnreadableObject", what="the node's verdict")
+            assert verdict()["detail"] == "cannot read Node raw: missing required field 'status.allocatable'"
+            wait_for(lambda: any(tainted(c, n) or c.node(n) is None for n in c.underused), timeout=30,
+                     what="an underused node to be removed")  # fmt: skip
+            raw = c.node("raw") or {}
+            assert not (raw.get("spec") or {}).get("taints") and not (raw.get("spec") or {}).get(
+                "unschedulable"
+            )
+            assert len(c.events("UnreadableObject")) == 1  # said once
+        finally:
+            runner.stop(timeout=10)

@@ -326,17 +326,49 @@ def test_a_snapshot_without_pods_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_a_pod_bound_to_a_missing_node_is_refused(tmp_path: Path) -> None:
+def test_pods_bound_to_a_missing_node_are_skipped_and_said(tmp_path: Path) -> None:
+    """A snapshot taken while nodes were being removed (before pod garbage collection ran) holds
+    pods bound to nodes it does not have: they are skipped, as the live source and
+    cluster-autoscaler's cluster snapshot skip them, and one line says how many and where."""
     write_json(
         tmp_path / "all.json",
         {
             "kind": "List",
-            "items": [node_obj("n1"), pod_obj("p", "n1"), pod_obj("q", "gone", namespace="shop")],
+            "items": [
+                node_obj("n1"),
+                pod_obj("p", "n1"),
+                pod_obj("q", "gone", namespace="shop"),
+                pod_obj("r", "gone", namespace="shop"),
+                pod_obj("s", "also-gone"),
+            ],
         },
     )
-    with pytest.raises(SnapshotError) as e:
-        load_snapshot([tmp_path], now=0.0)
-    assert str(e.value) == f"{tmp_path}: Pod shop/q is bound to node 'gone', which is not in the snapshot"
+    lines: list[str] = []
+    snap = load_snapshot([tmp_path], now=0.0, warn=lines.append)
+    assert [p.key for p in snap.pods] == ["default/p"]
+    assert lines == [
+        "skipped 3 pods bound to nodes not in the snapshot, as the live source and cluster-autoscaler "
+        "skip them: also-gone (1), gone (2)"
+    ]
+
+
+def test_dry_run_skips_pods_bound_to_a_missing_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``scaler dry-run --snapshot`` on the bundled example plus a pod bound to a node that is
+    gone: exit 0, the decisions of the example alone, and one line on stderr naming the node."""
+    from scaler.cli import main
+
+    dangling = tmp_path / "dangling"
+    dangling.mkdir()
+    write_json(dangling / "pod.json", pod_obj("orphan", "gke-prod-eu-default-pool-3e629681-gone"))
+    assert main(["dry-run", "--snapshot", str(EXAMPLE), "-o", "json"]) == 0
+    alone = capsys.readouterr().out
+    assert main(["dry-run", "--snapshot", str(EXAMPLE), str(dangling), "-o", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert out.replace(f", {dangling}", "") == alone
+    assert (
+        "scaler: skipped 1 pod bound to node not in the snapshot, as the live source and cluster-autoscaler "
+        "skip them: gke-prod-eu-default-pool-3e629681-gone (1)\n"
+    ) in err
 
 
 def test_a_pod_without_spec_is_refused(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from ptyrun import ROOT, run_in_pty
 from waiting import wait_for
 
 from scaler.cli import main
+from scaler.cmdline import bundled_example
 
 T0 = 1_793_577_600  # 2026-11-02T00:00:00Z
 MI = 2**20
@@ -34,6 +35,8 @@ RAY = Path(sys.executable).parent / "ray"
 # A loopback Ray: no token (the cluster is this test's own), no usage report.
 RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
+
+DAY1 = str(bundled_example())  # the bundled example the test traces name pods of
 
 def write_trace(directory: Path, steps: int = 12) -> Path:
     """A long-format trace (5-minute samples from T0) for two workloads of the bundled example."""
@@ -71,7 +74,7 @@ SMALL = ["--trials", "4", "--generation-size", "2", "--seed", "3", "-o", "json"]
 @pytest.fixture(scope="module")
 def one_worker(trace: Path) -> dict[str, object]:
     """The frontier of a small tune run in the process (``--workers 1``)."""
-    proc = tune("--trace", str(trace), *SMALL, "--workers", "1")
+    proc = tune("--snapshot", DAY1, "--trace", str(trace), *SMALL, "--workers", "1")
     assert proc.returncode == 0, proc.stderr
     doc: dict[str, object] = json.loads(proc.stdout)
     return doc
@@ -204,7 +207,7 @@ def test_bad_space_is_one_line_exit_2(
 ) -> None:
     f = tmp_path / "space.yaml"
     f.write_text(space + "\n")
-    assert main(["tune", "--trace", str(trace), "--space", str(f), "--workers", "1"]) == 2
+    assert main(["tune", "--snapshot", DAY1, "--trace", str(trace), "--space", str(f), "--workers", "1"]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     lines = err.splitlines()
@@ -217,10 +220,10 @@ def test_ray_address_that_does_not_answer_is_one_line_exit_2(
     trace: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     port = free_port()  # nothing listens there
-    assert main([command, "--trace", str(trace), "--ray-address", f"127.0.0.1:{port}"]) == 2
+    assert main([command, "--snapshot", DAY1, "--trace", str(trace), "--ray-address", f"127.0.0.1:{port}"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"scaler: error: --ray-address 127.0.0.1:{port}: no Ray cluster answers")
-    assert main([command, "--trace", str(trace), "--ray-address", "nowhere"]) == 2
+    assert main([command, "--snapshot", DAY1, "--trace", str(trace), "--ray-address", "nowhere"]) == 2
     assert "expected auto, host:port or ray://host:port" in capsys.readouterr().err
 
 
@@ -244,7 +247,7 @@ def test_the_bundled_space_is_valid_and_printed(capsys: pytest.CaptureFixture[st
 
 
 def test_one_and_two_workers_give_the_same_frontier(trace: Path, one_worker: dict[str, object]) -> None:
-    proc = tune("--trace", str(trace), *SMALL, "--workers", "2")
+    proc = tune("--snapshot", DAY1, "--trace", str(trace), *SMALL, "--workers", "2")
     assert proc.returncode == 0, proc.stderr
     two = json.loads(proc.stdout)
     assert without_run(two) == without_run(one_worker)
@@ -262,7 +265,7 @@ def test_one_and_two_workers_give_the_same_frontier(trace: Path, one_worker: dic
 def test_a_two_node_ray_cluster_runs_trials_on_both_nodes_with_the_same_results(
     trace: Path, one_worker: dict[str, object], ray_cluster: str
 ) -> None:
-    proc = tune("--trace", str(trace), *SMALL, "--ray-address", ray_cluster, env=RAY_ENV)
+    proc = tune("--snapshot", DAY1, "--trace", str(trace), *SMALL, "--ray-address", ray_cluster, env=RAY_ENV)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert without_run(doc) == without_run(one_worker)
@@ -284,7 +287,7 @@ def test_acceptance_recommended_config_runs_and_replays_to_the_same_figures(tmp_
     assert sorted(p.name for p in out.iterdir()) == ["frontier.json", "recommended.yaml", "report.html"]
     assert proc.stdout.startswith("scaler tune: 2013-07-08T00:00:00Z → 2013-07-08T02:00:00Z, 4 trials")
     header = proc.stdout.splitlines()[1]
-    assert header.split() == ["TRIAL", "SAVED", "USD/MONTH", "ADDED-OVERLOAD", "EVICTIONS", "FLAGS"]
+    assert header.split() == ["TRIAL", "SAVED", "USD/MONTH", "ADDED-OVERLOAD", "OVERLOAD-RATIO", "EVICTIONS", "FLAGS"]
     doc = json.loads((out / "frontier.json").read_text())
     rec = next(t for t in doc["trials"] if t["number"] == doc["recommended"])
     assert rec["pareto"] and rec["feasible"] and rec["addedOverloadNodeMinutes"] <= 0
@@ -322,7 +325,7 @@ def test_acceptance_recommended_config_runs_and_replays_to_the_same_figures(tmp_
 
 
 def test_progress_over_trials_on_a_terminal(trace: Path) -> None:
-    code, out = run_in_pty(["tune", "--trace", str(trace), "--trials", "2", "--generation-size", "2",
+    code, out = run_in_pty(["tune", "--snapshot", DAY1, "--trace", str(trace), "--trials", "2", "--generation-size", "2",
                             "--workers", "1"], 120)  # fmt: skip
     assert code == 0, out
     assert "trials" in out and "2/2" in out and "running" in out, out
@@ -339,7 +342,7 @@ def test_pareto_front_and_recommendation() -> None:
 
 
 def test_nsga2_sampler_and_html_output(trace: Path, tmp_path: Path) -> None:
-    proc = tune("--trace", str(trace), "--trials", "2", "--generation-size", "2", "--sampler", "nsga2",
+    proc = tune("--snapshot", DAY1, "--trace", str(trace), "--trials", "2", "--generation-size", "2", "--sampler", "nsga2",
                 "--workers", "1", "-o", "html", "--out", str(tmp_path / "o"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "o" / "frontier.json").read_text())

@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from waiting import wait_for
 
 from scaler.model.records import Taint
-from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.model.snapshot import ClusterSnapshot
 from scaler.sources.files import load_objects
 from scaler.sources.kube import READ_CALLS, list_pages, load_live_snapshot
 from scaler.sources.watch import (
@@ -28,6 +28,7 @@ from scaler.sources.watch import (
 )
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "scaler" / "examples" / "bitbrains-gke-day1"
+POOL = "cloud.google.com/gke-nodepool"
 METRICS_PATHS = {c.path for c in METRICS_CALLS}
 N_KINDS = len(WATCHED_CALLS)
 NOW = 1_800_000_000.0
@@ -209,42 +210,82 @@ def test_pods_are_regrouped_by_change_not_sorted_again(cache: WatchCache, fake: 
     assert cache.stats["Pod"].relists == 0
 
 
-def test_a_malformed_object_is_named_until_it_is_fixed(cache: WatchCache, fake: FakeKubeAPI, api: Any) -> None:
-    pod = a_pod(fake)
-    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-    bad = {**pod, "spec": {**pod["spec"], "priority": "high"}}
-    fake.put_object(bad)
-    message = f"pods: Pod {ns}/{name}: field 'spec.priority' must be an integer, got 'high'"
+def test_a_malformed_object_is_left_out_and_its_node_named_until_it_is_fixed(
+    cache: WatchCache, fake: FakeKubeAPI, api: Any
+) -> None:
+    """A pod that stops decoding (a watch event) is left out of the cache, named by
+    :meth:`WatchCache.unreadable`; the snapshot is still built, with its node
+    ``UnreadableObject``; once fixed, the snapshot is the LIST's again."""
+    pod = next(p for p in fake.objects("Pod") if p["spec"].get("nodeName"))
+    ns, name, node = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["spec"]["nodeName"]
+    fake.put_object({**pod, "spec": {**pod["spec"], "priority": "high"}})
     wait_for(lambda: find(cache, "Pod", name) is None)
-    with pytest.raises(SnapshotError) as e:
-        snapshot_from_cache(cache, api, NOW)
-    assert str(e.value) == message
+    assert [(u.kind, u.namespace, u.name, u.node) for u in cache.unreadable()] == [("Pod", ns, name, node)]
+    assert cache.malformed() == [f"Pod {ns}/{name}: field 'spec.priority' must be an integer, got 'high'"]
+    snap = snapshot_from_cache(cache, api, NOW)
+    assert snap.unreadable == {
+        node: f"cannot read Pod {ns}/{name}: field 'spec.priority' must be an integer, got 'high'"
+    }
+    assert cache.stale_kinds() == {}  # an unreadable object is not a stale kind
     fake.put_object(pod)
     wait_for(lambda: find(cache, "Pod", name) is not None)
+    assert cache.unreadable() == []
     assert _same_snapshot(snapshot_from_cache(cache, api, NOW), load_live_snapshot(api, NOW))
 
 
-def test_dropped_watches_rewatch_without_relisting(cache: WatchCache, fake: FakeKubeAPI) -> None:
+def test_a_node_without_allocatable_does_not_fail_the_node_list(
+    make_cache: Callable[..., WatchCache], fake: FakeKubeAPI, api: Any
+) -> None:
+    """A Node without ``status.allocatable`` (a Node registered without a kubelet status)
+    failed the whole Node LIST, so the cache never synced. Now the LIST is cached without it,
+    the node stands in the snapshot as a placeholder (its labels, no allocatable) that is never
+    a candidate nor a destination, and the other nodes are as listed."""
+    fake.put_object(
+        {"kind": "Node", "metadata": {"name": "raw-node", "uid": "u-raw", "labels": {POOL: "pool-x"}}}
+    )
+    cache = make_cache()
+    assert "Node" not in cache.stale_kinds()
+    assert [u.display for u in cache.unreadable()] == ["Node raw-node"]
+    snap = snapshot_from_cache(cache, api, NOW)
+    assert snap.unreadable == {
+        "raw-node": "cannot read Node raw-node: missing required field 'status.allocatable'"
+    }
+    placeholder = snap.node_by_name["raw-node"]
+    assert (placeholder.node_group, placeholder.uid, placeholder.allocatable.cpu_millicores) == (
+        "pool-x",
+        "u-raw",
+        0,
+    )
+    others = {n.name for n in snap.nodes} - {"raw-node"}
+    assert others == {n["metadata"]["name"] for n in fake.objects("Node")} - {"raw-node"}
+    fake.delete_object("Node", "raw-node")
+    wait_for(lambda: cache.unreadable() == [])
+
+
+def test_dropped_watches_rewatch_and_broken_ones_relist(cache: WatchCache, fake: FakeKubeAPI) -> None:
+    """A watch the server ends cleanly is watched again from where it was, no LIST, the kind
+    fresh; a broken one (cut mid-stream) makes its kind stale until it is listed again."""
     watches = total(cache, "watches")
     lists = len([r for r in fake.requests if not r.watch])
-    for abrupt in (False, True):
-        assert fake.drop_watches(abrupt=abrupt) == N_KINDS
-        target = watches + N_KINDS
-
-        def rewatched(t: int = target) -> bool:
-            return fake.open_watches() == N_KINDS and total(cache, "watches") >= t
-
-        wait_for(rewatched)
-        watches = total(cache, "watches")
-    assert all((s.lists, s.relists) == (1, 0) for s in cache.stats.values())
-    assert total(cache, "errors") >= N_KINDS  # the abrupt cut is an error, the clean end is not
+    assert fake.drop_watches() == N_KINDS
+    wait_for(lambda: fake.open_watches() == N_KINDS and total(cache, "watches") >= watches + N_KINDS)
+    assert all((s.lists, s.relists, s.errors) == (1, 0, 0) for s in cache.stats.values())
     assert len([r for r in fake.requests if not r.watch]) == lists
+    assert cache.stale_kinds() == {}
     # Nothing was missed: a change made while the watches were down arrives through the replay.
     fake.drop_watches()
     pod = a_pod(fake)
     fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
     wait_for(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
     assert cache.stats["Pod"].relists == 0
+    wait_for(lambda: fake.open_watches() == N_KINDS)
+    # Cut: an error; each kind relists, and is stale until then.
+    fake.delay("/api/v1/nodes", 0.5, times=1, match=lambda r: not r.watch)
+    assert fake.drop_watches(abrupt=True) == N_KINDS
+    wait_for(lambda: "Node" in cache.stale_kinds())
+    assert cache.stale_kinds()["Node"].startswith("watch stream broken")
+    wait_for(lambda: all(s.relists == 1 for s in cache.stats.values()) and cache.stale_kinds() == {})
+    assert total(cache, "errors") == N_KINDS
 
 
 @pytest.mark.parametrize("mode", ["watch-start-error-event", "error-event-on-open-stream", "http-410"])
@@ -263,24 +304,62 @@ def test_expired_history_relists(cache: WatchCache, fake: FakeKubeAPI, api: Any,
     assert total(cache, "errors") == 0
 
 
-def test_watch_errors_back_off_and_recover(cache: WatchCache, fake: FakeKubeAPI) -> None:
+def test_a_kind_is_stale_from_its_410_until_its_relist_completes(
+    cache: WatchCache, fake: FakeKubeAPI, api: Any
+) -> None:
+    """After a 410 the pods are relisted; while the (slow) relist runs the Pod kind is stale,
+    with why, and the runner's view says so; it is fresh once the LIST completed."""
+    fake.delay("/api/v1/pods", 1.5, times=1, match=lambda r: not r.watch)
+    fake.expire_history(notify=True)
+    wait_for(lambda: "Pod" in cache.stale_kinds(), timeout=5)
+    why = cache.stale_kinds()["Pod"]
+    assert why.startswith("relisting after watch ERROR 410"), why
+    assert cache.stats["Pod"].relists == 0  # the relist is under way
+    wait_for(lambda: cache.stats["Pod"].relists == 1, timeout=10)
+    assert "Pod" not in cache.stale_kinds()
+
+
+def test_a_429_makes_the_kind_stale_and_its_retry_after_is_honoured(
+    make_cache: Callable[..., WatchCache], fake: FakeKubeAPI
+) -> None:
+    """API Priority and Fairness sheds the pod WATCH, then the relist, with 429 and
+    ``Retry-After: 1``: the kind is stale from the first 429, the next request waits at least
+    the second asked (the cache's own backoff is 20 ms), and it is fresh after the LIST."""
+    cache = make_cache()
+    wait_for(lambda: fake.open_watches("/api/v1/pods") == 1)
+    fake.fail("/api/v1/pods", 429, times=1, match=lambda r: r.watch, headers={"Retry-After": "1"})
+    fake.fail("/api/v1/pods", 429, times=1, match=lambda r: not r.watch, headers={"Retry-After": "1"})
+    fake.drop_watches()
+    wait_for(lambda: cache.stale_kinds().get("Pod", "").startswith("watch failed: HTTP 429"), timeout=5)
+    wait_for(lambda: cache.stats["Pod"].relists == 1 and "Pod" not in cache.stale_kinds(), timeout=10)
+    pods = [r for r in fake.requests_to("/api/v1/pods")]
+    shed = [i for i, r in enumerate(pods) if i + 1 < len(pods) and r.received >= pods[-1].received - 10]
+    gaps = [pods[i + 1].received - pods[i].received for i in range(len(pods) - 1)]
+    # the 429'd watch, the 429'd list, then the list that passed: each after >= 1 s
+    assert shed and sorted(gaps)[-2] >= 1.0 and sorted(gaps)[-1] >= 1.0, gaps
+    assert cache.stats["Pod"].errors == 2
+
+
+def test_watch_errors_back_off_relist_and_recover(cache: WatchCache, fake: FakeKubeAPI) -> None:
     fake.fail("/api/v1/pods", 500, times=3, match=lambda r: r.watch)
     start = time.monotonic()
     fake.drop_watches()
-    wait_for(lambda: cache.stats["Pod"].consecutive_errors == 3)
+    wait_for(lambda: cache.stats["Pod"].consecutive_errors >= 1)
+    assert "Pod" in cache.stale_kinds()
     wait_for(lambda: cache.stats["Pod"].errors == 3 and fake.open_watches("/api/v1/pods") == 1)
     # Three failures: waits of at least 0.01 + 0.02 + 0.04 s (backoff 0.02 s doubling, jitter >= 1/2).
     assert time.monotonic() - start >= 0.07
-    assert (cache.stats["Pod"].lists, cache.stats["Pod"].relists) == (1, 0)
+    wait_for(lambda: "Pod" not in cache.stale_kinds())
+    assert cache.stats["Pod"].relists == 3  # each failed watch: a LIST before the next watch
     pod = a_pod(fake)
     fake.delete_object("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
     wait_for(lambda: find(cache, "Pod", pod["metadata"]["name"]) is None)
     wait_for(lambda: cache.stats["Pod"].consecutive_errors == 0)
-    # A malformed event line: an error, then a watch again from the same place.
+    # A malformed event line: an error, then a relist and a watch from there.
     fake.fail("/api/v1/nodes", 200, times=1, match=lambda r: r.watch, body=b'{"type": "ADDED"\n')
     fake.drop_watches()
     wait_for(lambda: cache.stats["Node"].errors == 1 and fake.open_watches("/api/v1/nodes") == 1)
-    assert cache.stats["Node"].relists == 0
+    wait_for(lambda: cache.stats["Node"].relists == 1 and "Node" not in cache.stale_kinds())
 
 
 def test_list_errors_and_optional_kinds(

@@ -36,6 +36,20 @@ Follows CA ``core/scaledown/actuation`` (``actuator.go startDeletion``, ``delete
 the lease, a removal stops where it is, without any further write, not even a rollback (the
 new leader's recovery owns its nodes), and the process exits.
 
+**A stale view holds.** While ``hold`` says the cluster view may be stale (a watched kind being
+relisted: :meth:`scaler.sources.watch.WatchCache.stale_kinds`), no re-check and no delete
+starts: the removal waits for a fresh view, at most :data:`FRESH_VIEW_WAIT_SECONDS`, then fails
+and rolls back; a delete that waited verifies the node again. Evictions are held by the
+writer's own ``hold`` (retried until ``--max-pod-eviction-time``).
+
+**The taint is the removal's.** A drain stops at once, no further eviction, when its node
+loses the ``ToBeDeletedByClusterAutoscaler`` taint (read every ``node_poll_seconds`` while it
+drains): someone else removed it, typically a cluster-autoscaler starting beside scaler (at
+start-up it removes that taint from every node of its node groups, scaler's drains included).
+The removal fails with that reason and the node is rolled back (uncordoned): nothing is
+deleted, and the node is tried again after ``--unremovable-node-recheck-timeout``. Verify
+refuses such a node too, whenever the taint went.
+
 On stop (SIGTERM) no new node is started; a node not yet drained is rolled back at once (an
 eviction being retried stops retrying), a drained one is deleted.
 
@@ -69,7 +83,7 @@ from scaler.kube.leader import LeaseLost
 from scaler.kube.writer import STATE_DRAINED, TAINT_HOT, NotOwned, ObjectRef, WriteError
 from scaler.model.decode import parse_pod
 from scaler.model.parse import ObjectError
-from scaler.model.records import Node, Pod
+from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
@@ -90,6 +104,17 @@ ROLLBACK_BACKOFF_SECONDS = (1.0, 60.0)
 """A failed rollback is retried after 1 s, then twice as long each time, at most 60 s apart."""
 DELETE_VERIFY_ATTEMPTS = 3
 """How many times the delete step verifies a node again when it changed in between."""
+FRESH_VIEW_WAIT_SECONDS = 120.0
+"""How long a removal waits for a fresh cluster view (``hold`` says nothing) before its re-check
+or its delete; past it the removal fails and rolls back. A relist of the pods of a 5,000-node
+cluster takes about a minute on a busy API server."""
+FRESH_VIEW_POLL_SECONDS = 1.0
+"""How often a removal waiting for a fresh cluster view asks ``hold`` again (seconds)."""
+TAINT_REMOVED = (
+    f"the {TAINT_TO_BE_DELETED} taint was removed by someone else (a cluster-autoscaler removes every such "
+    "taint when it starts); no further eviction, the node is rolled back"
+)
+"""Why a drain stops when its node loses the taint (the event's and the node's reason)."""
 
 
 class Dispatcher(Protocol):
@@ -184,6 +209,9 @@ class Actuator:
             :func:`in_threads`).
         sleep: the waits of a removal (after the taint, between pod checks); default: a wait
             that returns early when stopping.
+        hold: why the cluster view may be stale now, ``""`` when it is not (the controller's
+            ``source_problem``); re-checks and deletes wait while it says anything (see the
+            module docstring). Default: never stale (the replay).
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin cannot be loaded.
@@ -208,8 +236,10 @@ class Actuator:
         node_poll_seconds: float = 1.0,
         dispatcher: Dispatcher = in_threads,
         sleep: Callable[[float], object] | None = None,
+        hold: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
+        self.hold: Callable[[], str] = hold or (lambda: "")
         self.writer = writer
         self.cloud = cloud
         self.fresh_snapshot = fresh_snapshot
@@ -411,11 +441,33 @@ class Actuator:
             return not self.in_flight and not self.relieving and not self.rollbacks
 
     # ---- one node -------------------------------------------------------------------------------
+    def _wait_fresh(self, step: str, node: str) -> None:
+        """Return once ``hold`` says the cluster view is fresh; wait for it (polling every
+        :data:`FRESH_VIEW_POLL_SECONDS`) at most :data:`FRESH_VIEW_WAIT_SECONDS`.
+
+        Raises:
+            _Abort: still stale after that (``step: …``), or scaler is stopping.
+        """
+        why = self.hold()
+        if not why:
+            return
+        log.info("%s of node %s waits for a fresh cluster view: %s", step, node, why)
+        polls = max(1, round(FRESH_VIEW_WAIT_SECONDS / FRESH_VIEW_POLL_SECONDS))
+        for _ in range(polls):
+            if self._stopping.is_set():
+                raise _Abort(f"stopping: scaler is shutting down while the cluster view is stale ({why})")
+            self.sleep(FRESH_VIEW_POLL_SECONDS)
+            why = self.hold()
+            if not why:
+                return
+        raise _Abort(f"{step}: the cluster view stayed stale for {FRESH_VIEW_WAIT_SECONDS:.0f}s ({why})")
+
     def _remove(self, node: Node, is_drain: bool, reason: str, plan: tuple[tuple[Pod, str], ...]) -> None:
         def steps() -> None:
             self.sleep(self.config.node_delete_delay_after_taint)
             if self._stopping.is_set():
                 raise _Abort("stopping: scaler is shutting down")
+            self._wait_fresh("recheck", node.name)
             with self._lock:
                 others = {n for n in self.in_flight if n != node.name}
             filters, scorers = self.plugins.build()
@@ -498,12 +550,14 @@ class Actuator:
 
     def _drain(self, name: str, pods: Sequence[Pod]) -> None:
         """Evict ``pods`` and wait until they are gone, while a watcher thread reads the node
-        every ``node_poll_seconds``: once it is deleted (by someone else) or scaler stops, no
+        every ``node_poll_seconds``: once it is deleted (by someone else), loses its
+        ``ToBeDeletedByClusterAutoscaler`` taint (:data:`TAINT_REMOVED`), or scaler stops, no
         further eviction is attempted and the wait ends."""
         if self._stopping.is_set():
             raise _Abort("stopping: scaler is shutting down before the drain")
-        halt = threading.Event()  # set: the node is gone or scaler stops (stop() sets it too)
+        halt = threading.Event()  # set: the node is gone or untainted, or scaler stops (stop() sets it too)
         gone = threading.Event()
+        untainted = threading.Event()
         with self._lock:
             self._halts.add(halt)
         if self._stopping.is_set():
@@ -512,10 +566,17 @@ class Actuator:
         def watch() -> None:
             while not halt.is_set():
                 try:
-                    if self.writer.get_node(name) is None:
+                    current = self.writer.get_node(name)
+                    if current is None:
                         gone.set()
                         halt.set()
                         log.warning("node %s was deleted by someone else during its drain; stopping it", name)
+                        return
+                    taints = (current.get("spec") or {}).get("taints") or []
+                    if not any(t.get("key") == TAINT_TO_BE_DELETED for t in taints):
+                        untainted.set()
+                        halt.set()
+                        log.warning("node %s: %s", name, TAINT_REMOVED)
                         return
                 except Exception as e:  # a failed read is not a deleted node
                     log.debug("reading node %s during its drain failed: %s", name, e)
@@ -540,12 +601,16 @@ class Actuator:
                 self.fence()  # an eviction refused by the fence: LeaseLost, and nothing more is written
             if gone.is_set():
                 raise _Abort("drain: the node was deleted by someone else during the drain")
+            if untainted.is_set():
+                raise _Abort(f"drain: {TAINT_REMOVED}")
             if self._stopping.is_set():
                 raise _Abort("stopping: scaler is shutting down during the drain")
             if result.failed:
                 pod, error = result.failed[0]
                 raise _Abort(f"drain: {len(result.failed)} eviction(s) failed, first {pod.key}: {error}")
             self._wait_gone(pods, halt, gone)
+            if untainted.is_set():
+                raise _Abort(f"drain: {TAINT_REMOVED}")
         finally:
             halt.set()  # ends the watcher
             with self._lock:
@@ -566,6 +631,8 @@ class Actuator:
         while True:
             if node_gone is not None and node_gone.is_set():
                 raise _Abort("drain: the node was deleted by someone else during the drain")
+            if halt is not None and halt.is_set() and not self._stopping.is_set():
+                return  # the node lost its taint: the caller says so
             waiting = [p for p in waiting if not self.writer.pod_gone(p)]
             if not waiting:
                 return
@@ -600,21 +667,28 @@ class Actuator:
         workload pod; then evict its DaemonSet pods (best effort) and delete it at the verified
         resourceVersion. A node changed in between is verified again (at most
         :data:`DELETE_VERIFY_ATTEMPTS` times)."""
-        for attempt in range(1, DELETE_VERIFY_ATTEMPTS + 1):
-            try:
-                version = self.writer.verify_marked(node.name, STATE_DRAINED)
-            except NotOwned as e:
-                raise _Abort(f"verify: {e}") from None
-            remaining = _workload_pods(
-                self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
-            )
-            if remaining:
-                raise _Abort(
-                    f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
+        daemonsets_done = False
+        last: NodeChanged | None = None
+        for _ in range(DELETE_VERIFY_ATTEMPTS):
+            while True:  # verified on a fresh view, and still fresh once verified
+                self._wait_fresh("delete", node.name)
+                try:
+                    version = self.writer.verify_marked(node.name, STATE_DRAINED)
+                except NotOwned as e:
+                    raise _Abort(f"verify: {e}") from None
+                remaining = _workload_pods(
+                    self.writer.pods_on_node(node.name), self.config.expendable_pods_priority_cutoff
                 )
-            if attempt == 1:
-                self._evict_daemonsets(daemonset_pods, occupied)
-            self.fence()
+                if remaining:
+                    raise _Abort(
+                        f"verify: {len(remaining)} non-DaemonSet pod(s) still on the node, first {remaining[0]}"
+                    )
+                if not daemonsets_done:
+                    daemonsets_done = True
+                    self._evict_daemonsets(daemonset_pods, occupied)
+                self.fence()
+                if not self.hold():
+                    break
             with self._lock:
                 # The deletions under way elsewhere: in flight here, and not yet handed to the
                 # provider (those it counts itself, as pending, then in its target size).
@@ -634,11 +708,11 @@ class Actuator:
                     raise
                 return  # stays in _deleting (the provider's target size counts it) until _finish
             except NodeChanged as e:
-                if attempt == DELETE_VERIFY_ATTEMPTS:
-                    raise _Abort(f"delete: {e}") from None
+                last = e
                 log.info("node %s changed after it was verified (%s); verifying again", node.name, e)
             except CloudError as e:
                 raise _Abort(f"delete: {e}") from None
+        raise _Abort(f"delete: {last}")
 
     def _roll_back(self, name: str) -> None:
         """Undo this replica's marks on node ``name``, retried with exponential backoff

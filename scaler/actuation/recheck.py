@@ -100,6 +100,8 @@ def recheck(
     """
     if snapshot.node_by_name.get(node_name) is None:
         return RecheckResult("node no longer exists")
+    if node_name in snapshot.unreadable:
+        return RecheckResult(f"{UnremovableReason.UnreadableObject.value}: {snapshot.unreadable[node_name]}")
     filters = load_filters(config) if filters is None else filters
     scorers = load_scorers(config) if scorers is None else scorers
     removal: NodeRemoval | None = None
@@ -111,14 +113,18 @@ def recheck(
         if refused is not None:
             return refused
         _exclude(ctx, node_name, excluded)
-        removal = validate_node_removal(ctx, node_name, plan, excluded)
+        removal = validate_node_removal(ctx, node_name, plan, {*excluded, *snapshot.unreadable})
     if removal is None:
         ctx = RemovalContext(snapshot, config, filters, scorers, cache)
         refused = _unknown_usage(ctx, node_name)
         if refused is not None:
             return refused
         _exclude(ctx, node_name, excluded)
-        destinations = [n.name for n in snapshot.nodes if n.name != node_name and n.name not in excluded]
+        destinations = [
+            n.name
+            for n in snapshot.nodes
+            if n.name != node_name and n.name not in excluded and n.name not in snapshot.unreadable
+        ]
         removal = simulate_node_removal(ctx, node_name, [Tier.of(ctx.state, destinations)], commit=False)
     if not removal.removable:
         return RecheckResult(f"{removal.reason.value}: {removal.detail}")

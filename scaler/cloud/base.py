@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor
@@ -61,15 +61,19 @@ T = TypeVar("T")
 READ_CALLS: tuple[str, ...] = (
     "container.clusters.nodePools.list",
     "compute.instanceGroupManagers.get",
+)
+"""The Google API methods every evaluation reads with (a dry-run makes no other): node pools of
+the cluster (``projects.locations.clusters.nodePools.list``) and a MIG's ``targetSize``
+(``instanceGroupManagers.get``)."""
+
+DELETE_CALLS: tuple[str, ...] = (
+    "compute.instanceGroupManagers.deleteInstances",
     "compute.zoneOperations.wait",
 )
-"""Read-only Google API methods: node pools of the cluster (``projects.locations.clusters.
-nodePools.list``), a MIG's ``targetSize`` (``instanceGroupManagers.get``), and waiting for a zone
+"""The Google API methods of a deletion, made only by an active controller:
+``instanceGroupManagers.deleteInstances`` (mutating; CA:
+``cloudprovider/gce/autoscaling_gce_client.go`` ``DeleteInstances``) and waiting for its zone
 operation (``zoneOperations.wait``)."""
-
-DELETE_CALLS: tuple[str, ...] = ("compute.instanceGroupManagers.deleteInstances",)
-"""Mutating Google API methods: ``instanceGroupManagers.deleteInstances`` (CA:
-``cloudprovider/gce/autoscaling_gce_client.go`` ``DeleteInstances``)."""
 
 CHECK_CALLS: tuple[str, ...] = ("cloudresourcemanager.projects.testIamPermissions",)
 """Google API methods that check permissions before acting: Resource Manager's
@@ -467,10 +471,12 @@ def call_with_retries(
     retryable: Callable[[BaseException], bool],
     max_attempts: int,
     wait_seconds: float,
+    wait_at_least: Callable[[BaseException], float | None] | None = None,
 ) -> T:
     """Run ``fn`` (one API request), again after ``wait_seconds`` while it raises an exception
     that ``retryable`` accepts, at most ``max_attempts`` times in all; each retry is logged as a
-    warning naming ``what`` (the call and its resource).
+    warning naming ``what`` (the call and its resource). ``wait_at_least`` may ask a longer
+    wait for an exception (a 429's ``Retry-After``: :func:`scaler.kube.retry.retry_after`).
 
     Returns:
         What ``fn`` returned.
@@ -483,9 +489,14 @@ def call_with_retries(
         exc = state.outcome.exception() if state.outcome is not None else None
         log.warning("%s: attempt %d failed (%s); retrying", what, state.attempt_number, exc)
 
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = wait_at_least(exc) if wait_at_least is not None and exc is not None else None
+        return max(wait_seconds, asked or 0.0)
+
     retrying = Retrying(
         stop=stop_after_attempt(max(1, max_attempts)),
-        wait=wait_fixed(wait_seconds),
+        wait=wait,
         retry=retry_if_exception(retryable),
         before_sleep=before_sleep,
         reraise=True,

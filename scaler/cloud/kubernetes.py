@@ -35,6 +35,7 @@ from scaler.cloud.base import (
     check_min_sizes,
 )
 from scaler.kube.client import ApiCall
+from scaler.kube.retry import retry_after
 from scaler.limits import GroupLimits
 from scaler.model.records import LABEL_NODEPOOL, LABEL_ZONE, LABEL_ZONE_BETA, Node
 
@@ -115,6 +116,7 @@ class KubernetesProvider:
                 retryable=_retryable,
                 max_attempts=self._max_attempts,
                 wait_seconds=self._retry_wait,
+                wait_at_least=retry_after,
             )
         except ApiException as e:
             if _retryable(e):

@@ -50,6 +50,8 @@ def add_prometheus_flags(p: argparse.ArgumentParser, *, required: bool) -> None:
 
 def add_parser(subparsers: Any) -> None:
     """Add ``history`` (with ``export``) to ``subparsers`` (from ``add_subparsers``)."""
+    from scaler.history.prometheus import CPU_QUERY, MEMORY_QUERY
+
     history = subparsers.add_parser(
         "history", help="usage history: export it from Prometheus for scaler replay"
     )
@@ -60,8 +62,8 @@ def add_parser(subparsers: Any) -> None:
     p = sub.add_parser(
         "export",
         help="pod CPU and working-set memory from Prometheus into a Parquet file for scaler replay",
-        description="Run two query_range queries (pod CPU: rate(container_cpu_usage_seconds_total"
-        '{container!=""}[5m]) and working-set memory, each summed by namespace and pod) over '
+        description=f"Run two query_range queries, {CPU_QUERY.format(extra='')} and "
+        f"{MEMORY_QUERY.format(extra='')} (with --prometheus-selector's matchers added to both), over "
         "--from..--to and write them in the long format scaler replay --trace reads.",
     )
     add_prometheus_flags(p, required=True)

@@ -6,6 +6,15 @@ cluster that cannot be reached or answers badly.
 The read side (:mod:`scaler.sources.kube`, :mod:`scaler.sources.watch`), the write side
 (:mod:`scaler.kube.writer`), the permission check (:mod:`scaler.kube.permissions`) and the cloud
 providers (:mod:`scaler.cloud`) all take these from here.
+
+**Retry-After.** Every client :func:`make_api_client` builds honours a 429's ``Retry-After`` as
+client-go does (:mod:`scaler.kube.retry`): GET requests (reads, LISTs, WATCHes) through the
+``kubernetes`` client's own client-go retries (``Configuration.client_go_retries``: the
+header's delay, up to three retries), every other request through
+:func:`~scaler.kube.retry.honour_retry_after`, which the writers call so that the lease fence is
+checked again before each retry (urllib3's own Retry-After retries are off: they would resend a
+write after the wait without that check). :mod:`scaler.sources.watch` handles the 429s of its
+LISTs and WATCHes itself, to mark the kind stale at once.
 """
 
 from __future__ import annotations
@@ -15,11 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as _k8s_config
 from kubernetes.client import ApiClient
 
 from scaler.errors import InputError, TransientError
+from scaler.kube.retry import RETRY_AFTER_ATTEMPTS
 
 __all__ = [
     "METRICS_GROUP",
@@ -153,6 +164,15 @@ READ_CALLS: tuple[ApiCall, ...] = (
 """Every API call the live source makes, in the order :func:`fetch_objects` makes them."""
 
 
+def _honour_retry_after_in_reads(cfg: Any) -> None:
+    """Set ``cfg`` (a ``kubernetes.client.Configuration``) so that GET requests honour
+    ``Retry-After`` (the client's client-go retries, :data:`RETRY_AFTER_ATTEMPTS` attempts) and
+    that urllib3 never retries an answer by itself (its default resends PUT and DELETE requests
+    after a ``Retry-After`` wait, past the writer's fence)."""
+    cfg.retries = urllib3.Retry(RETRY_AFTER_ATTEMPTS - 1, respect_retry_after_header=False)
+    cfg.client_go_retries = True
+
+
 # -- configuration ---------------------------------------------------------------------------------
 
 
@@ -162,7 +182,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
     Looks for, in order: ``kubeconfig`` if given (and only it), else the files in
     ``$KUBECONFIG`` (``os.pathsep``-separated, missing ones skipped), else ``~/.kube/config``,
     else the in-cluster service-account config. Nothing is written back to kubeconfig files.
-    Nothing is contacted yet.
+    Nothing is contacted yet. GET requests honour ``Retry-After`` (see the module docstring).
 
     Args:
         kubeconfig: path of a kubeconfig file.
@@ -189,6 +209,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
             )
         except Exception as e:  # ConfigException, YAML errors, credential plugin failures
             raise ClusterUnreachable(f"kubeconfig {where}: {_one_line(str(e))}") from e
+        _honour_retry_after_in_reads(cfg)
         return ApiClient(configuration=cfg)
     if kubeconfig is not None:
         raise ClusterUnreachable(f"kubeconfig {kubeconfig}: no such file")
@@ -201,6 +222,7 @@ def make_api_client(kubeconfig: str | None = None, context: str | None = None) -
         raise NoClusterConfig(
             f"no kubeconfig found ({searched}) and no in-cluster config: {_one_line(str(e))}"
         ) from e
+    _honour_retry_after_in_reads(cfg)
     return ApiClient(configuration=cfg)
 
 

@@ -7,7 +7,11 @@ renewed for ``lease_duration`` (measured on its own clock from when it saw the r
 Every lease request has a client timeout: one attempt (a GET, then a create or update) is given
 half the renew deadline, so a request the API server never answers is a failed attempt, not a
 hung elector (client-go bounds the renewal with a ``RenewDeadline`` context). On a clean stop
-the leader releases the lease (empty holder), so a follower takes over at once.
+the leader releases the lease (empty holder), so a follower takes over at once. A lease write
+answered ``429 Too Many Requests`` with a ``Retry-After`` header fails the attempt, and the
+next attempt waits at least that long (:func:`scaler.kube.retry.retry_after`; the GET honours
+it in the client); a leader that cannot renew within its renew deadline meanwhile steps down
+as usual.
 
 **Fencing** (:meth:`LeaderElector.check`): a write may go out only while the last successful
 renewal *began* less than ``renew_deadline`` ago on a monotonic clock that keeps counting while
@@ -37,6 +41,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scaler.errors import ScalerError
 from scaler.kube.raw import read_json, release
+from scaler.kube.retry import retry_after
 from scaler.model.times import format_micro_time, rfc3339_seconds
 
 __all__ = ["LeaderElector", "LeaseLost", "fence_clock"]
@@ -123,6 +128,7 @@ class LeaderElector:
         self._lost = threading.Event()  # one-way: set once leadership was lost
         self._renewed_at = 0.0  # fence clock: when the last successful attempt began
         self._attempt_deadline = 0.0  # fence clock: when the current attempt's time is up
+        self._retry_at = 0.0  # fence clock: no attempt before (a 429's Retry-After)
         self._on_stopped: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self._observed: tuple[str, str] | None = None  # (holder, renewTime) last seen
@@ -259,7 +265,12 @@ class LeaderElector:
             )  # fmt: skip
             return True
         except ApiException as e:
-            if e.status != 409:
+            wait = retry_after(e)
+            if wait is not None:
+                self._retry_at = self.monotonic() + wait
+                log.warning("lease %s/%s: HTTP 429; next attempt in %gs as its Retry-After asks",
+                            self.namespace, self.name, wait)  # fmt: skip
+            elif e.status != 409:
                 log.warning("lease %s/%s: HTTP %s", self.namespace, self.name, e.status)
             return False
         except Exception as e:  # network errors and timeouts: not leader this round
@@ -287,6 +298,10 @@ class LeaderElector:
         ``on_started`` if leadership was gained, or ``on_stopped`` if it is lost now."""
         self._on_stopped = on_stopped
         if self._lost.is_set():
+            return
+        if self.monotonic() < self._retry_at:  # the server asked to wait (Retry-After)
+            if self._leading.is_set() and self.monotonic() - self._renewed_at >= self.renew_deadline:
+                self._lose(f"no renewal for {self.monotonic() - self._renewed_at:.1f}s")
             return
         if self.try_acquire_or_renew() and not self._lost.is_set():
             if not self._leading.is_set():

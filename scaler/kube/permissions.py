@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from scaler.config import ScalerConfig
 from scaler.kube.client import READ_CALLS, ApiCall, LiveSourceError, unreachable
 from scaler.kube.raw import read_json
+from scaler.kube.retry import honour_retry_after
 from scaler.kube.writer import ACTUATION_CALLS, DRY_RUN_WRITE_CALLS, NODE_STATUS_CALLS
 from scaler.sources.watch import WATCH_CALLS
 
@@ -139,15 +140,18 @@ def missing_permissions(
     missing = []
     for permission in permissions:
         try:
-            resp = authz.create_self_subject_access_review(
-                cast(Any, _review(permission)), _preload_content=False, _request_timeout=timeout_seconds
+            resp = honour_retry_after(
+                lambda p=permission: authz.create_self_subject_access_review(  # type: ignore[misc]
+                    cast(Any, _review(p)), _preload_content=False, _request_timeout=timeout_seconds
+                ),
+                what=f"SelfSubjectAccessReview of {permission.display}",
             )
         except ApiException as e:
             if not e.status:
                 raise unreachable(api, "permission check", e) from None
             try:
                 message = json.loads(e.body or "").get("message") or e.reason
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 message = e.reason
             raise PermissionCheckError(
                 f"cannot check permission {permission.display} (SelfSubjectAccessReview): HTTP {e.status} {message}"

@@ -18,6 +18,19 @@ leader identity of the replica that tainted it); a rollback only removes marks o
 and of the replica it expects (its own, or the one recovery saw), so a replica can never undo
 another's fresh taint.
 
+**Holding.** A taint (``ToBeDeletedByClusterAutoscaler``, hot-node relief's) and an eviction
+first ask the writer's ``hold`` whether the cluster view they were decided on may be stale (a
+watched kind being relisted, :meth:`scaler.sources.watch.WatchCache.stale_kinds`): while it
+says why, no such request is sent. A taint fails (:class:`WriteError`); an eviction answers
+"not sent" and is tried again at its next retry, until ``--max-pod-eviction-time``. Rollbacks,
+statuses and events are not held.
+
+**Retry-After.** Every write answered ``429 Too Many Requests`` with a ``Retry-After`` header
+(API Priority and Fairness shedding load) is sent again after that delay, at most three times,
+the fence checked again before each attempt
+(:func:`scaler.kube.retry.honour_retry_after`); reads honour it in the client itself. A
+PodDisruptionBudget's 429 carries no ``Retry-After`` and is retried as CA retries it.
+
 Sources: CA ``utils/taints/taints.go`` (MarkToBeDeleted, CleanToBeDeleted: 750 ms conflict
 retry, 5 s deadline), ``core/scaledown/actuation/drain.go`` (eviction retries every 10 s up to
 ``--max-pod-eviction-time``, NotFound is success, events on the pod).
@@ -50,6 +63,7 @@ from scaler.errors import ScalerError
 from scaler.eviction.executor import Evictor, EvictResult
 from scaler.kube.client import ApiCall
 from scaler.kube.raw import read_json, release
+from scaler.kube.retry import honour_retry_after
 from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.model.times import format_time
 
@@ -161,6 +175,10 @@ class WriteError(ScalerError):
     """A write failed for good; the message names the object and the HTTP status."""
 
 
+class _Held(Exception):
+    """An eviction not sent: the cluster view may be stale (the message says why)."""
+
+
 class NotOwned(WriteError):
     """The node no longer carries this replica's marks as expected (tainted and cordoned by it,
     in the expected state): someone else changed it, so it is not touched."""
@@ -169,7 +187,7 @@ class NotOwned(WriteError):
 def _body(e: ApiException) -> str:
     try:
         return str(json.loads(e.body or "").get("message") or e.reason)
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, RecursionError):
         return str(e.reason)
 
 
@@ -194,6 +212,8 @@ class KubeWriter:
         fence: called right before every write request; raises
             :class:`~scaler.kube.leader.LeaseLost` when this replica must not write (default:
             none, for a single replica without leader election).
+        hold: called before every taint and eviction: why the cluster view may be stale now
+            (``""`` when it is not); while it says anything, none is sent (default: never).
         clock, sleep: injectable time functions (Unix seconds).
         conflict_retry_seconds, conflict_deadline_seconds: CA's taint-update retry (750 ms, 5 s).
         eviction_retry_seconds: wait between eviction attempts (CA: 10 s).
@@ -212,6 +232,7 @@ class KubeWriter:
         request_timeout_seconds: float = 30.0,
         replica: str = "",
         fence: Callable[[], None] | None = None,
+        hold: Callable[[], str] | None = None,
     ) -> None:
         self.core = CoreV1Api(api)
         self.policy = PolicyV1Api(api)
@@ -219,6 +240,7 @@ class KubeWriter:
         self.instance = instance
         self.replica = replica
         self.fence: Callable[[], None] = fence or (lambda: None)
+        self.hold: Callable[[], str] = hold or (lambda: "")
         self.clock = clock
         self.sleep = sleep
         self.conflict_retry_seconds = conflict_retry_seconds
@@ -264,10 +286,9 @@ class KubeWriter:
             version = node["metadata"].get("resourceVersion")
             if version:  # optimistic concurrency; a null would delete the precondition
                 patch.setdefault("metadata", {})["resourceVersion"] = version
-            self.fence()
             try:
-                release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
-                                             _preload_content=False))  # fmt: skip
+                self._write(f"patch node {name}", lambda p=patch: self.core.patch_node(  # type: ignore[misc]
+                    name, p, _content_type=_MERGE_PATCH, _request_timeout=self.timeout, _preload_content=False))  # fmt: skip
                 return True
             except ApiException as e:
                 if e.status == 409 and self.clock() < deadline:
@@ -277,13 +298,35 @@ class KubeWriter:
                     return False
                 raise WriteError(f"patch node {name}: HTTP {e.status} {_body(e)}") from None
 
+    def _fenced(self, what: str, send: Callable[[], Any]) -> Any:
+        """Send one write (``send`` returns the raw response), fenced before every attempt and
+        sent again after a 429's ``Retry-After``; returns the raw response.
+
+        Raises:
+            ApiException: the API refused (the caller words it).
+            scaler.kube.leader.LeaseLost: this replica must not write (nothing was sent).
+        """
+        return honour_retry_after(send, what=what, before=self.fence, sleep=self.sleep)
+
+    def _write(self, what: str, send: Callable[[], Any]) -> bytes:
+        """:meth:`_fenced`, the body read and the connection released."""
+        return release(self._fenced(what, send))
+
+    def _check_hold(self, what: str) -> None:
+        """Raise :class:`WriteError` when the cluster view may be stale (``hold``)."""
+        why = self.hold()
+        if why:
+            raise WriteError(f"{what}: not sent, the cluster view may be stale ({why})")
+
     def mark_to_be_deleted(self, name: str, now: float) -> None:
         """Taint ``ToBeDeletedByClusterAutoscaler=<unix ts>:NoSchedule``, cordon, and annotate
         the node with this instance's name, this replica's identity and state ``tainted``.
 
         Raises:
-            WriteError: the node is gone or the patch failed after retries.
+            WriteError: the node is gone, the patch failed after retries, or the cluster view
+                may be stale (``hold``: nothing sent).
         """
+        self._check_hold(f"taint node {name}")
 
         def change(node: dict[str, Any]) -> dict[str, Any]:
             spec = node.get("spec") or {}
@@ -316,7 +359,10 @@ class KubeWriter:
         if annotations.get(ANNOTATION_REPLICA, "") != replica:
             return f"marked by replica {annotations.get(ANNOTATION_REPLICA)!r}, not {replica!r}"
         if not any(t.get("key") == TAINT_TO_BE_DELETED for t in spec.get("taints") or []):
-            return f"{TAINT_TO_BE_DELETED} taint removed"
+            return (
+                f"{TAINT_TO_BE_DELETED} taint removed by someone else "
+                "(a cluster-autoscaler removes every such taint when it starts)"
+            )
         if not spec.get("unschedulable"):
             return "uncordoned"
         return ""
@@ -434,8 +480,10 @@ class KubeWriter:
         already carries the taint keeps it, with its first timestamp.
 
         Raises:
-            WriteError: the node is gone or the patch failed after retries.
+            WriteError: the node is gone, the patch failed after retries, or the cluster view
+                may be stale (``hold``: nothing sent).
         """
+        self._check_hold(f"taint node {name} {TAINT_HOT}")
 
         def change(node: dict[str, Any]) -> dict[str, Any] | None:
             taints = list((node.get("spec") or {}).get("taints") or [])
@@ -487,10 +535,9 @@ class KubeWriter:
         patch = {
             "metadata": {"annotations": {ANNOTATION_STATUS: annotation}, "labels": {LABEL_STATUS: label}}
         }
-        self.fence()
         try:
-            release(self.core.patch_node(name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout,
-                                         _preload_content=False))  # fmt: skip
+            self._write(f"patch node {name} status", lambda: self.core.patch_node(
+                name, patch, _content_type=_MERGE_PATCH, _request_timeout=self.timeout, _preload_content=False))  # fmt: skip
             return True
         except ApiException as e:
             if e.status == 404:
@@ -534,26 +581,42 @@ class KubeWriter:
         return [p for p in items if (p.get("spec") or {}).get("nodeName") == name]
 
     def evict_once(self, pod: Pod, grace_seconds: int) -> tuple[bool, int | None, str]:
-        """One policy/v1 Eviction. Returns ``(ok, http_status, message)``; NotFound is ok.
+        """One policy/v1 Eviction (sent again after a 429's ``Retry-After``, fenced each time).
+        Returns ``(ok, http_status, message)``; NotFound is ok; while the cluster view may be
+        stale (``hold``) nothing is sent: ``(False, None, "not sent: …")``, retried by the
+        evictor.
 
         Raises:
             scaler.kube.leader.LeaseLost: this replica must not write (nothing was sent).
         """
-        self.fence()
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": pod.name, "namespace": pod.namespace},
             "deleteOptions": {"gracePeriodSeconds": grace_seconds},
         }
+
+        def fenced() -> None:
+            self.fence()
+            why = self.hold()
+            if why:
+                raise _Held(why)
+
         try:
-            release(self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, cast(Any, body),
-                                                             _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+            release(honour_retry_after(
+                lambda: self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, cast(Any, body),
+                                                                 _preload_content=False, _request_timeout=self.timeout),
+                what=f"evict pod {pod.key}", before=fenced, sleep=self.sleep,
+            ))  # fmt: skip
             return True, 201, "evicted"
+        except _Held as e:
+            return False, None, f"not sent: the cluster view may be stale ({e})"
         except ApiException as e:
             if e.status == 404:
                 return True, 404, "pod already gone"
             return False, e.status, _body(e)
+        except ScalerError:  # LeaseLost from the fence: nothing was sent
+            raise
         except Exception as e:  # connection errors: retried like 5xx
             return False, None, f"{type(e).__name__}: {e}"
 
@@ -649,12 +712,8 @@ class KubeWriter:
             "count": 1,
         }
         try:
-            self.fence()
-            release(
-                self.core.create_namespaced_event(
-                    namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout
-                )
-            )
+            self._write(f"create event {reason}", lambda: self.core.create_namespaced_event(
+                namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
         except Exception as e:  # best effort, as CA's recorder
             log.warning("event %s on %s %s not recorded: %s", reason, ref.kind, ref.name, e)
 
@@ -673,14 +732,13 @@ class KubeWriter:
             "data": dict(data),
         }
         key = (namespace, name)
-        self.fence()
         cached = self._config_map_versions.get(key)
         if cached is not None:
             # Our own last write: replace directly, without a GET (a steady loop stays quiet).
             body["metadata"]["resourceVersion"] = cached
             try:
-                self._remember(key, self.core.replace_namespaced_config_map(
-                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                self._remember(key, self._fenced(f"update configmap {namespace}/{name}", lambda: self.core.replace_namespaced_config_map(
+                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout)))  # fmt: skip
                 return
             except ApiException as e:
                 if e.status not in (404, 409):
@@ -699,8 +757,8 @@ class KubeWriter:
                     ) from None
                 body["metadata"].pop("resourceVersion", None)
                 try:
-                    self._remember(key, self.core.create_namespaced_config_map(
-                        namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                    self._remember(key, self._fenced(f"create configmap {namespace}/{name}", lambda: self.core.create_namespaced_config_map(
+                        namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout)))  # fmt: skip
                     return
                 except ApiException as e2:
                     if e2.status == 409:
@@ -710,8 +768,8 @@ class KubeWriter:
                     ) from None
             body["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
             try:
-                self._remember(key, self.core.replace_namespaced_config_map(
-                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout))  # fmt: skip
+                self._remember(key, self._fenced(f"update configmap {namespace}/{name}", lambda: self.core.replace_namespaced_config_map(
+                    name, namespace, cast(Any, body), _preload_content=False, _request_timeout=self.timeout)))  # fmt: skip
                 return
             except ApiException as e:
                 if e.status == 409:

@@ -10,6 +10,14 @@ is decoded again as an outline whose items stay :class:`msgspec.Raw` slices of t
 each item is decoded on its own; an item that still does not decode is decoded as plain values,
 only to word the error (:func:`validation_message`): ``Pod shop/web-0: field
 'spec.priority' must be an integer, got 'high'``.
+
+Files are strict: a malformed object is an error. The live source decodes LIST pages and WATCH
+events leniently instead: an item that does not decode becomes an
+:class:`~scaler.model.unreadable.Unreadable` (its identity, and a Pod's node, read from what
+could be read of it) and the rest of the page is kept (:func:`decode_list` with ``lenient``,
+:func:`decode_watch_event`). JSON nested deeper than the decoders' recursion limit (no API
+object is; a hostile file or proxy may be) is ``msgspec.DecodeError`` ("nested too deeply"), never
+a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -25,9 +33,11 @@ from msgspec import Raw, Struct, field
 from scaler.model import wire
 from scaler.model.parse import ObjectError, Record, ident, pod_metrics_records, to_record
 from scaler.model.records import Node, Pod
+from scaler.model.unreadable import Unreadable
 
 __all__ = [
     "LIST_ITEM_KIND",
+    "TOO_DEEP",
     "DecodedList",
     "Document",
     "Place",
@@ -45,9 +55,14 @@ __all__ = [
     "parse_pod",
     "place_text",
     "records_of_plain",
+    "unreadable_object",
     "unsupported",
     "validation_message",
 ]
+
+TOO_DEEP = "JSON nested too deeply (deeper than the decoder's recursion limit)"
+"""The error of a document nested deeper than msgspec's and the standard library's recursion
+limit (about 1,000 levels; Kubernetes objects nest a few dozen)."""
 
 LIST_ITEM_KIND = {"NodeMetricsList": "NodeMetrics", "PodMetricsList": "PodMetrics"}
 """The kind of the items of a ``*List`` whose name is not simply the item kind plus ``List``."""
@@ -90,6 +105,14 @@ class _StatusW(Struct, frozen=True, gc=False):
     message: Any = ""
 
 
+class _BadW(Struct, frozen=True, gc=False):
+    """What can still be read of an object that did not decode: its identity and a Pod's node,
+    every value of any type (checked by :func:`unreadable_object`)."""
+
+    metadata: Any = None
+    spec: Any = None
+
+
 _TYPED = {kind: msgspec.json.Decoder(t) for kind, t in wire.KIND_TYPES.items()}
 _ANY = msgspec.json.Decoder(wire.ANY_KIND)
 _DOC = msgspec.json.Decoder(_DocW | list[Raw])
@@ -97,6 +120,7 @@ _LIST = msgspec.json.Decoder(_DocW)
 _HEAD = msgspec.json.Decoder(_HeadW)
 _EVENT = msgspec.json.Decoder(_EventW)
 _STATUS = msgspec.json.Decoder(_StatusW)
+_BAD = msgspec.json.Decoder(_BadW)
 
 
 def _list_kind(kind: Any) -> str | None:
@@ -385,9 +409,16 @@ def decode_document(data: bytes | memoryview) -> Document:
     case nothing refers to it any more.
 
     Raises:
-        msgspec.DecodeError: the bytes are not JSON.
+        msgspec.DecodeError: the bytes are not JSON, or are nested too deeply (:data:`TOO_DEEP`).
         ObjectError: a single object that is malformed or of an unsupported kind.
     """
+    try:
+        return _decode_document(data)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
+
+
+def _decode_document(data: bytes | memoryview) -> Document:
     try:
         doc = _LIST_OF[_list_hint(data)].decode(data)
         if doc.items is not None and (doc.kind is None or str(doc.kind).endswith("List")):
@@ -445,37 +476,88 @@ class DecodedList:
     resource_version: str
 
 
-def decode_list(data: bytes, kind: str) -> DecodedList:
+def decode_list(data: bytes, kind: str, *, lenient: bool = False) -> DecodedList:
     """Decode one LIST answer of ``kind`` objects (items without ``kind``, as the API serves them).
 
+    Args:
+        data: the answer's body.
+        kind: the kind of the items.
+        lenient: an item that does not decode becomes an :class:`Unreadable` among the records
+            (:func:`unreadable_object`) instead of failing the page (the live source).
+
     Raises:
-        msgspec.DecodeError: not JSON.
+        msgspec.DecodeError: not JSON, or nested too deeply (:data:`TOO_DEEP`).
         msgspec.ValidationError: not a List (an object with an ``items`` list).
-        ObjectError: as :func:`decode_object` for an item.
+        ObjectError: as :func:`decode_object` for an item (not ``lenient``).
     """
     try:
-        doc = _LIST_OF[kind].decode(data)
-        items: list[Any] = doc.items or []
-        if kind == "PodMetrics":  # the largest LIST of every loop: one loop of its own
-            records: list[Any] = pod_metrics_records(items)
-        else:
-            records = []
-            for i in range(len(items)):
-                w, items[i] = items[i], None  # each Struct is dropped once converted
-                records.append(to_record(w))
-    except msgspec.ValidationError:  # a malformed item, or not a List: decode item by item
-        doc = _LIST.decode(data)
-        records = [decode_object(raw, kind) for raw in doc.items or ()]
+        try:
+            doc = _LIST_OF[kind].decode(data)
+            items: list[Any] = doc.items or []
+            if kind == "PodMetrics":  # the largest LIST of every loop: one loop of its own
+                records: list[Any] = pod_metrics_records(items)
+            else:
+                records = []
+                for i in range(len(items)):
+                    w, items[i] = items[i], None  # each Struct is dropped once converted
+                    records.append(to_record(w))
+        except (msgspec.ValidationError, ObjectError):  # a malformed item, or not a List: item by item
+            doc = _LIST.decode(data)
+            records = [_decode_item(raw, kind, lenient) for raw in doc.items or ()]
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
     if doc.items is None and not (isinstance(doc.kind, str) and doc.kind.endswith("List")):
         raise msgspec.ValidationError("Object missing required field `items`")
     return DecodedList(records, doc.metadata.continue_, doc.metadata.resourceVersion)
 
 
+def _decode_item(raw: Raw, kind: str, lenient: bool) -> Record | Unreadable:
+    """One item of a List of ``kind``: its record, or (``lenient``) an :class:`Unreadable`."""
+    try:
+        return decode_object(raw, kind)
+    except ObjectError as e:
+        if not lenient:
+            raise
+        return unreadable_object(raw, kind, str(e))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def unreadable_object(data: bytes | memoryview | Raw, kind: str, message: str) -> Unreadable:
+    """What can still be read of an object of ``kind`` that did not decode (``message``: why):
+    its name, namespace and uid, a Node's labels, a Pod's ``spec.nodeName``. A value of the
+    wrong type is left out (``""``); a Pod whose node cannot be read is ``node_known=False``."""
+    try:
+        bad = _BAD.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        bad = _BadW()
+    meta = bad.metadata if isinstance(bad.metadata, dict) else {}
+    spec = bad.spec if isinstance(bad.spec, dict) else {}
+    name = _text(meta.get("name"))
+    labels = meta.get("labels")
+    node_name = spec.get("nodeName") if kind == "Pod" else name
+    return Unreadable(
+        kind,
+        _text(meta.get("namespace")),
+        name,
+        " ".join(message.split()),
+        uid=_text(meta.get("uid")),
+        node=_text(node_name),
+        node_known=bool(name) and (node_name is None or isinstance(node_name, str)),
+        labels={k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+        if kind == "Node" and isinstance(labels, dict)
+        else {},
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
     """One WATCH event: its ``type``, the object's namespace, name and resourceVersion, and for
-    ``ADDED``/``MODIFIED`` its record (or ``error``, why the object could not be read); for
-    ``ERROR`` the Status ``code`` and the message (``410 Expired: too old resource version``)."""
+    ``ADDED``/``MODIFIED`` its record (or ``error``, why the object could not be read, and
+    ``unreadable``, what could be read of it); for ``ERROR`` the Status ``code`` and the message
+    (``410 Expired: too old resource version``)."""
 
     type: str
     namespace: str = ""
@@ -485,6 +567,7 @@ class WatchEvent:
     code: int | None = None
     message: str = ""
     error: str = ""
+    unreadable: Unreadable | None = None
 
 
 def decode_watch_event(line: bytes, kind: str) -> WatchEvent:
@@ -495,9 +578,13 @@ def decode_watch_event(line: bytes, kind: str) -> WatchEvent:
     identity and resourceVersion; ``ERROR`` to the Status' code and message.
 
     Raises:
-        msgspec.DecodeError, msgspec.ValidationError: the line is not a watch event.
+        msgspec.DecodeError, msgspec.ValidationError: the line is not a watch event (or is
+            nested too deeply, :data:`TOO_DEEP`).
     """
-    ev = _EVENT.decode(line)
+    try:
+        ev = _EVENT.decode(line)
+    except RecursionError:
+        raise msgspec.DecodeError(TOO_DEEP) from None
     if ev.type == "ERROR":
         st = _STATUS.decode(ev.object)
         return WatchEvent(
@@ -511,9 +598,13 @@ def decode_watch_event(line: bytes, kind: str) -> WatchEvent:
         raise msgspec.ValidationError("watch event object without a string metadata.name")
     record: Record | None = None
     error = ""
+    unreadable = None
     if ev.type in ("ADDED", "MODIFIED"):
         try:
             record = decode_object(ev.object, kind)
         except ObjectError as e:
             error = str(e)
-    return WatchEvent(ev.type, meta.namespace, meta.name, meta.resourceVersion, record, error=error)
+            unreadable = unreadable_object(ev.object, kind, error)
+    return WatchEvent(
+        ev.type, meta.namespace, meta.name, meta.resourceVersion, record, error=error, unreadable=unreadable
+    )

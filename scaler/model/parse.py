@@ -2,13 +2,7 @@
 
 msgspec has already checked every type on the way in (strings, integers, lists, objects, enum
 values), so what is left here is meaning: defaults, required values, quantities, times, and pod
-requests. Pod requests follow Kubernetes' ``resourcehelper.PodRequests``
-(``k8s.io/component-helpers/resource``): containers summed, the max with each init container (plus
-the sidecars started before it), restartable init containers (sidecars) added, pod overhead
-added; a pod-level ``spec.resources.requests`` wins for CPU and memory. A container with a limit
-but no request for a resource requests its limit, as the API server's defaulting does. Pod CPU
-and memory limits follow ``resourcehelper.PodLimits`` the same way, and the kubelet's rule that a
-pod whose containers do not all declare a limit has none (:func:`compute_pod_limits`).
+requests, computed once per pod as kube-scheduler computes them (:mod:`scaler.model.requests`).
 
 Every converter raises :class:`ObjectError` naming the object (``Pod shop/web-0``) and the bad
 field or value; :mod:`scaler.model.decode` brings the Structs in (from JSON bytes or plain values)
@@ -17,8 +11,7 @@ and words msgspec's own type errors the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from fractions import Fraction
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +36,6 @@ from scaler.model.quantity import (
     check_total,
     parse_bytes,
     parse_millicores,
-    parse_quantity,
 )
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
@@ -66,6 +58,7 @@ from scaler.model.records import (
     TopologySpreadConstraint,
     Volume,
 )
+from scaler.model.requests import compute_pod_limits, compute_pod_requests, resize_requests
 from scaler.model.times import parse_duration_seconds, rfc3339_seconds
 
 __all__ = [
@@ -92,220 +85,25 @@ Record = (
 """Any record :func:`to_record` returns."""
 
 
-# -- pod requests ----------------------------------------------------------------------------------
-
-# Resources that pod-level ``spec.resources`` may set and that decide the QoS class
-# (``resourcehelper.IsSupportedPodLevelResource``, ``qos.isSupportedQoSComputeResource``).
-_POD_LEVEL_RESOURCES = ("cpu", "memory")
-_NO_RESOURCES: dict[str, wire.Quantity] = {}
-
-Pair = tuple[Mapping[str, wire.Quantity], Mapping[str, wire.Quantity]]
-
-
-def _positive(raw: Mapping[str, wire.Quantity], name: str, where: str, field: str) -> Fraction | None:
-    if name not in raw:
-        return None
-    try:
-        q = parse_quantity(raw[name])
-    except QuantityError as e:
-        raise ObjectError(f"{where}: {field}: {e}") from None
-    return q if q > 0 else None
-
-
-def _qos_class(groups: list[Pair], where: str) -> QoSClass:
-    """Kubernetes' ``ComputePodQOS`` over (requests, limits) pairs: only CPU and memory count, and
-    only quantities above zero. Guaranteed needs every pair to limit both, and the summed requests
-    to equal the summed limits; BestEffort means no CPU or memory request or limit at all."""
-    requests: dict[str, Fraction] = {}
-    limits: dict[str, Fraction] = {}
-    guaranteed = True
-    for reqs, lims in groups:
-        for name in _POD_LEVEL_RESOURCES:
-            q = _positive(reqs, name, where, "resources.requests")
-            if q is not None:
-                requests[name] = requests.get(name, Fraction(0)) + q
-        found = 0
-        for name in _POD_LEVEL_RESOURCES:
-            q = _positive(lims, name, where, "resources.limits")
-            if q is not None:
-                found += 1
-                limits[name] = limits.get(name, Fraction(0)) + q
-        if found != len(_POD_LEVEL_RESOURCES):
-            guaranteed = False
-    if not requests and not limits:
-        return QoSClass.BEST_EFFORT
-    if guaranteed and requests == limits:
-        return QoSClass.GUARANTEED
-    return QoSClass.BURSTABLE
-
-
-def _rr(r: wire.ResourceRequirementsW | None) -> Pair:
-    """(requests, limits) of a ``ResourceRequirements``, a missing request defaulting to its limit
-    (API-server defaulting)."""
-    if r is None:
-        return _NO_RESOURCES, _NO_RESOURCES
-    limits = r.limits or _NO_RESOURCES
-    if not limits:
-        return r.requests or _NO_RESOURCES, limits
-    requests = dict(r.requests or _NO_RESOURCES)
-    for name, value in limits.items():
-        requests.setdefault(name, value)
-    return requests, limits
-
-
-def _aggregate(spec: wire.PodSpecW, of: Callable[[wire.ContainerW], Resources]) -> Resources:
-    """``resourcehelper``'s container aggregation of ``of(container)`` (requests or limits): the
-    containers summed, restartable init containers (sidecars) added, and the maximum taken with
-    each other init container plus the sidecars started before it. Each container is visited
-    once, containers first, then init containers in order."""
-    total = Resources()
-    for c in spec.containers or ():
-        total = total + of(c)
-    sidecars = Resources()
-    init_max = Resources()
-    for c in spec.init_containers or ():
-        r = of(c)
-        if c.restart_policy == "Always":
-            total = total + r
-            sidecars = sidecars + r
-            init_max = init_max.max(sidecars)
-        else:
-            init_max = init_max.max(r + sidecars)
-    return total.max(init_max)
-
-
-def compute_pod_requests(spec: wire.PodSpecW, where: str) -> tuple[Resources, QoSClass]:
-    """Effective pod requests and the computed QoS class (``resourcehelper.PodRequests``,
-    ``qos.ComputePodQOS``).
-
-    Requests default as the API server's defaulting does: a container's missing request to its
-    limit; with pod-level limits, a missing pod-level CPU or memory request to the containers'
-    aggregate request, or to the pod-level limit when no container requests that resource.
-    Pod-level ``spec.resources``, when it sets CPU or memory, decides the QoS class instead of the
-    containers. ``pods`` is 1.
-
-    Raises:
-        ObjectError: a malformed quantity.
-    """
-    container_rl: list[Pair] = []
-
-    def container(c: wire.ContainerW) -> Resources:
-        reqs, lims = _rr(c.resources)
-        field = f"container {c.name!r} resources"
-        parse_resources(lims, where, field)  # validate the limits too
-        container_rl.append((reqs, lims))
-        return parse_resources(reqs, where, field)
-
-    total = _aggregate(spec, container)
-    pod_res = spec.resources or wire.ResourceRequirementsW()
-    pod_lims = {k: v for k, v in (pod_res.limits or {}).items() if k in _POD_LEVEL_RESOURCES}
-    pod_level = {k: v for k, v in (pod_res.requests or {}).items() if k in _POD_LEVEL_RESOURCES}
-    if pod_lims:
-        parse_resources(pod_lims, where, "spec.resources.limits")
-        # defaultPodRequests: with pod-level limits set, a missing pod-level request defaults to the
-        # containers' aggregate request when any container requests it, else to the pod-level limit.
-        aggregate = {"cpu": f"{total.cpu_millicores}m", "memory": str(total.memory_bytes)}
-        for name in _POD_LEVEL_RESOURCES:
-            if name not in pod_level:
-                if any(name in reqs for reqs, _ in container_rl):
-                    pod_level[name] = aggregate[name]
-                elif name in pod_lims:
-                    pod_level[name] = pod_lims[name]
-    if pod_level:
-        pl = parse_resources(pod_level, where, "spec.resources.requests")
-        total = Resources(
-            pl.cpu_millicores if "cpu" in pod_level else total.cpu_millicores,
-            pl.memory_bytes if "memory" in pod_level else total.memory_bytes,
-            total.ephemeral_storage_bytes,
-            0,
-            total.extended,
-        )
-    if spec.overhead:
-        total = total + parse_resources(spec.overhead, where, "spec.overhead")
-    total = Resources(
-        total.cpu_millicores,
-        total.memory_bytes,
-        total.ephemeral_storage_bytes,
-        1,
-        {k: v for k, v in total.extended.items() if v},
-    )
-    _check_totals(total, where, "requests")
-    if pod_level or pod_lims:
-        qos = _qos_class([(pod_level, pod_lims)], where)
-    else:
-        qos = _qos_class(container_rl, where)
-    return total, qos
-
-
-def _check_totals(total: Resources, where: str, field: str) -> None:
-    """Refuse a pod whose summed ``field`` (requests or limits, containers, sidecars and overhead
-    together) exceed :data:`~scaler.model.quantity.MAX_QUANTITY` in some resource.
-
-    Raises:
-        ObjectError: naming the pod, the field and the resource.
-    """
-    try:
-        check_total(total.cpu_millicores, f"cpu {field}", "millicores")
-        check_total(total.memory_bytes, f"memory {field}", "bytes")
-        check_total(total.ephemeral_storage_bytes, f"ephemeral-storage {field}", "bytes")
-        for name, v in total.extended.items():
-            check_total(v, f"{name} {field}")
-    except QuantityError as e:
-        raise ObjectError(f"{where}: the containers' {e}") from None
-
-
-def compute_pod_limits(spec: wire.PodSpecW, where: str) -> tuple[int | None, int | None]:
-    """The pod's CPU limit (millicores) and memory limit (bytes), each ``None`` when the pod has
-    none: what its cgroup enforces (the CFS quota, the memory limit).
-
-    The amounts are ``resourcehelper.PodLimits`` (``k8s.io/component-helpers/resource``): the
-    containers' limits summed, restartable init containers (sidecars) added, the maximum taken
-    with each other init container plus the sidecars started before it, and the pod overhead
-    added. A pod has a limit for a resource only when every container (init containers
-    included) declares a non-zero one, as the kubelet decides before setting the pod cgroup's
-    quota (``pkg/kubelet/cm/helpers_linux.go ResourceConfigForPod``: ``cpuLimitsDeclared`` /
-    ``memoryLimitsDeclared``); a pod-level ``spec.resources.limits`` wins for CPU and memory.
-
-    Raises:
-        ObjectError: a malformed quantity.
-    """
-    if not spec.containers:
-        return None, None
-    declared = {"cpu": True, "memory": True}
-
-    def limits(c: wire.ContainerW) -> Resources:
-        lims = (c.resources.limits if c.resources else None) or _NO_RESOURCES
-        field = f"container {c.name!r} resources.limits"
-        for name in _POD_LEVEL_RESOURCES:
-            if _positive(lims, name, where, field) is None:
-                declared[name] = False
-        return parse_resources({k: v for k, v in lims.items() if k in _POD_LEVEL_RESOURCES}, where, field)
-
-    total = _aggregate(spec, limits)
-    cpu: int | None = total.cpu_millicores if declared["cpu"] else None
-    mem: int | None = total.memory_bytes if declared["memory"] else None
-    pod_lims = (spec.resources.limits if spec.resources else None) or _NO_RESOURCES
-    if _positive(pod_lims, "cpu", where, "spec.resources.limits") is not None:
-        cpu = parse_resources({"cpu": pod_lims["cpu"]}, where, "spec.resources.limits").cpu_millicores
-    if _positive(pod_lims, "memory", where, "spec.resources.limits") is not None:
-        mem = parse_resources({"memory": pod_lims["memory"]}, where, "spec.resources.limits").memory_bytes
-    if spec.overhead:
-        extra = parse_resources(spec.overhead, where, "spec.overhead")
-        cpu = None if cpu is None else cpu + extra.cpu_millicores
-        mem = None if mem is None else mem + extra.memory_bytes
-    _check_totals(Resources(cpu or 0, mem or 0), where, "limits")
-    return cpu, mem
-
-
 _KEY_ENCODER = msgspec.msgpack.Encoder()
 
+ContainerRequests = tuple[tuple[str, int, int], ...]
+"""``(name, CPU request in millicores, memory request in bytes)`` of each regular container and
+sidecar of a pod, from its spec (0: no request)."""
+
 ContainerFacts = tuple[
-    Resources, QoSClass, tuple[tuple[str, str, int], ...], int | None, int | None, tuple[str, ...]
+    Resources,
+    QoSClass,
+    tuple[tuple[str, str, int], ...],
+    int | None,
+    int | None,
+    tuple[str, ...],
+    ContainerRequests,
 ]
 """``(requests, computed QoS class, host ports, CPU limit in millicores, memory limit in bytes,
-names of the containers that run)`` of a pod; a limit is ``None`` when the pod has none
-(:func:`compute_pod_limits`); the names are ``spec.containers`` and the restartable init
-containers (sidecars)."""
+names of the containers that run, their own requests)`` of a pod; a limit is ``None`` when the
+pod has none (:func:`compute_pod_limits`); the names are ``spec.containers`` and the restartable
+init containers (sidecars)."""
 
 _NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
@@ -325,10 +123,14 @@ _CONTAINERS: dict[bytes, ContainerFacts] = {}
 
 
 def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
-    """(requests, computed QoS class, host ports, limits) of a pod: :func:`compute_pod_requests`,
-    the containers' ``hostPort`` entries and :func:`compute_pod_limits`, memoized on the encoding
-    of the containers and resource fields (the replicas of a workload share them); malformed
-    input is never memoized.
+    """(requests, computed QoS class, host ports, limits, running containers, their requests) of
+    a pod: :func:`compute_pod_requests`, the ``hostPort`` entries of the containers that hold
+    them and :func:`compute_pod_limits`, memoized on the encoding of the containers and resource
+    fields (the replicas of a workload share them); malformed input is never memoized.
+
+    Host ports are held by the regular containers and the restartable init containers
+    (sidecars) only: a plain init container's port is released when it ends (kube-scheduler's
+    ``GetHostPorts``, ``pkg/scheduler/util/utils.go``, since sidecars).
 
     Raises:
         ObjectError: a malformed quantity.
@@ -337,17 +139,18 @@ def _container_facts(w: wire.PodW, spec: wire.PodSpecW) -> ContainerFacts:
     hit = _CONTAINERS.get(key)
     if hit is None:
         where = describe(w)
-        requests, qos = compute_pod_requests(spec, where)
+        own: dict[str, Resources] = {}
+        requests, qos = compute_pod_requests(spec, where, per_container=own)
+        sidecars = [c for c in spec.init_containers or () if c.restart_policy == "Always"]
         ports = tuple(
             (p.protocol or "TCP", p.host_ip or "0.0.0.0", p.host_port)
-            for c in (*(spec.containers or ()), *(spec.init_containers or ()))
+            for c in (*(spec.containers or ()), *sidecars)
             for p in c.ports or ()
             if p.host_port
         )
-        running = tuple(c.name for c in spec.containers or ()) + tuple(
-            c.name for c in spec.init_containers or () if c.restart_policy == "Always"
-        )
-        hit = (requests, qos, ports, *compute_pod_limits(spec, where), _names(running))
+        running = tuple(c.name for c in spec.containers or ()) + tuple(c.name for c in sidecars)
+        each = tuple((name, r.cpu_millicores, r.memory_bytes) for name, r in own.items())
+        hit = (requests, qos, ports, *compute_pod_limits(spec, where), _names(running), each)
         if len(_CONTAINERS) >= 4096:
             _CONTAINERS.clear()
         _CONTAINERS[key] = hit
@@ -471,9 +274,15 @@ def _pod(w: wire.PodW) -> Pod:
     if spec is None:
         _missing(w, "spec")
     namespace = meta.namespace or "default"
-    requests, qos, ports, cpu_limit, memory_limit, running = _container_facts(w, spec)
+    requests, qos, ports, cpu_limit, memory_limit, running, each = _container_facts(w, spec)
+    spec_requests = None
     if status.container_statuses:  # the kubelet's word: the containers running now
         running = _running(status)
+        resized = resize_requests(spec, status, w)
+        if resized:
+            counted, _ = compute_pod_requests(spec, describe(w), resized)
+            if counted != requests:
+                spec_requests, requests = requests, counted
     if status.qos_class:
         qos = _QOS[status.qos_class]
     constraints = _NO_CONSTRAINTS
@@ -524,6 +333,8 @@ def _pod(w: wire.PodW) -> Pod:
         memory_limit_bytes=memory_limit,
         has_priority=spec.priority is not None,
         containers=running,
+        container_requests=each,
+        spec_requests=spec_requests,
     )
 
 

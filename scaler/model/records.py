@@ -407,6 +407,14 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     those whose ``status.containerStatuses`` (and ``initContainerStatuses``, for sidecars) say
     ``running``; without container statuses, ``spec.containers`` plus the restartable init
     containers (sidecars). Empty for records not read from the API (nothing to check).
+    ``container_requests`` holds ``(name, CPU millicores, memory bytes)`` of each regular
+    container's and sidecar's own request from the spec (0: none), for a PodMetrics reading that
+    lacks a container (:func:`scaler.utilization.pod_load`); empty when not known.
+
+    **In-place resize** (KEP-1287). ``requests`` counts a pod being resized as kube-scheduler
+    1.35 does, from its status resources (:func:`scaler.model.requests.resize_requests`);
+    ``spec_requests`` is then what its spec alone requests (``None`` when the status changes
+    nothing, the usual case). A pod that moves is placed with :attr:`placement_requests`.
     """
 
     namespace: str
@@ -437,6 +445,25 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     memory_limit_bytes: int | None = None  # None: no memory limit
     has_priority: bool = True  # spec.priority is set (``priority`` is 0 when it is not)
     containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
+    container_requests: tuple[tuple[str, int, int], ...] = ()  # (name, millicores, bytes) (see below)
+    spec_requests: Resources | None = None  # requests by the spec alone, when a resize changes them
+
+    @property
+    def placement_requests(self) -> Resources:
+        """The requests a destination must fit when the pod moves: :attr:`requests`, or, for a
+        pod being resized in place, the larger of them and :attr:`spec_requests` per resource
+        (its replacement may be created asking what the spec asks: a resize the node refused
+        as ``Infeasible`` still asks it elsewhere)."""
+        s = self.spec_requests
+        return self.requests if s is None else self.requests.max(s)
+
+    def container_request(self, name: str) -> tuple[int, int]:
+        """Container ``name``'s own request ``(CPU millicores, memory bytes)`` from the spec;
+        ``(0, 0)`` when it requests nothing or is not known."""
+        for c, cpu, mem in self.container_requests:
+            if c == name:
+                return cpu, mem
+        return 0, 0
 
     @property
     def started(self) -> float | None:

@@ -157,7 +157,11 @@ class RevisionCounter:
                 else:
                     self.other_changed()
         elif kind == "Node":
-            self.node_changed(str(getattr(after if after is not None else before, "name", "")))
+            name = str(getattr(after if after is not None else before, "name", ""))
+            if name:
+                self.node_changed(name)
+            else:
+                self.other_changed()
         elif kind == "PodDisruptionBudget":
             self.pdbs_changed()
         elif kind in self.controllers:

@@ -106,6 +106,11 @@ class ClusterSnapshot:
     """Node name → real GPU usage, fraction 0-1 of its allocatable GPUs (NVIDIA DCGM's
     ``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``, :func:`scaler.history.prometheus.
     fetch_gpu_usage`); empty without history. A GPU node missing here has unknown GPU usage."""
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+    """Node name → why its verdict is unknown: an API object the live source could not read
+    concerns it (:func:`scaler.model.unreadable.unreadable_nodes`). Such a node is neither a
+    candidate nor a destination (``UnreadableObject``). Empty for snapshot files, which are
+    strict."""
     revisions: Revisions | None = field(default=None, compare=False, repr=False)
     """What changed since the source's previous snapshot (:mod:`scaler.model.revisions`), read
     by the evaluation cache; ``None``: unknown (nothing kept is reused). Not part of the

@@ -37,6 +37,7 @@ __all__ = [
     "PersistentVolumeClaimW",
     "PersistentVolumeW",
     "PodAffinityTermW",
+    "PodConditionW",
     "PodDisruptionBudgetW",
     "PodMetricsW",
     "PodW",
@@ -297,22 +298,43 @@ class ContainerStateW(_W, frozen=True):
     running: ContainerStateRunningW | None = None
 
 
+class StatusResourcesW(_W, frozen=True):
+    """``resources`` of a container status: only the requests the runtime applies are read."""
+
+    requests: ResourceList | None = None
+
+
 class ContainerStatusW(_W, frozen=True):
-    """``status.containerStatuses[]`` / ``initContainerStatuses[]``: the name and whether the
-    container runs."""
+    """``status.containerStatuses[]`` / ``initContainerStatuses[]``: the name, whether the
+    container runs, and what the kubelet has allocated to it and the runtime applies
+    (``allocatedResources``, ``resources.requests``; in-place resize, KEP-1287)."""
 
     name: str = ""
     state: ContainerStateW | None = None
+    resources: StatusResourcesW | None = None
+    allocated_resources: ResourceList | None = None
+
+
+class PodConditionW(_W, frozen=True):
+    """``status.conditions[]`` of a Pod: only its type and reason are read (``PodResizePending``
+    with reason ``Infeasible`` or ``Deferred``)."""
+
+    type: str = ""
+    reason: str = ""
 
 
 class PodStatusW(_W, frozen=True):
-    """``status`` of a Pod."""
+    """``status`` of a Pod. ``resize`` is the resize state of clusters before 1.33
+    (``Proposed``, ``InProgress``, ``Deferred``, ``Infeasible``), replaced by the
+    ``PodResizePending`` and ``PodResizeInProgress`` conditions."""
 
     phase: str = ""
     qos_class: Literal["", "BestEffort", "Burstable", "Guaranteed"] = ""
     start_time: str | None = None
     container_statuses: list[ContainerStatusW] | None = None
     init_container_statuses: list[ContainerStatusW] | None = None
+    conditions: list[PodConditionW] | None = None
+    resize: str = ""
 
 
 _NO_POD_STATUS = PodStatusW()

@@ -104,6 +104,13 @@ class Metrics:
             "Monthly cost (USD, 730 hours) of the unneeded nodes whose price is known: the savings of removing them.",
             registry=r,
         )
+        self.unreadable_objects = Gauge(
+            "scaler_unreadable_objects",
+            "API objects the live source could not read, by kind: left out, the nodes they concern neither "
+            "candidates nor destinations (UnreadableObject).",
+            ["kind"],
+            registry=r,
+        )
         for result in ("succeeded", "failed"):
             self.evicted_pods.labels(result)
             self.relief_evictions.labels(result)

@@ -6,7 +6,9 @@ Modules: :mod:`~scaler.replay.traces` (Bitbrains and long-format traces),
 :mod:`~scaler.replay.policies` (built-in and user policies), :mod:`~scaler.replay.world` (the
 simulated cluster, scheduler, scale-up, Kubernetes and cloud stand-ins),
 :mod:`~scaler.replay.simulate` (the live controller driven over the replay),
-:mod:`~scaler.replay.report` and :mod:`~scaler.replay.html` (outputs), :mod:`~scaler.replay.cli`
-(the command). Machine-type prices live below the replay and the controller, in
+:mod:`~scaler.replay.report` and :mod:`~scaler.replay.html` (outputs),
+:mod:`~scaler.replay.load` (what a replay reads, from a typed spec),
+:mod:`~scaler.replay.command` (the flags and terminal rules ``scaler replay`` and ``scaler tune``
+share) and :mod:`~scaler.replay.cli` (the command). Machine-type prices live below the replay and the controller, in
 :mod:`scaler.prices`.
 """

@@ -96,10 +96,12 @@ def map_pods(
     trace: Trace,
     trace_map: Mapping[str, str] | None = None,
     snapshot_name: str = "",
+    snapshot_source: str = "",
 ) -> dict[str, str]:
     """``namespace/name`` → series name for every pod of ``snapshot`` that follows ``trace``
     (rules in the module doc). ``snapshot_name`` is the snapshot directory's name (shipped maps
-    apply to the snapshots of :data:`scaler.replay.bundled.KNOWN_SNAPSHOTS`).
+    apply to the snapshots of :data:`scaler.replay.bundled.KNOWN_SNAPSHOTS`);
+    ``snapshot_source`` names the snapshot in the error (its files).
 
     Raises:
         MappingError: no pod follows any series of the trace.
@@ -119,8 +121,13 @@ def map_pods(
             if trace.kind == "bitbrains"
             else "name pods or workloads as namespace,pod_or_workload in the trace"
         )
-        raise MappingError(f"no pod of the snapshot follows a series of the trace {trace.source}: {hint}")
+        which = _snapshot_named(snapshot_source or snapshot_name)
+        raise MappingError(f"no pod of {which} follows a series of the trace {trace.source}: {hint}")
     return out
+
+
+def _snapshot_named(source: str) -> str:
+    return f"the snapshot {source}" if source else "the snapshot"
 
 
 def _series_for(
@@ -244,13 +251,19 @@ class PodMatch:
 
 
 def map_pods_by_pod_or_workload(
-    snapshot: ClusterSnapshot, trace: Trace, workload_series: frozenset[str], start: float, step: float
+    snapshot: ClusterSnapshot,
+    trace: Trace,
+    workload_series: frozenset[str],
+    start: float,
+    step: float,
+    snapshot_source: str = "",
 ) -> PodMatch:
     """Map the pods of ``snapshot`` onto a trace of per-pod series with workload means
     (:func:`with_workload_means`): the annotation ``scaler.io/replay-series`` first; then the
     pod's own series ``namespace/pod`` when it has a sample by ``start + step`` (Unix s); else
     its workload's mean, when there is one (the pod replaced another during the window, as a
-    Deployment's pods do); else its own series when it has one.
+    Deployment's pods do); else its own series when it has one. ``snapshot_source`` names the
+    snapshot in the error.
 
     Raises:
         MappingError: no pod follows any series of the trace.
@@ -280,7 +293,7 @@ def map_pods_by_pod_or_workload(
             without += 1
     if not out:
         raise MappingError(
-            f"no pod of the snapshot follows a series of {trace.source}: its series name other "
-            "pods (namespace/pod); is the snapshot of the cluster the series come from?"
+            f"no pod of {_snapshot_named(snapshot_source)} follows a series of {trace.source}: its series name "
+            "other pods (namespace/pod); is the snapshot of the cluster the series come from?"
         )
     return PodMatch(out, by_pod, by_workload, without)

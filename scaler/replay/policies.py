@@ -5,14 +5,16 @@
 ``=value`` is ``true``). Values may contain commas (``x=--filter-plugins=TargetUsage,Mine``): an
 item that is neither a built-in name nor ``NAME=--…`` continues the previous one.
 
-Built-ins (each on top of the defaults and the replay's ``--config`` file):
+Built-ins (each on top of the defaults and the replay's ``--config`` file; :data:`POLICY_HELP`
+explains each as ``scaler replay --help`` and the docs do):
 
 ``ca-requests``
     cluster-autoscaler: utilization by requests, threshold 0.5, no TargetUsage
     (``--utilization-source=requests --scale-down-utilization-threshold=0.5 --filter-plugins=``).
-``seed``
-    seed 004: real usage, *instantaneous* (aggregated over a 0-length window: the last sample
-    only), TargetUsage 0.45/0.75 (``--usage-window=0``).
+``ca-usage`` (formerly ``seed``, still accepted)
+    the published modified cluster-autoscaler (seed 004): real usage, *instantaneous*
+    (aggregated over a 0-length window: the last sample only), TargetUsage 0.45/0.75
+    (``--usage-window=0``).
 ``scaler``
     scaler's defaults: real usage aggregated (p95) over ``--scale-down-unneeded-time``,
     TargetUsage 0.45/0.75.
@@ -49,10 +51,14 @@ from scaler.model.times import parse_duration_seconds
 __all__ = [
     "BUILTIN_POLICIES",
     "DEFAULT_POLICIES",
+    "POLICY_ALIASES",
+    "POLICY_HELP",
     "PORTRAIT_PLUGINS",
     "Policy",
     "PolicyError",
     "build_policy",
+    "builtin_policy",
+    "make_policy",
     "parse_policies",
 ]
 
@@ -64,8 +70,8 @@ BUILTIN_POLICIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "cluster-autoscaler: requests-based utilization, threshold 0.5, no TargetUsage",
         ("--utilization-source=requests", "--scale-down-utilization-threshold=0.5", "--filter-plugins="),
     ),
-    "seed": (
-        "seed 004: real usage, instantaneous, TargetUsage 0.45/0.75",
+    "ca-usage": (
+        "the published modified cluster-autoscaler: real usage, newest sample, TargetUsage 0.45/0.75",
         ("--usage-window=0", "--target-cpu-usage=0.45", "--target-memory-usage=0.75"),
     ),
     "scaler": ("scaler defaults: real usage, p95 over the unneeded window, TargetUsage 0.45/0.75", ()),
@@ -84,8 +90,29 @@ BUILTIN_POLICIES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 """Built-in policy name → (description, flags)."""
 
-DEFAULT_POLICIES = ("ca-requests", "seed", "scaler", "scaler-portrait")
+POLICY_ALIASES = {"seed": "ca-usage"}
+"""Former names of built-in policies, still accepted by ``--policies`` (reports use the name)."""
+
+DEFAULT_POLICIES = ("ca-requests", "ca-usage", "scaler", "scaler-portrait")
 """Policies compared when ``--policies`` is not given."""
+
+POLICY_HELP: dict[str, str] = {
+    "ca-requests": "cluster-autoscaler as GKE runs it: a node is underutilized by its pods' requests "
+    "(threshold 0.5), and its pods may move wherever their requests fit.",
+    "ca-usage": "the published modified cluster-autoscaler (also accepted as seed): utilization from real "
+    "usage, the newest sample only, and a pod moves only where the destination stays under TargetUsage "
+    "(CPU 0.45, memory 0.75 of allocatable, a moved pod counting max(request, usage)).",
+    "scaler": "scaler's defaults: real usage, its p95 over --scale-down-unneeded-time (10m), and TargetUsage "
+    "0.45/0.75.",
+    "scaler-relief": "scaler with hot-node relief, which evicts pods from busy nodes: a node above "
+    "--hot-node-cpu-threshold or --hot-node-memory-threshold for --hot-node-time is soft-tainted and loses "
+    "the fewest pods that bring it back under.",
+    "scaler-portrait": "scaler with the resource-portrait plugins: hourly workload profiles, built from the "
+    "replay's own past (--history-days), allow a move only if the destination stays under its targets in "
+    "every hour of the day.",
+    "none": "no scale-down: the baseline every figure is compared with (always replayed).",
+}
+"""What each built-in policy is, in a sentence (``scaler replay --help`` and the docs)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ITEM = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(--.*)$", re.S)
@@ -150,18 +177,67 @@ def _truthy(value: str, where: str) -> bool:
     raise PolicyError(f"{where}: expected true or false, got {value!r}")
 
 
+def make_policy(
+    name: str,
+    values: Mapping[str, Any],
+    base: Mapping[str, Any] | None = None,
+    description: str = "",
+    flags: Sequence[str] = (),
+    *,
+    usage_window: float | None = None,
+    history_days: float | None = None,
+    scale_down: bool = True,
+    scheduler_plugins: bool = False,
+) -> Policy:
+    """A policy from typed configuration ``values`` (keys as in the config file, ``-`` or ``_``;
+    values as the file takes them) over ``base`` (the ``--config`` mapping), with the
+    replay-only options as in :class:`Policy`; ``flags`` are shown in reports, never read.
+
+    Raises:
+        PolicyError: an unknown key or an invalid value (names both the policy and the key).
+    """
+    try:
+        config = ScalerConfig.from_mapping({**(base or {}), **values})
+    except ConfigError as e:
+        raise PolicyError(f"policy {name!r}: {e}") from None
+    return Policy(
+        name=name,
+        description=description or (" ".join(flags) if flags else "defaults"),
+        flags=tuple(flags),
+        config=config,
+        usage_window=usage_window,
+        history_days=history_days if history_days is not None else float(config.history_days),
+        scale_down=scale_down,
+        scheduler_plugins=scheduler_plugins,
+    )
+
+
+def builtin_policy(name: str, base: Mapping[str, Any] | None = None) -> Policy:
+    """The built-in policy ``name`` (or its former name) over ``base``.
+
+    Raises:
+        PolicyError: an unknown name, or ``base`` rejected.
+    """
+    name = POLICY_ALIASES.get(name, name)
+    if name not in BUILTIN_POLICIES:
+        known = ", ".join(BUILTIN_POLICIES)
+        raise PolicyError(f"unknown policy {name!r}: use one of {known}, or NAME=--flag=value;--flag2=value")
+    description, flags = BUILTIN_POLICIES[name]
+    return build_policy(name, flags, base, description)
+
+
 def build_policy(
     name: str, flags: Sequence[str], base: Mapping[str, Any] | None = None, description: str = ""
 ) -> Policy:
-    """Build a policy from ``--flag=value`` strings on top of ``base`` (flag-named keys, e.g.
-    from ``--config``).
+    """Build a policy from ``--flag=value`` strings (a ``--policies`` item, or a built-in's) on
+    top of ``base`` (flag-named keys, e.g. from ``--config``).
 
     Raises:
         PolicyError: a malformed flag, an unknown key or an invalid value (names both the
             policy and the flag).
     """
     where = f"policy {name!r}"
-    values: dict[str, Any] = dict(base or {})
+    values: dict[str, Any] = {}
     extras = _split_flags(";".join(flags), where)
     usage_window: float | None = None
     history_days: float | None = None
@@ -189,26 +265,18 @@ def build_policy(
         elif norm == "scheduler_plugins":
             scheduler_plugins = _truthy(value, f"{where}: --scheduler-plugins")
         elif norm == "nodes":
-            values.setdefault("nodes", [])
-            values["nodes"] = [*values["nodes"], *value.split(",")] if value else []
+            given = values.get("nodes", (base or {}).get("nodes", []))
+            values["nodes"] = [*given, *value.split(",")] if value else []
         else:
             values[key] = value
-    try:
-        config = ScalerConfig.from_mapping(values)
-    except ConfigError as e:
-        raise PolicyError(f"{where}: {e}") from None
-    days = (
-        history_days
-        if history_days is not None
-        else float(getattr(config, "history_days", _DEFAULT_HISTORY_DAYS))
-    )
-    return Policy(
-        name=name,
-        description=description or (" ".join(flags) if flags else "defaults"),
-        flags=tuple(flags),
-        config=config,
+    return make_policy(
+        name,
+        values,
+        base,
+        description,
+        flags,
         usage_window=usage_window,
-        history_days=days,
+        history_days=history_days,
         scale_down=scale_down,
         scheduler_plugins=scheduler_plugins,
     )
@@ -222,7 +290,7 @@ def _items(specs: Sequence[str]) -> list[str]:
             token = part.strip()
             if not token:
                 continue
-            if token in BUILTIN_POLICIES or _ITEM.match(token) or not items:
+            if token in BUILTIN_POLICIES or token in POLICY_ALIASES or _ITEM.match(token) or not items:
                 items.append(token)
             else:
                 items[-1] = f"{items[-1]},{token}"
@@ -237,9 +305,9 @@ def parse_policies(specs: Sequence[str], base: Mapping[str, Any] | None = None) 
     """
     policies: list[Policy] = []
     for item in _items(specs):
+        item = POLICY_ALIASES.get(item, item)
         if item in BUILTIN_POLICIES:
-            description, flags = BUILTIN_POLICIES[item]
-            policies.append(build_policy(item, flags, base, description))
+            policies.append(builtin_policy(item, base))
             continue
         m = _ITEM.match(item)
         if m is None:
@@ -248,13 +316,15 @@ def parse_policies(specs: Sequence[str], base: Mapping[str, Any] | None = None) 
                 f"unknown policy {item!r}: use one of {known}, or NAME=--flag=value;--flag2=value"
             )
         name, given = m[1], m[2]
-        if name in BUILTIN_POLICIES:
+        if name in BUILTIN_POLICIES or name in POLICY_ALIASES:
             raise PolicyError(f"policy name {name!r} is a built-in policy; choose another name")
         policies.append(build_policy(name, [f.strip() for f in given.split(";") if f.strip()], base))
     names = [p.name for p in policies]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
-        raise PolicyError(f"policy {dup!r} is listed twice")
+        former = [a for a, n in POLICY_ALIASES.items() if n == dup]
+        also = f" ({former[0]} is its former name)" if former else ""
+        raise PolicyError(f"policy {dup!r} is listed twice{also}")
     if not policies:
         raise PolicyError("--policies: no policy given")
     for p in policies:

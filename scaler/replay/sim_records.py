@@ -1,7 +1,9 @@
 """The records of a replay's simulated cluster, and the snapshot rewrites it starts from.
 
 :class:`UsageTable` (trace usage on the replay grid), :class:`PoolTemplate` (what a new node of
-a pool looks like), :class:`StepStats` (what the world counts), :func:`pod_limits`, and the pure
+a pool looks like), :class:`StepStats` (what the world counts), :func:`pod_limits`, the pods'
+starting readings and the nodes' own usage (:func:`start_reading`, :func:`node_overheads`), the
+split of a world's readings that lack a container (:func:`partial_readings`), and the pure
 rewrites of a :class:`~scaler.model.snapshot.ClusterSnapshot` that
 :class:`scaler.replay.world.World` applies to its start snapshot (times shifted to the replay
 clock, unique pod uids).
@@ -11,17 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 from msgspec.structs import replace as replace_pod
 
-from scaler.model.records import Node, Pod
+from scaler.model.records import Node, Pod, PodMetrics, missing_containers
 from scaler.model.snapshot import ClusterSnapshot
 
-__all__ = ["LABEL_INSTANCE_TYPE", "PoolTemplate", "StepStats", "UsageTable", "pod_limits"]
+__all__ = [
+    "LABEL_INSTANCE_TYPE",
+    "PoolTemplate",
+    "StepStats",
+    "UsageTable",
+    "node_overheads",
+    "partial_readings",
+    "pod_limits",
+    "start_reading",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -89,6 +100,65 @@ def pod_limits(pod: Pod) -> tuple[float, float]:
     """``pod``'s CPU limit (millicores) and memory limit (bytes), ``inf`` where it has none."""
     cpu, mem = pod.cpu_limit_millicores, pod.memory_limit_bytes
     return (math.inf if cpu is None else float(cpu), math.inf if mem is None else float(mem))
+
+
+def start_reading(start: ClusterSnapshot, pod: Pod) -> tuple[PodMetrics | None, tuple[str, ...] | None]:
+    """``pod``'s PodMetrics in a replay's starting snapshot and, when that reading lacked a
+    container the pod runs (:attr:`ClusterSnapshot.partial_pod_metrics`), the containers it
+    covered (``None`` otherwise); ``(None, None)`` without a reading."""
+    key = (pod.namespace, pod.name)
+    m = start.pod_metrics.get(key)
+    if m is None and start.partial_pod_metrics:
+        partial = start.partial_pod_metrics.get(key)
+        if partial is not None and partial[0].containers is not None:
+            return partial[0], partial[0].containers
+    return m, None
+
+
+def node_overheads(start: ClusterSnapshot) -> dict[str, tuple[float, float]]:
+    """Each node's own usage (CPU millicores, memory bytes): its NodeMetrics minus its pods'
+    PodMetrics (:func:`start_reading`), at least 0; 0 without NodeMetrics."""
+    out: dict[str, tuple[float, float]] = {}
+    for n in start.nodes:
+        nm = start.node_metrics.get(n.name)
+        if nm is None:
+            out[n.name] = (0.0, 0.0)
+            continue
+        cpu, mem = float(nm.cpu_millicores), float(nm.memory_bytes)
+        for p in start.pods_by_node.get(n.name, ()):
+            if p.is_terminal:
+                continue
+            pm = start_reading(start, p)[0]
+            if pm is not None:
+                cpu -= pm.cpu_millicores
+                mem -= pm.memory_bytes
+        out[n.name] = (max(0.0, cpu), max(0.0, mem))
+    return out
+
+
+def partial_readings(
+    readings: Mapping[tuple[str, str], PodMetrics],
+    pods: Mapping[str, Pod],
+    covered: Mapping[str, tuple[str, ...]],
+) -> tuple[dict[tuple[str, str], PodMetrics], dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]]]:
+    """A world's PodMetrics ``readings`` split as a snapshot holds them: the readings of the
+    pods in ``covered`` (uid → the containers their starting reading covered) cover those
+    containers only, and those that lack a container the pod runs are moved out, with the
+    containers they lack (as :func:`scaler.model.snapshot.drop_partial_pod_metrics` does).
+    ``pods`` are the world's pods by uid."""
+    full = dict(readings)
+    partial: dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = {}
+    for uid, names in covered.items():
+        pod = pods.get(uid)
+        m = full.get((pod.namespace, pod.name)) if pod is not None else None
+        if pod is None or m is None:
+            continue
+        m = replace_pod(m, containers=names)
+        missing = missing_containers(pod, m)
+        if missing:
+            del full[(pod.namespace, pod.name)]
+            partial[(pod.namespace, pod.name)] = (m, missing)
+    return full, partial
 
 
 def _short_hash(*parts: object, n: int = 5) -> str:

@@ -58,6 +58,7 @@ __all__ = [
     "csv_members",
     "load_trace",
     "resample",
+    "trace_kind",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -522,6 +523,30 @@ def load_long_parquet(path: str | Path) -> Trace:
     return b.trace()
 
 
+def trace_kind(path: str | Path) -> str:
+    """The format of the trace at ``path``, as :func:`load_trace` reads it: ``bitbrains`` for a
+    directory, a ``.tar.gz``, ``.tgz`` or ``.tar``, or a CSV whose first line starts with
+    ``Timestamp [ms]``; ``long`` otherwise (a ``.parquet``, any other CSV).
+
+    Raises:
+        TraceError: the path does not exist or cannot be read.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(f"{p}: no such file or directory")
+    name = p.name.lower()
+    if p.is_dir() or name.endswith((".tar.gz", ".tgz", ".tar")):
+        return "bitbrains"
+    if name.endswith(".parquet"):
+        return "long"
+    try:
+        with p.open(encoding="utf-8") as fh:
+            first = fh.readline()
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{p}: cannot read: {e}") from None
+    return "bitbrains" if first.lstrip().lower().startswith("timestamp [ms]") else "long"
+
+
 def load_trace(path: str | Path, wanted: Collection[str] | None = None) -> Trace:
     """Read a trace, choosing the format from the path: a directory, ``.tar.gz``, ``.tgz`` or
     ``.tar`` is Bitbrains; ``.parquet`` is the long format in Parquet; any other file is a CSV,
@@ -535,19 +560,13 @@ def load_trace(path: str | Path, wanted: Collection[str] | None = None) -> Trace
         TraceError: the path does not exist or the trace is malformed.
     """
     p = Path(path)
-    if not p.exists():
-        raise TraceError(f"{p}: no such file or directory")
+    kind = trace_kind(p)
     name = p.name.lower()
     if p.is_dir() or name.endswith((".tar.gz", ".tgz", ".tar")):
         return load_bitbrains(p, wanted)
     if name.endswith(".parquet"):
         return load_long_parquet(p)
-    try:
-        with p.open(encoding="utf-8") as fh:
-            first = fh.readline()
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"{p}: cannot read: {e}") from None
-    if first.lstrip().lower().startswith("timestamp [ms]"):
+    if kind == "bitbrains":  # one VM's CSV
         text = p.read_text(encoding="utf-8")
         s, skipped = _parse_bitbrains(text, str(p))
         return Trace("bitbrains", str(p), {p.stem: s} if len(s.times) else {}, skipped)

@@ -15,7 +15,9 @@ world instead of a real cluster. The world stands in for what the controller tal
 
 **Usage model.** A pod mapped to a trace series demands, at each step, the series' value (see
 :func:`scaler.replay.traces.resample`); any other pod keeps the usage its PodMetrics had in the
-snapshot (0 without PodMetrics). A pod uses its demand capped at its limits
+snapshot (0 without PodMetrics; what the reading reported when it lacked a container the pod
+runs, and the world's readings of that pod then lack the same containers, so the controller
+judges its usage as it judged it in the snapshot). A pod uses its demand capped at its limits
 (:attr:`~scaler.model.records.Pod.cpu_limit_millicores`, ``memory_limit_bytes``): CPU above the
 CPU limit is throttled by the CFS quota, and memory above the memory limit is an OOM kill, after
 which the pod restarts in place and goes on following its series (it never holds more than its
@@ -25,7 +27,8 @@ own overhead: the snapshot's NodeMetrics minus its pods' PodMetrics (at least 0)
 the replay; a new node gets the overhead of its pool's template node. Pending pods use nothing.
 
 **Scheduler model** (kube-scheduler, by requests). Evicted pods of a controller are replaced at
-once by a pod of the same name and usage series (created at the eviction time); bare pods and
+once by a pod of the same name and usage series (created at the eviction time, requesting what
+its spec requests: a replacement carries no in-place resize status); bare pods and
 DaemonSet or mirror pods are not replaced. Pending pods are placed highest priority first, then
 largest request first, each on the node that passes scaler's built-in filters (NodeUnschedulable,
 NodeResourcesFit, TaintToleration, NodeAffinity, NodePorts, VolumeZone, InterPodAffinity,
@@ -113,7 +116,10 @@ from scaler.replay.sim_records import (
     _short_hash,
     _unique_uids,
     _with_objects,
+    node_overheads,
+    partial_readings,
     pod_limits,
+    start_reading,
 )
 from scaler.replay.world_index import TrackedDict, WorldIndex
 from scaler.simulator.pod_index import PodIndex
@@ -202,30 +208,21 @@ class World:
         self._slot_row: list[int] = []
         self._slot_const: list[tuple[float, float]] = []
         self._slot_limit: list[tuple[float, float]] = []
+        # Pods whose snapshot PodMetrics lacked a container they run: uid -> the containers the
+        # reading covered. Their readings in the world cover the same, so the controller keeps
+        # reading their usage as the snapshot gave it (unknown usage is never zero).
+        self._covered: dict[str, tuple[str, ...]] = {}
         for p in start.pods:
-            m = start.pod_metrics.get((p.namespace, p.name))
+            m, covered = start_reading(start, p)
+            if covered is not None:
+                self._covered[p.uid] = covered
             const = (float(m.cpu_millicores), float(m.memory_bytes)) if m is not None else (0.0, 0.0)
             series = pod_series.get(p.key)
             self._add_slot(p.uid, rows[series] if series is not None and series in rows else -1, const, p)
         self._slot_arrays: tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray] | None = None
         self._demand: tuple[int, int, FloatArray, FloatArray] | None = None  # (step, slots, cpu, mem)
         self._used: tuple[int, int, FloatArray, FloatArray] | None = None
-        # Node overheads: NodeMetrics minus the node's pods' PodMetrics.
-        self._overhead: dict[str, tuple[float, float]] = {}
-        for n in start.nodes:
-            nm = start.node_metrics.get(n.name)
-            if nm is None:
-                self._overhead[n.name] = (0.0, 0.0)
-                continue
-            cpu, mem = float(nm.cpu_millicores), float(nm.memory_bytes)
-            for p in start.pods_by_node.get(n.name, ()):
-                if p.is_terminal:
-                    continue
-                pm = start.pod_metrics.get((p.namespace, p.name))
-                if pm is not None:
-                    cpu -= pm.cpu_millicores
-                    mem -= pm.memory_bytes
-            self._overhead[n.name] = (max(0.0, cpu), max(0.0, mem))
+        self._overhead = node_overheads(start)
         self.templates = self._templates(start)
         self._sched_filters: list[FilterPlugin] = load_filters(ScalerConfig(filter_plugins=()))
         self._place_filters = load_filters(config) if scheduler_plugins else self._sched_filters
@@ -391,12 +388,15 @@ class World:
             for n, c, m in zip(names, cpu.tolist(), mem.tolist(), strict=True)
         }
         pod_metrics: Mapping[tuple[str, str], PodMetrics] = {}
+        partial: dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = {}
         if self.with_pod_metrics:  # as columns: a PodMetrics is made when a pod is read
             cpu, mem = self._usage_now()
             rows = self._index.bound_rows()
             layout = self._index.rows_token if self._index.exact else rows
             pod_metrics = PodMetricsColumns(rows, cpu.astype(np.int64), mem.astype(np.int64), t, 30.0, layout)
-        snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics)
+            if self._covered:  # readings lacking containers: split as a snapshot holds them
+                pod_metrics, partial = partial_readings(pod_metrics, self.pods, self._covered)
+        snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics, partial_pod_metrics=partial)
         self._cached = (self._version, t, snap)
         return snap
 
@@ -473,9 +473,13 @@ class World:
 
     def _unbind(self, pod: Pod) -> None:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
-        name and usage, created now; any other pod is gone."""
+        name and usage, created now, with the requests of its spec (the stand-in for its
+        workload's template: a replacement carries no resize status); any other pod is gone."""
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
-            self.pods[pod.uid] = replace_pod(pod, node_name="", creation_ts=self.now, start_ts=None)
+            requests = pod.requests if pod.spec_requests is None else pod.spec_requests
+            self.pods[pod.uid] = replace_pod(
+                pod, node_name="", creation_ts=self.now, start_ts=None, requests=requests, spec_requests=None
+            )
             self.pending[pod.uid] = self.now
         else:
             del self.pods[pod.uid]

@@ -3,12 +3,11 @@ terminal table (:mod:`scaler.report.table`)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import yaml
 
-from scaler.config import ScalerConfig
+from scaler.config import POOL_KEYS, ScalerConfig
 from scaler.engine import Evaluation, NodeResult
 from scaler.limits import node_group_limits
 from scaler.model.records import Node, Resources
@@ -226,7 +225,8 @@ def effective_flags(config: ScalerConfig, snapshot: ClusterSnapshot) -> dict[str
     limits = node_group_limits(config, snapshot.nodes)
     pools: dict[str, Any] = {}
     for pool in sorted({n.node_group for n in snapshot.nodes if n.node_group} | set(config.node_pools)):
-        values = {k.replace("_", "-"): v for k, v in asdict(config.for_pool(pool)).items()}
+        effective = config.for_pool(pool)
+        values = {k.replace("_", "-"): getattr(effective, k) for k in POOL_KEYS}
         spec = limits.pools.get(pool)  # limits of each of the pool's zones
         if spec is not None:
             values |= {"min-size": spec.min_size, "max-size": spec.max_size}

@@ -37,7 +37,8 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    and their requests, ports, volumes), is answered again while ``structure``, the
    configuration and the filters' types are the same, no removal was committed earlier in the
    pass (committed moves change what destinations hold), the clock is in the window of rule 3
-   (the drain rules ran first), and the pods to move all still have a known load. The counts
+   (the drain rules ran first), and the pods to move all still have a known load (checked
+   again unless each requests CPU and memory and no PodMetrics reading lacks a container). The counts
    per reason are the same; their order, which follows the round-robin scan, is recomputed for
    the current destination tiers
    (:meth:`~scaler.simulator.removal.RemovalSimulator.refusals_from`).
@@ -256,7 +257,7 @@ class _Refused:
     removal: NodeRemoval
     pod: Pod
     refusal: StructuralRefusal
-    requested: bool  # every pod to move requests CPU and memory: its load is always known
+    requested: bool  # every pod to move requests CPU and memory: its load is known (no partial reading)
 
 
 class _Verdicts:
@@ -312,7 +313,7 @@ class _Verdicts:
         r = self.refused.get(node_name)
         if r is None or committed or not r.learnt_at <= now <= r.until:
             return None
-        if not r.requested and _unknown_load(ctx, r.removal.pods):
+        if (not r.requested or ctx.snapshot.partial_pod_metrics) and _unknown_load(ctx, r.removal.pods):
             return None
         reasons = ctx.simulator.refusals_from(r.refusal, tiers)
         if reasons is None:
@@ -344,5 +345,8 @@ class _Verdicts:
         refusal = ctx.simulator.structural_refusal(node_name, removal.pods, pod)
         if refusal is None:
             return
-        requested = all(p.requests.cpu_millicores > 0 and p.requests.memory_bytes > 0 for p in removal.pods)
+        requested = all(
+            p.placement_requests.cpu_millicores > 0 and p.placement_requests.memory_bytes > 0
+            for p in removal.pods
+        )
         self.refused[node_name] = _Refused(now, until, removal, pod, refusal, requested)

@@ -30,10 +30,10 @@ from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin, sum_
 from scaler.utilization import (
     NodeUtilization,
     PodFacts,
-    no_usage_words,
     node_utilization,
     pod_facts,
     pod_load,
+    unknown_usage,
 )
 
 __all__ = [
@@ -224,13 +224,13 @@ class NodeRemoval:
 
 
 def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
-    """The first pod of ``pods`` whose load is unknown, worded; ``""`` when every load is known."""
+    """The first pod of ``pods`` whose load is unknown, worded (:func:`~scaler.utilization.
+    unknown_usage`: the pod, and the container nobody measures); ``""`` when every load is
+    known."""
     for p in pods:
-        cpu, mem = pod_load(p, ctx.snapshot, ctx.config)
-        if cpu is None or mem is None:
-            what = "cpu" if cpu is None else "memory"
-            lacks = no_usage_words(p, ctx.snapshot)
-            return f"pod {p.key} has neither a {what} request nor {lacks}: its usage is unknown"
+        why = unknown_usage(p, ctx.snapshot, ctx.config)
+        if why:
+            return why
     return ""
 
 

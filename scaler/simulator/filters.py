@@ -134,7 +134,9 @@ class NodeResourcesFit(BaseFilter):
     only when the pod requests more than 0; every extended resource the pod requests (more than
     0), a resource missing from the node counting as 0 allocatable. Checks run in the
     scheduler's order and the first failure is reported, with the scheduler's wording
-    ("Too many pods", "Insufficient cpu", "Insufficient nvidia.com/gpu", …).
+    ("Too many pods", "Insufficient cpu", "Insufficient nvidia.com/gpu", …). The pod counts
+    with the requests it is placed with (:attr:`~scaler.model.records.Pod.placement_requests`:
+    a pod being resized in place asks for the larger of what it holds and what its spec asks).
     """
 
     name = "NodeResourcesFit"
@@ -143,7 +145,7 @@ class NodeResourcesFit(BaseFilter):
         """Return ``None`` when the pod's requests fit the node's free allocatable."""
         alloc = node.node.allocatable
         used = node.requested
-        req = pod.requests
+        req = pod.placement_requests
         if len(node.pods) + 1 > alloc.pods:
             return "Too many pods"
         if req.cpu_millicores > 0 and used.cpu_millicores + req.cpu_millicores > alloc.cpu_millicores:
@@ -166,7 +168,7 @@ class NodeResourcesFit(BaseFilter):
     def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
         """:meth:`filter` for the nodes at table positions ``nodes``."""
         t = state.table
-        req = pod.requests
+        req = pod.placement_requests
         codes = np.zeros(len(nodes), dtype=np.int16)
         # Assigned from the last check to the first, so that the first failing check wins.
         if req.ephemeral_storage_bytes > 0:
@@ -194,7 +196,7 @@ class NodeResourcesFit(BaseFilter):
     def fit_mask(self, pod: Pod, state: ClusterState) -> Mask | None:
         """Per table row, whether :meth:`filter` passes ``pod`` there; ``None`` for a pod with
         extended resources (not tabled: :meth:`filter_nodes` checks them)."""
-        req = pod.requests
+        req = pod.placement_requests
         if any(v > 0 for v in req.extended.values()):
             return None
         t = state.table

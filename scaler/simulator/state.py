@@ -388,9 +388,10 @@ class ClusterState:
     def load(self, pod: Pod) -> tuple[int, int]:
         """What ``pod`` adds to a node it is moved to, ``(cpu millicores, memory bytes)``: the
         ``pod_load`` the state was built with (the engine passes ``max(request, real usage)``,
-        :func:`scaler.utilization.pod_load`), else the pod's requests."""
+        :func:`scaler.utilization.pod_load`), else the requests it is placed with."""
         if self._pod_load is None:
-            return pod.requests.cpu_millicores, pod.requests.memory_bytes
+            r = pod.placement_requests
+            return r.cpu_millicores, r.memory_bytes
         return self._pod_load(pod)
 
     def live_nodes(self) -> Iterator[NodeState]:
@@ -625,7 +626,8 @@ class ClusterState:
         self._journal.append(undo)
 
     def place(self, pod: Pod, node_name: str) -> None:
-        """Put ``pod`` on ``node_name`` as a moved pod: its requests join the node's requested
+        """Put ``pod`` on ``node_name`` as a moved pod: its requests (those it is placed with,
+        :attr:`~scaler.model.records.Pod.placement_requests`) join the node's requested
         resources and its :meth:`load` TargetUsage's Σ term."""
         ns = self.nodes[node_name]
         ns.pods.append(pod)
@@ -635,7 +637,7 @@ class ClusterState:
             self._hold(pod, node_name, True)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
         cpu, mem = self.load(pod)
-        ns.requested = old[0] + pod.requests
+        ns.requested = old[0] + pod.placement_requests
         ns.moved_cpu_millicores += cpu
         ns.moved_memory_bytes += mem
         self._index_add(pod, node_name)

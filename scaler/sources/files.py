@@ -9,21 +9,23 @@ one is read, and no tree of dicts is built. YAML is read with every scalar as a 
 ``null`` is resolved) and converted leniently, so that ``cpu: 0.5``, ``tier: 1`` and unquoted
 timestamps mean what ``kubectl`` would send.
 
-A snapshot must be complete and unambiguous (:func:`load_snapshot`): some Pods, every pod's node
-present, each object once, only kinds the snapshot uses, and no metrics reading stamped far
-ahead of the others (:data:`METRICS_AHEAD_SECONDS`: it would become the evaluation time and
-make every other reading stale).
+A snapshot must be complete and unambiguous (:func:`load_snapshot`): some Pods, each object once,
+only kinds the snapshot uses, and no metrics reading stamped far ahead of the others
+(:data:`METRICS_AHEAD_SECONDS`: it would become the evaluation time and make every other reading
+stale). A pod bound to a node the snapshot does not hold (saved while the node was being removed,
+before pod garbage collection ran) is skipped, as the live source and cluster-autoscaler's
+cluster snapshot skip it, and said in one line.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
 import re
 import statistics
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,14 @@ from typing import Any
 import msgspec
 import yaml
 
-from scaler.model.decode import Place, decode_document, document_records, flatten_objects, records_of_plain
+from scaler.model.decode import (
+    TOO_DEEP,
+    Place,
+    decode_document,
+    document_records,
+    flatten_objects,
+    records_of_plain,
+)
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
@@ -39,7 +48,13 @@ from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot, RecordSet, SnapshotError
 from scaler.model.times import format_duration, format_time
 
-__all__ = ["METRICS_AHEAD_SECONDS", "iter_snapshot_files", "load_objects", "load_snapshot"]
+__all__ = [
+    "METRICS_AHEAD_SECONDS",
+    "iter_snapshot_files",
+    "load_objects",
+    "load_snapshot",
+    "skipped_pods_line",
+]
 
 METRICS_AHEAD_SECONDS = 600.0
 """A NodeMetrics or PodMetrics reading stamped more than this (seconds) after the median of the
@@ -105,6 +120,8 @@ def _json_error(path: Path, data: bytes) -> Any:
     integers); otherwise raises its error with line and column."""
     try:
         return json.loads(data)
+    except RecursionError:
+        raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         where = (
             f" at line {e.lineno} column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else ""
@@ -115,6 +132,10 @@ def _json_error(path: Path, data: bytes) -> Any:
 def _yaml_documents(path: Path, data: bytes) -> list[Any]:
     try:
         return [d for d in yaml.load_all(data.decode("utf-8"), Loader=_StringLoader) if d is not None]
+    except RecursionError:
+        raise SnapshotError(
+            f"{path}: invalid YAML: nested too deeply (deeper than the parser's recursion limit)"
+        ) from None
     except UnicodeDecodeError as e:
         raise SnapshotError(f"{path}: cannot read: {e}") from None
     except yaml.YAMLError as e:
@@ -132,6 +153,8 @@ def _plain_documents(path: Path, view: bytes | memoryview) -> tuple[list[Any], b
     if _is_json(path, data):  # YAML flow style ({kind: Node, ...}) starts like JSON
         try:
             return [json.loads(data)], True
+        except RecursionError:
+            raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
         except ValueError:
             pass
     return _yaml_documents(path, data), False
@@ -172,8 +195,12 @@ def load_objects(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
         data = _read(path)
         docs: list[Any] = []
         if _is_json(path, data):
-            with contextlib.suppress(msgspec.DecodeError):
+            try:
                 docs = [msgspec.json.decode(data)]
+            except RecursionError:
+                raise SnapshotError(f"{path}: invalid JSON: {TOO_DEEP}") from None
+            except msgspec.DecodeError:
+                pass
         if not docs:
             docs = _plain_documents(path, data)[0]
         for doc, source in zip(docs, _sources(path, docs), strict=True):
@@ -189,13 +216,21 @@ def load_objects(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
-def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> ClusterSnapshot:
+def load_snapshot(
+    paths: Sequence[str | Path], now: float | None = None, *, warn: Callable[[str], object] | None = None
+) -> ClusterSnapshot:
     """Load a :class:`ClusterSnapshot` from snapshot files or directories, refusing an incomplete
     or ambiguous one.
+
+    Pods bound to a node the snapshot does not hold are left out, as the live source and
+    cluster-autoscaler's cluster snapshot leave them out (such a pod holds nothing on a node
+    scaler could remove); ``warn`` receives one line saying how many and on which nodes
+    (:func:`skipped_pods_line`).
 
     Args:
         paths: files or directories.
         now: evaluation time (Unix seconds); ``None`` takes the metrics timestamp.
+        warn: called with each warning line (no trailing newline).
 
     The snapshot carries revision numbers of its own (a new source each load:
     :mod:`scaler.model.revisions`).
@@ -203,12 +238,15 @@ def load_snapshot(paths: Sequence[str | Path], now: float | None = None) -> Clus
     Raises:
         SnapshotError: any bad file or object (the message names the file and the object); an
             object of a kind a snapshot does not use; the same object twice (names both places);
-            no Pod at all; a pod without ``spec`` or bound to a node the snapshot does not have.
+            no Pod at all; a pod without ``spec``.
     """
     with no_cycle_collector():  # millions of acyclic records: see scaler.model.gcpause
         records = _load_records(paths)
         named = ", ".join(map(str, paths))
         _check_complete(records, named)
+        skipped = _skip_dangling_pods(records)
+        if skipped and warn is not None:
+            warn(skipped_pods_line(skipped))
         _check_metrics_times(records, named)
         try:
             snap = records.snapshot(now)  # inside the pause: the records go to the oldest generation
@@ -229,20 +267,39 @@ def _load_records(paths: Sequence[str | Path]) -> RecordSet:
 
 
 def _check_complete(records: RecordSet, named: str) -> None:
-    """Refuse a snapshot without Pods, or with a pod bound to a node it does not have."""
-    pods: list[Pod] = records.values("Pod")
-    if not pods:
+    """Refuse a snapshot without Pods."""
+    if not records.by_kind.get("Pod"):
         raise SnapshotError(
             f"{named}: the snapshot has no Pod objects; every cluster runs pods (kube-system at least): "
             "include them (kubectl get pods -A -o json)"
         )
+
+
+def _skip_dangling_pods(records: RecordSet) -> Counter[str]:
+    """Remove from ``records`` the pods bound to a node they do not hold; returns how many were
+    removed per node name."""
+    pods: dict[tuple[str, str], Pod] = records.by_kind.get("Pod", {})  # type: ignore[assignment]
     nodes = records.by_kind.get("Node", {})
-    for pod in pods:
-        if pod.node_name and ("", pod.node_name) not in nodes:
-            raise SnapshotError(
-                f"{named}: Pod {pod.namespace}/{pod.name} is bound to node {pod.node_name!r}, "
-                "which is not in the snapshot"
-            )
+    dangling = [key for key, pod in pods.items() if pod.node_name and ("", pod.node_name) not in nodes]
+    skipped: Counter[str] = Counter()
+    for key in dangling:
+        skipped[pods.pop(key).node_name] += 1
+    if dangling:
+        records.pod_layout = None
+    return skipped
+
+
+def skipped_pods_line(skipped: Counter[str]) -> str:
+    """The warning for pods skipped because their node is not in the snapshot: how many, and
+    on which nodes (each with its count), every name whole."""
+    total = sum(skipped.values())
+    where = ", ".join(f"{node} ({n})" for node, n in sorted(skipped.items()))
+    pods = "pod" if total == 1 else "pods"
+    nodes = "node" if len(skipped) == 1 else "nodes"
+    return (
+        f"skipped {total} {pods} bound to {nodes} not in the snapshot, as the live source and "
+        f"cluster-autoscaler skip them: {where}"
+    )
 
 
 def _check_metrics_times(records: RecordSet, named: str) -> None:

@@ -11,6 +11,11 @@ shares with the write side: :class:`~scaler.kube.client.ApiCall`,
 :func:`~scaler.kube.client.make_api_client`, the errors); the client layer iterates over that table (an RBAC test compares it with the ClusterRole). Per kind there is one
 paginated cluster-wide LIST (``limit``/``continue``), and exactly one LIST each of
 ``metrics.k8s.io`` nodes and pods: never a request per node or per pod.
+
+An object that does not decode does not fail its LIST: it is kept out of the snapshot as an
+:class:`~scaler.model.unreadable.Unreadable`, logged, and charged to the nodes it concerns
+(:func:`snapshot_with_unreadable`); a malformed metrics item is left out (its node or pod then
+has no reading: unknown usage, never zero). Snapshot files, unlike the API, are strict.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -38,10 +44,12 @@ from scaler.kube.client import (
     make_api_client,
     unreachable,
 )
+from scaler.kube.retry import retry_after
 from scaler.model.decode import DecodedList, decode_list
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
+from scaler.model.unreadable import Unreadable, placeholder_node, unreadable_nodes
 
 __all__ = [
     "LISTED_WORKLOAD_KINDS",
@@ -55,6 +63,7 @@ __all__ = [
     "list_pages",
     "load_live_snapshot",
     "make_api_client",
+    "snapshot_with_unreadable",
     "unreachable",
 ]
 
@@ -70,11 +79,12 @@ LISTED_WORKLOAD_KINDS: frozenset[str] = frozenset(
 
 
 class _HttpStatusError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(status, reason, message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after  # a 429's Retry-After (seconds), see scaler.kube.client
 
     def describe(self, call: ApiCall) -> str:
         text = f"cannot {call.verb} {call.display} ({call.path}): HTTP {self.status} {self.reason}".rstrip()
@@ -114,7 +124,7 @@ def _status_message(body: Any) -> str:
         return ""
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return _one_line(body)[:200]
     return _one_line(str(doc.get("message") or "")) if isinstance(doc, dict) else ""
 
@@ -131,7 +141,9 @@ def _request(api: ApiClient, call: ApiCall, timeout: float, **params: Any) -> by
     except ApiException as e:
         if not e.status:  # the client's REST layer reports TLS failures as status 0
             raise unreachable(api, call.display, e) from e
-        raise _HttpStatusError(int(e.status), str(e.reason or ""), _status_message(e.body)) from e
+        raise _HttpStatusError(
+            int(e.status), str(e.reason or ""), _status_message(e.body), retry_after(e)
+        ) from e
     except urllib3.exceptions.DecodeError as e:
         raise LiveSourceError(f"{call.display} ({call.path}): undecodable response: {e}") from e
     except (urllib3.exceptions.HTTPError, OSError) as e:  # refused, DNS, timeouts, resets
@@ -168,6 +180,32 @@ def _record_page(call: ApiCall, raw: bytes) -> DecodedList:
         return decode_list(raw, call.kind)
     except ObjectError as e:
         raise SnapshotError(f"{call.display}: {e}") from None
+
+
+def _lenient_page(call: ApiCall, raw: bytes) -> DecodedList:
+    """A LIST page decoded straight into records, an item that does not decode becoming an
+    :class:`Unreadable` among them (the live source: one bad object does not fail its LIST)."""
+    return decode_list(raw, call.kind, lenient=True)
+
+
+def snapshot_with_unreadable(
+    records: RecordSet, unreadable: list[Unreadable], now: float | None, workload_kinds: Iterable[str]
+) -> ClusterSnapshot:
+    """Build the snapshot of ``records`` (:meth:`RecordSet.snapshot`) with the objects that could
+    not be read: each unreadable Node stands in it as a placeholder
+    (:func:`~scaler.model.unreadable.placeholder_node`) and every node an unreadable object
+    concerns is named in :attr:`ClusterSnapshot.unreadable` (neither candidate nor destination).
+
+    Raises:
+        SnapshotError: as :meth:`RecordSet.snapshot`.
+    """
+    for bad in unreadable:
+        if bad.kind == "Node" and bad.name and bad.key not in records.by_kind.get("Node", {}):
+            records.add(placeholder_node(bad))
+    snap = records.snapshot(now, workload_kinds=workload_kinds)
+    if not unreadable:
+        return snap
+    return replace(snap, unreadable=unreadable_nodes(unreadable, snap.nodes, snap.pods))
 
 
 def list_pages(
@@ -288,13 +326,22 @@ def load_live_snapshot(
         now: evaluation time, Unix seconds.
         page_size, timeout_seconds: as :func:`fetch_objects`.
 
+    An object that does not decode is left out and named in a warning; the nodes it concerns
+    are ``UnreadableObject`` (:func:`snapshot_with_unreadable`), as in ``scaler run``; a
+    malformed metrics item is left out with a warning.
+
     Raises:
         ClusterUnreachable, LiveSourceError, ValueError: as :func:`fetch_objects`.
-        SnapshotError: an object the API returned is malformed (names the resource and object).
     """
     records = RecordSet()
+    unreadable: list[Unreadable] = []
     with no_cycle_collector():  # and the snapshot built inside: its records go to the oldest generation
-        for recs in _each_call(api, page_size, timeout_seconds, _record_page):
+        for recs in _each_call(api, page_size, timeout_seconds, _lenient_page):
             for rec in recs:
-                records.add(rec)
-        return records.snapshot(now, workload_kinds=LISTED_WORKLOAD_KINDS)
+                if isinstance(rec, Unreadable):
+                    logger.warning("%s is left out: %s", rec.display, rec.message)
+                    if rec.kind not in ("NodeMetrics", "PodMetrics"):
+                        unreadable.append(rec)
+                else:
+                    records.add(rec)
+        return snapshot_with_unreadable(records, unreadable, now, LISTED_WORKLOAD_KINDS)

@@ -10,13 +10,27 @@ serves no watch.
 
 Recovery, per kind:
 
-* the watch stream ends (server ``timeoutSeconds``, a load balancer, a dropped connection):
-  WATCH again from the last resourceVersion seen (events and bookmarks advance it), no LIST;
+* the watch stream ends cleanly (server ``timeoutSeconds``): WATCH again from the last
+  resourceVersion seen (events and bookmarks advance it), no LIST; the kind stays fresh;
 * ``410 Gone`` (HTTP status, or an ``ERROR`` event carrying a 410 ``Status``: the
-  resourceVersion was compacted away): LIST again, then WATCH from the new list;
-* any other failure (HTTP errors, ``ERROR`` events, connection errors, malformed lines): back
-  off exponentially with jitter (``backoff_initial`` doubling up to ``backoff_max``) and retry
-  where it failed. A stream that ends cleanly but at once, with nothing delivered, backs off too.
+  resourceVersion was compacted away): the kind is **stale**, LIST again at once, then WATCH
+  from the new list;
+* any other failure of a WATCH (an HTTP error, an ``ERROR`` event, a connection error or a
+  broken stream, a malformed line): the kind is **stale**; back off exponentially with jitter
+  (``backoff_initial`` doubling up to ``backoff_max``), then LIST again and WATCH from there. A
+  failed LIST backs off the same way and is tried again. A stream that ends cleanly but at
+  once, with nothing delivered, backs off too (and stays fresh).
+* a ``429 Too Many Requests`` (API Priority and Fairness shedding load) is such a failure; its
+  ``Retry-After`` is honoured: the next request of the kind waits at least that long
+  (:func:`scaler.kube.retry.retry_after`).
+
+**Stale kinds.** A kind is stale from the start until its first LIST completes, and from any
+failure of its WATCH (the 410 included) or its LIST until a LIST completes again: only a
+complete LIST says the cache holds every object of the kind as it is now, a re-opened WATCH
+does not (what it replays may take a while, and after a 410 it cannot replay at all). A relist
+of the pods of a 5,000-node cluster takes tens of seconds; :meth:`WatchCache.stale_kinds` says
+which kinds are stale, why and for how long, and the controller starts no scale-down, and lets
+no taint, eviction or delete go out, while it says anything.
 * optional kinds (PVs, PVCs, Namespaces) that answer 403/404 to the LIST or the WATCH are
   skipped (empty, synced: the loop goes on without them), with one warning, and LISTed again
   later: after ``optional_retry_initial`` (30 s), then twice as long each time up to
@@ -33,8 +47,14 @@ decoded once, by msgspec, straight into an immutable record (:mod:`scaler.model.
 cache stores the records: a loop builds its snapshot from them without copying or parsing any
 object again. It also remembers which pods changed since the last snapshot, so that the pods'
 sort and grouping by node (:class:`~scaler.model.layout.PodLayout`) is updated rather than done
-again. An object that cannot be read is remembered, and every snapshot names it until it
-is fixed or deleted.
+again.
+
+**One bad object does not blind the cache.** An object that does not decode (a Node without
+``status.allocatable``, a field of the wrong type) is kept out of the records as an
+:class:`~scaler.model.unreadable.Unreadable`, in a LIST page (the rest of the page is kept) as
+in a WATCH event, until it is fixed or deleted (:meth:`WatchCache.unreadable`);
+:func:`snapshot_from_cache` charges it to the nodes it concerns, which are neither candidates
+nor destinations, and everything else is decided.
 """
 
 from __future__ import annotations
@@ -61,6 +81,7 @@ from scaler.kube.client import (
     LiveSourceError,
     MetricsUnavailable,
 )
+from scaler.kube.retry import retry_after
 from scaler.model.decode import decode_watch_event
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.layout import REBUILD_FRACTION, PodLayout
@@ -68,12 +89,15 @@ from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
+from scaler.model.unreadable import Unreadable
 from scaler.sources.kube import (
     _HttpStatusError,
+    _lenient_page,
     _list_method,
     _one_line,
     _status_message,
     list_pages,
+    snapshot_with_unreadable,
 )
 
 __all__ = [
@@ -123,8 +147,11 @@ class KindStats:
         events: ``ADDED``/``MODIFIED``/``DELETED`` events applied.
         bookmarks: ``BOOKMARK`` events received.
         errors: failed LIST/WATCH requests, ``ERROR`` events (other than 410), broken streams.
-        consecutive_errors: failures since the last successful LIST or established WATCH: while
-            it is above zero the kind's cached objects may be stale (a controller may hold off).
+        consecutive_errors: failures since the last complete LIST or clean end of a WATCH.
+        stale: why the kind's cached objects may be stale now, ``""`` while they are fresh:
+            from the start until the first LIST completes, and from any failure of a WATCH
+            (410 included) or a LIST until a LIST completes again (see the module docstring).
+        stale_since: when ``stale`` began (``time.monotonic()`` seconds; 0 while fresh).
         skipped: an optional kind the API refused (403/404); it stays empty until a later LIST
             succeeds (:class:`WatchCache` ``optional_retry_*``).
         skips: how many times the kind was refused (for tests and metrics).
@@ -138,6 +165,8 @@ class KindStats:
     bookmarks: int = 0
     errors: int = 0
     consecutive_errors: int = 0
+    stale: str = "not listed yet"
+    stale_since: float = 0.0
     skipped: bool = False
     skips: int = 0
     resource_version: str = ""
@@ -159,7 +188,12 @@ class _Skip(Exception):
 
 
 class _WatchError(Exception):
-    """A failed watch: back off and watch again from the same resourceVersion."""
+    """A failed watch: back off (at least ``retry_after`` seconds when the server asked for it),
+    then relist."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class WatchCache:
@@ -227,11 +261,12 @@ class WatchCache:
         self.request_timeout = request_timeout
         self.optional_retry_initial = optional_retry_initial
         self.optional_retry_max = optional_retry_max
-        self.stats: dict[str, KindStats] = {c.kind: KindStats() for c in self.calls}
+        started = time.monotonic()
+        self.stats: dict[str, KindStats] = {c.kind: KindStats(stale_since=started) for c in self.calls}
         """Counters per kind (``stats["Pod"].relists``); updated live by the worker threads."""
         self._lock = threading.Lock()
         self._store: dict[str, dict[tuple[str, str], Record]] = {c.kind: {} for c in self.calls}
-        self._bad: dict[str, dict[tuple[str, str], str]] = {c.kind: {} for c in self.calls}
+        self._bad: dict[str, dict[tuple[str, str], Unreadable]] = {c.kind: {} for c in self.calls}
         self._synced = {c.kind: threading.Event() for c in self.calls}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -259,6 +294,9 @@ class WatchCache:
             raise RuntimeError("WatchCache already started")
         cfg = deepcopy(self.api.configuration)
         cfg.connection_pool_maxsize = max(int(cfg.connection_pool_maxsize or 0), len(self.calls) + 4)
+        # A 429 must reach the loop at once (the kind is stale from then on); the loop itself
+        # waits for its Retry-After.
+        cfg.client_go_retries = False
         self._client = ApiClient(configuration=cfg)
         for call in self.calls:
             thread = threading.Thread(
@@ -311,8 +349,25 @@ class WatchCache:
     def malformed(self) -> list[str]:
         """Why each object the cache could not read is not in it (one message per object, naming
         it), until the object is fixed or deleted."""
+        return [u.message for u in self.unreadable()]
+
+    def unreadable(self) -> list[Unreadable]:
+        """The objects the cache could not read (each kept out of the records), until each is
+        fixed or deleted; in kind order, then as listed or changed."""
         with self._lock:
-            return [message for bad in self._bad.values() for message in bad.values()]
+            return [u for bad in self._bad.values() for u in bad.values()]
+
+    def stale_kinds(self) -> dict[str, str]:
+        """Kind → why its cached objects may be stale now and since how long (``relisting after
+        watch ERROR 410 … (for 3s)``); empty when every kind is fresh (see the module docstring). A kind skipped
+        because the API refuses it is not stale: it is known to be empty."""
+        now = time.monotonic()
+        with self._lock:
+            return {
+                kind: f"{st.stale} (for {now - st.stale_since:.0f}s)"
+                for kind, st in self.stats.items()
+                if st.stale and not st.skipped
+            }
 
     def records(self) -> RecordSet:
         """The cached records by kind (a consistent view: each kind's dict is copied under the
@@ -356,7 +411,7 @@ class WatchCache:
                 if call.optional and e.status in (403, 404):
                     self._skip(call, e.describe(call), state)
                 else:
-                    state.failures = self._failed(call, state.failures, e.describe(call))
+                    state.failures = self._failed(call, state.failures, e.describe(call), e.retry_after)
                 return
             except (ClusterUnreachable, LiveSourceError) as e:
                 state.failures = self._failed(call, state.failures, str(e))
@@ -371,12 +426,14 @@ class WatchCache:
         try:
             delivered = self._watch(call)
         except _Gone as e:
-            logger.info("%s: %s; relisting", call.display, e)
+            self._mark_stale(call, f"relisting after {e}")
+            logger.info("%s: %s; stale until relisted", call.display, e)
             state.need_list = True
             return
         except _WatchError as e:
             if not self._stop.is_set():
-                state.failures = self._failed(call, state.failures, str(e))
+                state.need_list = True
+                state.failures = self._failed(call, state.failures, str(e), e.retry_after)
             return
         except _Skip as e:
             self._skip(call, str(e), state)
@@ -396,6 +453,7 @@ class WatchCache:
             self._bad[call.kind] = {}
         stats = self.stats[call.kind]
         stats.skipped = True
+        stats.stale, stats.stale_since = "", 0.0  # known to be empty, not stale
         stats.skips += 1
         state.refusals += 1
         state.need_list = True
@@ -411,13 +469,28 @@ class WatchCache:
             logger.debug("%s still refused (%s); again in %.0fs", call.display, message, delay)
         self._stop.wait(delay)
 
-    def _failed(self, call: ApiCall, failures: int, message: str) -> int:
+    def _mark_stale(self, call: ApiCall, why: str) -> None:
+        """The kind may be stale from now until a LIST completes (keeps the first reason's time)."""
+        stats = self.stats[call.kind]
+        with self._lock:
+            if not stats.stale:
+                stats.stale_since = time.monotonic()
+            stats.stale = why
+
+    def _failed(self, call: ApiCall, failures: int, message: str, retry_after: float | None = None) -> int:
+        """Count one failure of the kind's LIST or WATCH (the kind is stale), log it and wait:
+        the exponential backoff, or the answer's ``Retry-After`` when longer. Returns the
+        consecutive failures."""
         stats = self.stats[call.kind]
         stats.errors += 1
         failures += 1
         stats.consecutive_errors = failures
+        self._mark_stale(call, message)
         delay = self._backoff(failures)
-        logger.warning("%s: %s; retrying in %.1fs", call.display, message, delay)
+        honoured = ""
+        if retry_after is not None and retry_after > delay:
+            delay, honoured = retry_after, " (the server's Retry-After)"
+        logger.warning("%s: %s; retrying in %.1fs%s", call.display, message, delay, honoured)
         self._stop.wait(delay)
         return failures
 
@@ -426,16 +499,18 @@ class WatchCache:
         return base * random.uniform(0.5, 1.0)
 
     def _list(self, call: ApiCall) -> None:
-        """One complete paginated LIST of ``call``; replaces the kind's cached records."""
+        """One complete paginated LIST of ``call``; replaces the kind's cached records (an item
+        that does not decode is kept as an :class:`Unreadable` instead) and makes it fresh."""
         assert self._client is not None
         items: dict[tuple[str, str], Record] = {}
-        bad: dict[tuple[str, str], str] = {}
-        try:
-            records, rv = list_pages(self._client, call, self.page_size, self.request_timeout)
-        except SnapshotError as e:  # one bad object fails the whole LIST: report it, retry later
-            raise LiveSourceError(str(e)) from None
+        bad: dict[tuple[str, str], Unreadable] = {}
+        records, rv = list_pages(self._client, call, self.page_size, self.request_timeout, _lenient_page)
         for rec in records:
-            items[(getattr(rec, "namespace", "") if call.namespaced else "", rec.name)] = rec
+            key = (getattr(rec, "namespace", "") if call.namespaced else "", rec.name)
+            if isinstance(rec, Unreadable):
+                bad[key] = rec
+            else:
+                items[key] = rec
         stats = self.stats[call.kind]
         with self._lock:
             self._store[call.kind] = items
@@ -447,6 +522,10 @@ class WatchCache:
             if stats.lists:
                 stats.relists += 1
             stats.lists += 1
+            if stats.stale and stats.lists > 1:
+                logger.info("%s relisted: fresh again after %.1fs stale (%s)", call.display,
+                            time.monotonic() - stats.stale_since, stats.stale)  # fmt: skip
+            stats.stale, stats.stale_since = "", 0.0
         self._synced[call.kind].set()
 
     def _watch(self, call: ApiCall) -> int:
@@ -477,13 +556,12 @@ class WatchCache:
             if call.optional and e.status in (403, 404):
                 raise _Skip(f"cannot watch {call.display} ({call.path}): HTTP {e.status}") from None
             raise _WatchError(
-                f"watch failed: HTTP {e.status} {e.reason or ''}: {_status_message(e.body)}"
+                f"watch failed: HTTP {e.status} {e.reason or ''}: {_status_message(e.body)}", retry_after(e)
             ) from None
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise _WatchError(f"watch failed: {_one_line(str(e))}") from None
         with self._lock:
             self._responses[call.kind] = resp
-        stats.consecutive_errors = 0  # the watch is established: changes flow again
         delivered = 0
         clean = False
         try:
@@ -542,13 +620,16 @@ class WatchCache:
                 if len(changes) * REBUILD_FRACTION > len(store):  # records() builds anew: stop counting
                     self._pod_changes = None
             self._revisions.record(call.kind, store.get(key), event.record)
+            for u in (bad.get(key), event.unreadable):  # an unreadable object concerns its node
+                if u is not None and u.node:
+                    self._revisions.node_changed(u.node)
             if event.record is not None:
                 store[key] = event.record
                 bad.pop(key, None)
             else:
                 store.pop(key, None)
-                if event.error:
-                    bad[key] = f"{call.display}: {event.error}"
+                if event.unreadable is not None:
+                    bad[key] = event.unreadable
                 else:
                     bad.pop(key, None)
             stats.events += 1
@@ -563,15 +644,22 @@ def fetch_metrics(api: ApiClient, timeout_seconds: float = 30) -> list[NodeMetri
     """Exactly one LIST each of ``metrics.k8s.io`` nodes and pods (:data:`METRICS_CALLS`),
     decoded straight into records.
 
+    A malformed metrics item is left out with a warning: its node or pod has no reading (unknown
+    usage, never zero).
+
     Raises:
         ClusterUnreachable: connection refused, DNS or TLS failure, timeout.
-        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down), a body that is
-            not a JSON List, or a malformed metrics item (named).
+        MetricsUnavailable: an HTTP error (404/503: metrics-server missing or down), or a body
+            that is not a JSON List.
     """
     records: list[NodeMetrics | PodMetrics] = []
     for call in METRICS_CALLS:
         try:
-            records.extend(list_pages(api, call, 1, timeout_seconds)[0])
+            for rec in list_pages(api, call, 1, timeout_seconds, _lenient_page)[0]:
+                if isinstance(rec, Unreadable):  # that node or pod has no reading: unknown usage
+                    logger.warning("%s is left out: %s", rec.display, rec.message)
+                else:
+                    records.append(rec)
         except _HttpStatusError as e:
             raise MetricsUnavailable(e.describe(call)) from None
         except MetricsUnavailable:
@@ -586,9 +674,12 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     requests). No cached object is copied or parsed again.
 
     Every controller kind the cache watches counts as listed (``workload_kinds``), as in
-    :func:`~scaler.sources.kube.load_live_snapshot`. The snapshot carries the numbers of the
-    cache's changes (:mod:`scaler.model.revisions`; every event numbered as it is applied, a
-    relist starting a new source), which the evaluation cache reads.
+    :func:`~scaler.sources.kube.load_live_snapshot`. The objects the cache could not read
+    (:meth:`WatchCache.unreadable`) are charged to the nodes they concern
+    (:func:`~scaler.sources.kube.snapshot_with_unreadable`); the rest is the snapshot. The
+    snapshot carries the numbers of the cache's changes (:mod:`scaler.model.revisions`; every
+    event numbered as it is applied, a relist starting a new source), which the evaluation
+    cache reads.
 
     Args:
         cache: a started, synced :class:`WatchCache`.
@@ -598,22 +689,17 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     Raises:
         CacheNotSynced: some kind has not been listed yet.
         ClusterUnreachable, MetricsUnavailable: as :func:`fetch_metrics`.
-        SnapshotError: a cached object is malformed (names it).
     """
     if not cache.synced:
         missing = sorted(k for k, e in cache._synced.items() if not e.is_set())
         raise CacheNotSynced(f"the watch cache has not listed {', '.join(missing)} yet")
-    malformed = cache.malformed()
-    if malformed:
-        raise SnapshotError(
-            malformed[0] + (f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else "")
-        )
     records = cache.records()
+    unreadable = cache.unreadable()
     kinds = {c.kind for c in cache.calls if c.kind in CONTROLLER_KINDS}
     with no_cycle_collector():  # the metrics records and the snapshot go to the oldest generation
         for rec in fetch_metrics(api):
             records.add(rec)
-        snap = records.snapshot(now, workload_kinds=kinds)
+        snap = snapshot_with_unreadable(records, unreadable, now, kinds)
     numbers = cache.revisions
     return replace(snap, revisions=numbers.stamp(snap)) if numbers is not None else snap
 

@@ -1,8 +1,10 @@
 """``scaler tune``: search the scale-down flags that save most without overload.
 
 Wiring (in :mod:`scaler.cli`): ``add_parser(subparsers)`` adds the ``tune`` sub-command and
-``run(args)`` executes it. Inputs are ``scaler replay``'s (:func:`scaler.replay.cli.load_inputs`);
-the search is :func:`scaler.tune.search.run_search` on a :class:`scaler.fanout.Pool`; output is
+``run(args)`` executes it. Inputs are ``scaler replay``'s: the same flags
+(:mod:`scaler.replay.command`) make a typed :class:`scaler.replay.load.InputSpec`, read by
+:func:`scaler.replay.load.load_inputs`; the search is :func:`scaler.tune.search.run_search` on a
+:class:`scaler.fanout.Pool`, the simulated controllers' log lines silenced; output is
 :mod:`scaler.tune.frontier`'s table or JSON, or :mod:`scaler.tune.html`'s page, and ``--out DIR``
 writes ``frontier.json``, ``report.html`` and ``recommended.yaml``.
 
@@ -24,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from scaler.cmdline import HelpFormatter, UsageError
 
 if TYPE_CHECKING:
-    from scaler.replay.cli import LoadedInputs
+    from scaler.replay.load import LoadedInputs
+    from scaler.tune.search import Constraints
     from scaler.tune.space import Space
 
 __all__ = ["add_parser", "run"]
@@ -32,14 +35,23 @@ __all__ = ["add_parser", "run"]
 _EPILOG = """\
 objectives: node-hours saved against no scale-down (maximise), overload node-minutes added over
 no scale-down (minimise), pods evicted (minimise); a trial adding more than --max-added-overload
-node-minutes is infeasible. Trials are asked and told in generations of --generation-size, so the
-same --seed gives the same trials and results whatever --workers or --ray-address.
+node-minutes (default 0 when no constraint is given), or whose overload is above
+--max-overload-ratio of no scale-down's, is infeasible. Trials are asked and told in generations
+of --generation-size, so the same --seed gives the same trials and results whatever --workers or
+--ray-address.
+
+successive halving (default for windows over 3 days): every trial is replayed over the first day
+(or a ninth of the window), the best third on node-hours saved and evictions over 3 days (or a
+third of the window), and the best third of those over the whole window, where alone the
+overload constraints are checked and the front is drawn; --no-halving replays every trial over
+the whole window.
 
 search space (--space FILE, YAML; default: the bundled space, printed by
 --print-space), for example:
   scale-down-utilization-threshold: {low: 0.3, high: 0.8, step: 0.05}
   scale-down-unneeded-time: {low: 5m, high: 30m, step: 5m}
   usage-aggregation: {choices: [max, p95, ewma]}
+  constraints: {max-overload-ratio: 0.5}
 """
 
 
@@ -60,7 +72,7 @@ class _EpilogAsWritten(HelpFormatter):
 
 def add_parser(subparsers: Any) -> None:
     """Add the ``tune`` sub-command to ``subparsers`` (from ``add_subparsers``)."""
-    from scaler.replay.cli import add_input_flags, add_worker_flags
+    from scaler.replay.command import add_input_flags, add_worker_flags
     from scaler.tune.search import SAMPLERS
 
     p = subparsers.add_parser(
@@ -75,7 +87,13 @@ def add_parser(subparsers: Any) -> None:
     add_input_flags(p)
     p.add_argument("--space", metavar="FILE", help="YAML search space (default: the bundled space)")
     p.add_argument("--print-space", action="store_true", help="print the bundled search space and exit")
-    p.add_argument("--trials", type=int, default=32, metavar="N", help="trials (replays) to run (default 32)")
+    p.add_argument("--trials", type=int, default=None, metavar="N", help="trials to run (default 32)")
+    p.add_argument(
+        "--trials-from",
+        metavar="FILE",
+        help="replay the trials of an earlier frontier.json as they are, instead of sampling (with "
+        "--no-halving: every one over the whole window); --trials defaults to their count",
+    )
     p.add_argument("--seed", type=int, default=0, metavar="int", help="the sampler's seed (default 0)")
     p.add_argument(
         "--sampler",
@@ -95,9 +113,25 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--max-added-overload",
         type=float,
-        default=0.0,
+        default=None,
         metavar="NODE_MINUTES",
-        help="constraint: overload node-minutes a trial may add over no scale-down (default 0)",
+        help="constraint: overload node-minutes a trial may add over no scale-down (default 0 unless "
+        "--max-overload-ratio is given)",
+    )
+    p.add_argument(
+        "--max-overload-ratio",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="constraint: a trial's overload node-minutes as a fraction of no scale-down's (0.5: half "
+        "of doing nothing's overload; hot-node relief can take overload off)",
+    )
+    p.add_argument(
+        "--halving",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="successive halving: rank trials over shorter windows first and replay only the best third "
+        "over the next (default); --no-halving replays every trial over the whole window",
     )
     add_worker_flags(p, "trials replayed in parallel")
     p.add_argument(
@@ -109,21 +143,74 @@ def add_parser(subparsers: Any) -> None:
         metavar="DIR",
         help="write frontier.json, report.html and recommended.yaml into DIR (created if missing)",
     )
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress on stderr (the simulated controllers' log lines are never printed)",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
-    from scaler.replay.cli import check_workers
+    from scaler.replay.command import check_workers
 
-    if args.trials < 1:
+    if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be at least 1, got {args.trials}")
     if args.generation_size < 1:
         raise UsageError(f"--generation-size must be at least 1, got {args.generation_size}")
-    if not args.max_added_overload >= 0:
+    if args.max_added_overload is not None and not args.max_added_overload >= 0:
         raise UsageError(f"--max-added-overload must be >= 0 node-minutes, got {args.max_added_overload}")
+    if args.max_overload_ratio is not None and not args.max_overload_ratio >= 0:
+        raise UsageError(f"--max-overload-ratio must be >= 0, got {args.max_overload_ratio}")
     if args.output == "html" and not args.out:
         raise UsageError("--output html needs --out DIR")
-    check_workers(args)
+    check_workers(args.workers, args.ray_address)
+
+
+def _fixed_trials(path: str | None, space: Space) -> list[dict[str, Any]]:
+    """The parameters of the trials of ``--trials-from`` (a ``frontier.json``), in number order;
+    ``[]`` without it.
+
+    Raises:
+        scaler.cmdline.UsageError: unreadable, not a frontier, no trials, or a flag the space
+            does not search.
+    """
+    from scaler.tune.space import SpaceError
+
+    if path is None:
+        return []
+    where = f"--trials-from {path}"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where}: cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{where}: invalid JSON: {e.msg} at line {e.lineno}") from None
+    trials = doc.get("trials") if isinstance(doc, dict) and doc.get("kind") == "TuneFrontier" else None
+    if not isinstance(trials, list) or not trials:
+        raise UsageError(f"{where}: not a frontier.json with trials (kind: TuneFrontier)")
+    try:
+        ordered = sorted(trials, key=lambda t: int(t["number"]))
+        return [space.fixed(dict(t["flags"]), f"{where}: trial {t['number']}") for t in ordered]
+    except SpaceError as e:
+        raise UsageError(str(e)) from None
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"{where}: a trial without a number or flags") from None
+
+
+def _constraints(args: argparse.Namespace, space: Space) -> Constraints:
+    """The constraints: the flags, else the space file's ``constraints``; with neither, at most 0
+    added overload node-minutes."""
+    from scaler.tune.search import Constraints
+
+    added = args.max_added_overload
+    ratio = args.max_overload_ratio
+    if added is None and ratio is None:
+        added = space.constraints.get("max-added-overload")
+        ratio = space.constraints.get("max-overload-ratio")
+    if added is None and ratio is None:
+        added = 0.0
+    return Constraints(added, ratio)
 
 
 def _load_space(args: argparse.Namespace) -> tuple[Space, dict[str, Any]]:
@@ -134,19 +221,17 @@ def _load_space(args: argparse.Namespace) -> tuple[Space, dict[str, Any]]:
         scaler.cmdline.UsageError: a bad space, configuration, or value of the space over it.
     """
     from scaler.config import ConfigError, load_config_file
-    from scaler.replay.policies import PolicyError, build_policy
-    from scaler.tune.search import flag_args
+    from scaler.replay.policies import PolicyError, make_policy
     from scaler.tune.space import SpaceError, load_space
 
     try:
         space = load_space(args.space)
         base = load_config_file(args.config) if args.config else {}
-        build_policy("config", [], base)
+        make_policy("config", {}, base)
         for param in space.params:
             values = param.choices if param.kind == "choice" else (param.low, param.high)
             for v in values:
-                one = {param.flag: v} if param.kind != "duration" else {param.flag: f"{v}s"}
-                build_policy("space", flag_args(one), base)
+                make_policy("space", {param.flag: v}, base)
     except (SpaceError, ConfigError) as e:
         raise UsageError(str(e)) from None
     except PolicyError as e:
@@ -180,7 +265,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from scaler.fanout import Pool, RayUnavailable, workers_phrase
-    from scaler.replay.cli import load_inputs
+    from scaler.replay.command import input_spec, simulated_logs_silenced
+    from scaler.replay.load import load_inputs
     from scaler.replay.policies import PolicyError
     from scaler.tune.frontier import defaults_of, frontier_dict, print_front, recommended_yaml
     from scaler.tune.space import default_space_text
@@ -197,8 +283,12 @@ def run(args: argparse.Namespace) -> int:
         if interactive:
             err.print(msg, highlight=False)
 
+    spec = input_spec(args)
     space, base = _load_space(args)
-    loaded = load_inputs(args, 0.0, say)
+    fixed = _fixed_trials(args.trials_from, space)
+    args.trials = args.trials or len(fixed) or 32
+    constraints = _constraints(args, space)
+    loaded = load_inputs(spec, 0.0, say)
     inp = loaded.replay_input()
     workers = args.workers or os.cpu_count() or 1
     where = f"Ray at {args.ray_address}" if args.ray_address else workers_phrase(workers)
@@ -208,11 +298,13 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "trials": args.trials,
         "generationSize": args.generation_size,
-        "maxAddedOverloadNodeMinutes": args.max_added_overload,
+        "maxAddedOverloadNodeMinutes": constraints.max_added_overload,
+        "maxOverloadRatio": constraints.max_overload_ratio,
+        "trialsFrom": args.trials_from,
     }
     try:
-        with Pool(inp, workers, args.ray_address) as pool:
-            search = _search(args, inp, space, base, pool, err if interactive else None)
+        with simulated_logs_silenced(), Pool(inp, workers, args.ray_address) as pool:
+            search = _search(args, inp, space, base, constraints, fixed, pool, err if interactive else None)
     except RayUnavailable as e:
         raise UsageError(str(e)) from None
     except PolicyError as e:
@@ -266,10 +358,18 @@ def _write_out(out: Path, doc: dict[str, Any], defaults: dict[str, Any], recomme
 
 
 def _search(
-    args: argparse.Namespace, inp: Any, space: Any, base: dict[str, Any], pool: Any, console: Any
+    args: argparse.Namespace,
+    inp: Any,
+    space: Any,
+    base: dict[str, Any],
+    constraints: Constraints,
+    fixed: list[dict[str, Any]],
+    pool: Any,
+    console: Any,
 ) -> Any:
-    """Run the search, with a progress bar over trials on ``console`` (a terminal) when given:
-    trials done, replays running, the best saving so far within the constraint, time left."""
+    """Run the search, with a progress bar over the trials' replays on ``console`` (a terminal)
+    when given: replays done, replays running, the best saving so far within the constraints,
+    time left."""
     from scaler.tune.search import run_search
 
     kwargs = {
@@ -277,14 +377,16 @@ def _search(
         "seed": args.seed,
         "sampler": args.sampler,
         "generation_size": args.generation_size,
-        "max_added_overload": args.max_added_overload,
+        "constraints": constraints,
+        "halving": args.halving,
+        "fixed": fixed,
     }
     if console is None:
         return run_search(inp, space, base, pool, **kwargs)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
-        TextColumn("trials"),
+        TextColumn("trials' replays"),
         BarColumn(bar_width=24),
         MofNCompleteColumn(),
         TextColumn("{task.fields[running]} running"),
@@ -294,8 +396,8 @@ def _search(
     ) as bars:
         task = bars.add_task("trials", total=args.trials, running=0, best="")
 
-        def on_trial(done: int, running: int, best: float | None) -> None:
+        def on_trial(done: int, total: int, running: int, best: float | None) -> None:
             shown = "" if best is None else f"best {best:.1f}% saved"
-            bars.update(task, completed=done, running=running, best=shown)
+            bars.update(task, completed=done, total=total, running=running, best=shown)
 
         return run_search(inp, space, base, pool, on_trial=on_trial, **kwargs)

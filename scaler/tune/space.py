@@ -8,6 +8,11 @@ Format (one entry per flag, flag names as on the command line, with or without `
     scale-down-unneeded-time: {low: 5m, high: 30m, step: 5m}               # durations
     usage-aggregation: {choices: [max, p95, ewma]}                         # any flag
     hot-node-relief: {choices: [false, true]}
+    constraints: {max-overload-ratio: 0.5}                                  # optional
+
+``constraints`` (optional) sets ``scaler tune``'s constraints as its flags do (the flags win):
+``max-added-overload`` (node-minutes a trial may add to no scale-down's overload, >= 0) and
+``max-overload-ratio`` (the trial's overload as a fraction of no scale-down's, >= 0).
 
 A range's type is the flag's: float flags are sampled as floats (on the ``step`` grid when
 given), integer flags as integers, duration flags as whole seconds (``low``/``high``/``step``
@@ -27,7 +32,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -39,6 +44,7 @@ from scaler.errors import InputError
 from scaler.model.times import parse_duration_seconds
 
 __all__ = [
+    "CONSTRAINTS",
     "RELIEF_PREFIXES",
     "Param",
     "Space",
@@ -98,6 +104,13 @@ class Param:
         v = trial.suggest_int(self.flag, int(self.low), int(self.high), step=step, log=self.log)
         return format_duration(float(v)) if self.kind == "duration" else int(v)
 
+    def param_value(self, value: Value) -> Any:
+        """``value`` as written in a trial's flags (durations as strings) back as the value
+        :meth:`suggest` samples (durations as whole seconds), to enqueue a trial."""
+        if self.kind == "duration":
+            return int(parse_duration_seconds(str(value)))
+        return value
+
     def describe(self) -> dict[str, Any]:
         """The parameter as written in ``frontier.json`` (durations as strings)."""
         if self.kind == "choice":
@@ -113,10 +126,12 @@ class Param:
 
 @dataclass(frozen=True, slots=True)
 class Space:
-    """The parameters, in file order, and where they came from."""
+    """The parameters, in file order, where they came from, and the file's ``constraints``
+    (``max-added-overload`` in node-minutes, ``max-overload-ratio``; absent when not set)."""
 
     params: tuple[Param, ...]
     source: str
+    constraints: Mapping[str, float] = field(default_factory=dict)
 
     def suggest(self, trial: Any, base: Mapping[str, Any]) -> dict[str, Value]:
         """Sample every parameter for ``trial`` (relief sub-flags only when relief is on in the
@@ -133,6 +148,24 @@ class Space:
                 continue
             flags[p.flag] = p.suggest(trial)
         return {p.flag: flags[p.flag] for p in self.params if p.flag in flags}
+
+    def fixed(self, flags: Mapping[str, Value], where: str) -> dict[str, Any]:
+        """A trial's ``flags`` (flag → value, as in ``frontier.json``) as the parameters to
+        enqueue in the study, so the trial is replayed as it is.
+
+        Raises:
+            SpaceError: a flag that is not a parameter of the space, or a bad duration.
+        """
+        params = {p.flag: p for p in self.params}
+        out = {}
+        for flag, value in flags.items():
+            if flag not in params:
+                raise SpaceError(f"{where}: flag {flag!r} is not searched by {self.source}")
+            try:
+                out[flag] = params[flag].param_value(value)
+            except ValueError:
+                raise SpaceError(f"{where}: {flag}: not a duration: {value!r}") from None
+        return out
 
     def describe(self) -> dict[str, Any]:
         """flag → range or choices, as in ``frontier.json``."""
@@ -255,6 +288,9 @@ def parse_space(text: str, where: str) -> Space:
         raise SpaceError(
             f"{where}: expected a mapping of flags to {{low, high[, step]}} or {{choices: [...]}}"
         )
+    constraints = _constraints(where, doc.pop("constraints", {}))
+    if not doc:
+        raise SpaceError(f"{where}: no flag to search")
     fields = sorted(f.replace("_", "-") for f in ScalerConfig.model_fields)
     params: list[Param] = []
     for raw, spec in doc.items():
@@ -308,4 +344,29 @@ def parse_space(text: str, where: str) -> Space:
         for bound in (spec["low"], spec["high"]):
             _check_value(where, flag, bound)
         params.append(Param(flag, kind, low, high, step, log))
-    return Space(tuple(params), where)
+    return Space(tuple(params), where, constraints)
+
+
+CONSTRAINTS = ("max-added-overload", "max-overload-ratio")
+"""The keys of a space file's ``constraints``."""
+
+
+def _constraints(where: str, spec: Any) -> dict[str, float]:
+    """A space file's ``constraints`` mapping, checked.
+
+    Raises:
+        SpaceError: not a mapping, an unknown key, or a value that is not a number >= 0.
+    """
+    if not isinstance(spec, dict):
+        raise SpaceError(
+            f"{where}: constraints: expected a mapping of {' and '.join(CONSTRAINTS)}, got {spec!r}"
+        )
+    out: dict[str, float] = {}
+    for key, value in spec.items():
+        if key not in CONSTRAINTS:
+            raise SpaceError(f"{where}: constraints: unknown key {key!r} (use {' or '.join(CONSTRAINTS)})")
+        number = _number(where, f"constraints.{key}", value, False)
+        if number < 0:
+            raise SpaceError(f"{where}: constraints.{key} must be >= 0, got {value!r}")
+        out[key] = number
+    return out

@@ -42,6 +42,12 @@ but their watch events carry their resourceVersion)
     * ``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` (policy/v1 ``Eviction``): see
       :meth:`FakeKubeAPI._handle_eviction`: PDBs honoured (``429``), the pod marked terminating
       and deleted after its grace period times :attr:`FakeKubeAPI.grace_scale`.
+    * ``GET``/``PATCH``/``PUT /api/v1/namespaces/{ns}/pods/{name}/resize`` (in-place resize,
+      KEP-1287): only the CPU and memory requests and limits (and ``resizePolicy``) of the
+      containers and sidecars change, validated as the API server validates a resize
+      (:func:`_resized_pod`); a strategic merge patch merges ``containers`` by name. The kubelet's
+      part (``allocatedResources``, ``resources``, the ``PodResize*`` conditions) is the test's:
+      ``.../pods/{name}/status`` replaces or patches the pod's ``status`` only.
     * ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: answered by
       :attr:`FakeKubeAPI.authorizer` (everything allowed by default).
     * ``dryRun=All`` is honoured by every write (validated, nothing stored).
@@ -51,7 +57,7 @@ Kinds are the :data:`RESOURCES` table (including ``Lease``, ``ConfigMap`` and bo
 APIs). Unknown paths get a ``404`` JSON ``Status``; a bearer token is required (``401``).
 
 Every request is recorded in :attr:`FakeKubeAPI.requests`; :meth:`FakeKubeAPI.fail` and
-:meth:`FakeKubeAPI.delay` inject HTTP errors, bodies and latency by path prefix (optionally exact
+:meth:`FakeKubeAPI.delay` inject HTTP errors (with headers: a 429's ``Retry-After``), bodies and latency by path prefix (optionally exact
 path, method, predicate, and "after the write took effect"); :meth:`FakeKubeAPI.drop_watches`
 and :meth:`FakeKubeAPI.expire_history` break watches.
 
@@ -186,6 +192,9 @@ OBJECT_PATH = re.compile(
     r"/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
 EVICTION_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/eviction$")
+POD_SUBRESOURCE_PATH = re.compile(
+    r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/(?P<sub>resize|status)$"
+)
 ACCESS_REVIEW_PATH = re.compile(r"^/apis/authorization\.k8s\.io/v1/selfsubjectaccessreviews$")
 
 
@@ -461,6 +470,9 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
             ("POST", ACCESS_REVIEW_PATH, self._handle_access_review),
             ("GET", OBJECT_PATH, self._handle_get),
             ("POST", EVICTION_PATH, self._handle_eviction),
+            ("GET", POD_SUBRESOURCE_PATH, self._handle_pod_subresource_get),
+            ("PATCH", POD_SUBRESOURCE_PATH, self._handle_pod_subresource_write),
+            ("PUT", POD_SUBRESOURCE_PATH, self._handle_pod_subresource_write),
             ("POST", OBJECT_PATH, self._handle_create),
             ("PUT", OBJECT_PATH, self._handle_replace),
             ("PATCH", OBJECT_PATH, self._handle_patch),
@@ -656,6 +668,7 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         method: str | None = None,
         exact: bool = False,
         after: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         """Answer requests whose path starts with ``path_prefix`` with HTTP ``status``.
 
@@ -670,10 +683,15 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
             exact: the path must equal ``path_prefix`` (one object, not its siblings).
             after: the request takes effect first and only its answer is replaced (a server
                 that fails after committing), to test idempotent retries.
+            headers: extra response headers (``{"Retry-After": "2"}``, as API Priority and
+                Fairness sends with its 429s).
         """
         self._add_rule(
-            FaultRule(_matcher(path_prefix, match, method, exact), status, times, body=body, after=after)
-        )
+            FaultRule(
+                _matcher(path_prefix, match, method, exact), status, times, body=body, after=after,
+                headers=dict(headers or {}),
+            )
+        )  # fmt: skip
 
     def delay(
         self,
@@ -1142,6 +1160,50 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
                 timer.start()
         return Response(201, _success(201))
 
+    # -- pods/resize and pods/status ----------------------------------------------------------------
+
+    def _handle_pod_subresource_get(self, req: RecordedRequest, m: re.Match[str]) -> Response:
+        """``GET .../pods/{name}/resize`` or ``/status``: the pod."""
+        with self._lock:
+            return Response(200, _typed(_POD, self._current(_POD, m["namespace"], m["name"])))
+
+    def _handle_pod_subresource_write(self, req: RecordedRequest, m: re.Match[str]) -> Response:
+        """``PATCH``/``PUT .../pods/{name}/resize`` or ``/status``.
+
+        ``resize``: the patched (or given) pod's container resources replace the stored ones
+        once :func:`_resized_pod` accepts them (``422`` naming every violation otherwise), and
+        ``metadata.generation`` goes up by one, as the API server's resize strategy does
+        (``pkg/registry/core/pod/strategy.go``, ``dropNonResizeUpdates``). ``status``: only the
+        ``status`` of the result is kept. A stale ``metadata.resourceVersion`` is a ``409``.
+        """
+        ns, name, sub = m["namespace"], m["name"], m["sub"]
+        try:
+            body = req.json()
+        except ValueError as e:
+            raise _ApiError(400, f"invalid JSON in the {sub} request: {e}") from None
+        with self._lock:
+            old = self._current(_POD, ns, name)
+            current = _typed(_POD, old)
+            if req.method == "PUT":
+                if not isinstance(body, dict):
+                    raise _ApiError(400, "the body is not a Pod")
+                wanted = _copy(body)
+            elif sub == "resize" and req.content_type == STRATEGIC_MERGE_PATCH:
+                wanted = _strategic_pod_patch(current, body)
+            else:
+                wanted = _apply_patch(req.content_type, current, body)
+            _check_version(_POD, name, old, (wanted.get("metadata") or {}).get("resourceVersion"))
+            new = _copy(current)
+            if sub == "status":
+                new["status"] = _copy(wanted.get("status") or {})
+            else:
+                new["spec"] = _resized_pod(current, wanted, name)
+                meta = new["metadata"]
+                meta["generation"] = int(meta.get("generation") or 1) + 1
+            if _dry_run(req):
+                return Response(200, new)
+            return Response(200, _typed(_POD, self._commit(_POD, ns, name, new)))
+
     def _finish_pod_deletion(self, ns: str, name: str, uid: str) -> None:
         with self._lock:
             pod = self._store.get(_POD.path, {}).get((ns, name))
@@ -1279,6 +1341,142 @@ def _apply_patch(content_type: str, doc: dict[str, Any], patch: Any) -> dict[str
         "the body of the request was in an unknown format - accepted media types include: "
         f"{JSON_PATCH}, {MERGE_PATCH}, {STRATEGIC_MERGE_PATCH}; got {content_type!r}",
     )
+
+
+_RESIZABLE = ("cpu", "memory")
+
+
+def _qos(spec: Mapping[str, Any]) -> str:
+    """A pod's QoS class from its containers' CPU and memory requests and limits
+    (``qos.ComputePodQOS`` without pod-level resources; a missing request defaults to its
+    limit)."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        limits = {k: v for k, v in (res.get("limits") or {}).items() if k in _RESIZABLE and str(v) not in ("0", "")}
+        requests = {k: v for k, v in (res.get("requests") or {}).items() if k in _RESIZABLE and str(v) not in ("0", "")}
+        requests = {**limits, **requests}
+        any_set = any_set or bool(limits) or bool(requests)
+        if set(limits) != set(_RESIZABLE) or any(str(requests.get(k)) != str(limits[k]) for k in _RESIZABLE):
+            guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _without_cpu_memory(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A container without its CPU and memory requests and limits and its ``resizePolicy``: what
+    a resize must leave as it was."""
+    out = _copy(c)
+    out.pop("resizePolicy", None)
+    res = out.get("resources") or {}
+    for kind in ("requests", "limits"):
+        values = {k: v for k, v in (res.get(kind) or {}).items() if k not in _RESIZABLE}
+        if values:
+            res[kind] = values
+        else:
+            res.pop(kind, None)
+    if res:
+        out["resources"] = res
+    else:
+        out.pop("resources", None)
+    return out
+
+
+def _resized_pod(old: Mapping[str, Any], new: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The spec of pod ``old`` after the resize to ``new``: ``old``'s spec with the containers'
+    and sidecars' ``resources`` and ``resizePolicy`` of ``new`` (everything else in ``new`` is
+    dropped), as the API server validates a resize (``ValidatePodResize``,
+    ``pkg/apis/core/validation/validation.go``): containers neither added, removed, renamed nor
+    reordered; only CPU and memory change, for containers and sidecars (a plain init
+    container's resources are immutable); no request or limit removed; the QoS class kept; no
+    static pod.
+
+    Raises:
+        _ApiError: ``422`` naming every violation, worded as the API server words it.
+    """
+    old_spec = old.get("spec") or {}
+    new_spec = new.get("spec") or {}
+    errors: list[str] = []
+    if "kubernetes.io/config.mirror" in ((old.get("metadata") or {}).get("annotations") or {}):
+        errors.append("spec: Forbidden: static pods cannot be resized")
+    result = _copy(old_spec)
+    for key in ("containers", "initContainers"):
+        olds, news = old_spec.get(key) or [], new_spec.get(key) or []
+        names = [c.get("name") for c in olds]
+        if [c.get("name") for c in news] != names:
+            errors += [
+                f"spec.{key}[{i}].name: Forbidden: containers may not be renamed or reordered on resize"
+                for i in range(max(len(olds), len(news)))
+                if i >= len(olds) or i >= len(news) or olds[i].get("name") != news[i].get("name")
+            ]
+            continue
+        for i, (o, n) in enumerate(zip(olds, news, strict=True)):
+            sidecar = key == "initContainers" and o.get("restartPolicy") == "Always"
+            if key == "initContainers" and not sidecar:
+                if n != o:
+                    errors.append("spec: Forbidden: resources for non-sidecar init containers are immutable")
+                continue
+            if _without_cpu_memory(n) != _without_cpu_memory(o):
+                which = "for sidecar containers " if sidecar else ""
+                errors.append(f"spec: Forbidden: only cpu and memory resources {which}are mutable")
+            for kind in ("requests", "limits"):
+                had = (o.get("resources") or {}).get(kind) or {}
+                has = (n.get("resources") or {}).get(kind) or {}
+                errors += [
+                    f"spec.{key}[{i}].resources.{kind}[{r}]: Forbidden: resource {kind} cannot be removed"
+                    for r in _RESIZABLE
+                    if r in had and r not in has
+                ]
+            resized = result[key][i]
+            for field_name in ("resources", "resizePolicy"):
+                if field_name in n:
+                    resized[field_name] = _copy(n[field_name])
+                else:
+                    resized.pop(field_name, None)
+    if not errors:
+        was = (old.get("status") or {}).get("qosClass") or _qos(old_spec)
+        now = _qos(result)
+        if now != was:
+            errors.append(f'spec: Invalid value: "{now}": Pod QOS Class may not change as a result of resizing')
+    if errors:
+        detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+        raise _ApiError(422, f'Pod "{name}" is invalid: {detail}', reason="Invalid")
+    return result
+
+
+def _strategic_pod_patch(doc: dict[str, Any], patch: Any) -> dict[str, Any]:
+    """A strategic merge patch of a pod whose ``spec.containers`` and ``spec.initContainers``
+    merge by ``name`` (their patch strategy): each patched container is merged into the one of
+    the same name (a new name is added); the patched ones come in the patch's order and the
+    others keep their places (``normalizeElementOrder`` in apimachinery's ``strategicpatch``).
+    Everything else merges as a JSON merge patch."""
+    if not isinstance(patch, dict):
+        raise _ApiError(400, "a merge patch must be a JSON object")
+    if _has_directive(patch):
+        raise _ApiError(400, "strategic merge patch directives ($patch, $setElementOrder, ...) are not supported")
+    spec_patch = patch.get("spec") or {}
+    lists = {k: spec_patch[k] for k in ("containers", "initContainers") if isinstance(spec_patch.get(k), list)}
+    plain = {**patch, "spec": {k: v for k, v in spec_patch.items() if k not in lists}} if "spec" in patch else patch
+    result = _merge_patch(doc, plain)
+    for key, items in lists.items():
+        server = list((result.get("spec") or {}).get(key) or [])
+        order = {c.get("name"): i for i, c in enumerate(server)}
+        patched = []
+        for c in items:
+            at = order.get(c.get("name"))
+            patched.append((at, _merge_patch(server[at] if at is not None else {}, c)))
+        names = {c.get("name") for c in items}
+        rest = [(i, c) for i, c in enumerate(server) if c.get("name") not in names]
+        merged: list[Any] = []
+        while patched or rest:
+            if rest and (not patched or patched[0][0] is None or rest[0][0] < patched[0][0]):
+                merged.append(rest.pop(0)[1])
+            else:
+                merged.append(patched.pop(0)[1])
+        result.setdefault("spec", {})[key] = merged
+    return result
 
 
 def _has_directive(doc: Any) -> bool:

@@ -12,6 +12,7 @@ import json
 import select
 import socket
 import threading
+import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,13 +26,14 @@ __all__ = ["AbortStream", "FaultRule", "LoopbackServer", "RecordedRequest", "Res
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:
     """One request a fake received. ``query`` keeps the last value of each parameter; header
-    names are lower-case."""
+    names are lower-case; ``received`` is when it arrived (``time.monotonic()`` seconds)."""
 
     method: str
     path: str
     query: Mapping[str, str]
     headers: Mapping[str, str]
     body: bytes = b""
+    received: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,8 @@ RequestT = TypeVar("RequestT", bound=RecordedRequest)
 class FaultRule(Generic[RequestT]):
     """An injected fault: requests for which ``applies`` is true are delayed by ``delay``
     seconds and, when ``status`` is set, answered with it (and ``body``, else the fake's error
-    body), ``remaining`` times (``None``: forever). ``after``: the request takes effect first."""
+    body, and ``headers``), ``remaining`` times (``None``: forever). ``after``: the request
+    takes effect first."""
 
     applies: Callable[[RequestT], bool]
     status: int | None  # None: only delay, then serve normally
@@ -78,6 +81,7 @@ class FaultRule(Generic[RequestT]):
     body: Any = None
     delay: float = 0.0
     after: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 class LoopbackServer(Generic[RequestT]):
@@ -194,7 +198,7 @@ class LoopbackServer(Generic[RequestT]):
     def _injected(self, rule: FaultRule[RequestT]) -> Response:
         assert rule.status is not None
         body = rule.body if rule.body is not None else self._error_body(rule.status, "injected failure")
-        return Response(rule.status, body)
+        return Response(rule.status, body, headers=rule.headers)
 
     def _take_rules(self, req: RequestT) -> tuple[FaultRule[RequestT] | None, float]:
         """Count ``req`` against the live rules that apply to it (the first failing rule only):
@@ -280,7 +284,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         headers = {k.lower(): v for k, v in self.headers.items()}
-        req = fake._request_type(self.command, parts.path, query, headers, body)
+        req = fake._request_type(self.command, parts.path, query, headers, body, time.monotonic())
         response, wait = fake.dispatch(req)
         if wait > 0:
             fake._closing.wait(wait)  # a delayed answer, cut short when the server closes
