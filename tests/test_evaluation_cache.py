@@ -303,3 +303,42 @@ def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first
     blocked_by = ["b-bare", "b-app: NotEnoughPdb"]
     order = blocked_by if a_first > 1 else blocked_by[::-1]
     assert [d.startswith(f"pod default/{w}") for d, w in zip(details, order, strict=True)] == [True, True]
+
+
+def test_a_kept_placement_failure_is_checked_again_when_a_reading_lacks_a_container() -> None:
+    """Rule 4 answers a kept ``NoPlaceToMovePods`` without checking loads again only while every
+    pod to move requests CPU and memory and no reading is partial: a pod whose PodMetrics come to
+    lack a container without a memory request has an unknown load whatever its own request, and
+    its node is ``MetricsUnavailable``, with the cache as without."""
+    nodes = [make_node(f"n{k}", cpu_m=2000) for k in range(4)]
+    pods = [
+        make_pod(
+            f"n{k}-big",
+            node=f"n{k}",
+            cpu_m=1500,
+            owner_name="a",
+            containers=("app", "log"),
+            container_requests=(("app", 1500, 256 * MI), ("log", 0, 0)),
+        )
+        for k in range(4)
+    ]
+    first = _snapshot(NOW, nodes, pods, 0, {p.name: 0.1 for p in pods})
+    cache, counter = EvaluationCache(), RevisionCounter()
+    _both(first, cache, counter)
+    fresh = _snapshot(NOW + STEP, nodes, pods, 0, {p.name: 0.2 for p in pods})
+    lacking = [
+        msgspec.structs.replace(m, containers=("app",)) if m.name == "n0-big" else m
+        for m in fresh.pod_metrics.values()
+    ]
+    later = ClusterSnapshot.create(
+        now=NOW + STEP,
+        nodes=nodes,
+        pods=first.pods,
+        pdbs=first.pdbs,
+        node_metrics=fresh.node_metrics.values(),
+        pod_metrics=lacking,
+    )
+    assert later.partial_pod_metrics
+    full = _both(later, cache, counter)
+    by_name = {r.node.name: r for r in full.nodes}
+    assert by_name["n0"].reason.value == "MetricsUnavailable", by_name["n0"]
