@@ -145,24 +145,34 @@ def path_of(case: Case) -> Path:
     return GOLDEN / f"{case.name}.json"
 
 
-def first_difference(expected: str, got: str) -> str:
-    """The first field that differs between two golden texts, worded (``""`` when equal)."""
+def differences(expected: str, got: str) -> list[str]:
+    """Every field that differs between two golden texts, worded (the first element of each
+    differing series); empty when equal."""
     if expected == got:
-        return ""
+        return []
     want, have = json.loads(expected), json.loads(got)
+    out: list[str] = []
     for policy in sorted(set(want) | set(have)):
         a, b = want.get(policy), have.get(policy)
         if a is None or b is None:
-            return f"policy {policy}: {'missing' if b is None else 'not expected'}"
+            out.append(f"policy {policy}: {'missing' if b is None else 'not expected'}")
+            continue
         for key in sorted(set(a) | set(b)):
             if a.get(key) == b.get(key):
                 continue
             x, y = a.get(key), b.get(key)
             if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
                 k = next(i for i, (u, v) in enumerate(zip(x, y, strict=True)) if u != v)
-                return f"policy {policy}, {key}[{k}]: expected {x[k]!r}, got {y[k]!r}"
-            return f"policy {policy}, {key}: expected {x!r}, got {y!r}"
-    return "the texts differ in layout only"
+                out.append(f"policy {policy}, {key}[{k}]: expected {x[k]!r}, got {y[k]!r}")
+            else:
+                out.append(f"policy {policy}, {key}: expected {x!r}, got {y!r}")
+    return out or ["the texts differ in layout only"]
+
+
+def first_difference(expected: str, got: str) -> str:
+    """The first field that differs between two golden texts, worded (``""`` when equal)."""
+    found = differences(expected, got)
+    return found[0] if found else ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,8 +195,12 @@ def main(argv: list[str] | None = None) -> int:
             path_of(case).write_text(text, encoding="utf-8")
             print(f"{case.name}: written ({took:.1f} s)")
             continue
-        diff = first_difference(path_of(case).read_text(encoding="utf-8"), text)
-        print(f"{case.name}: {'identical' if not diff else 'DIFFERS: ' + diff} ({took:.1f} s)")
+        diff = differences(path_of(case).read_text(encoding="utf-8"), text)
+        print(f"{case.name}: {'identical' if not diff else 'DIFFERS: ' + '; '.join(diff)} ({took:.1f} s)")
+        if diff:  # kept for a look (or to be copied over the golden file once understood)
+            got = Path(tempfile.gettempdir()) / f"golden-replay-{case.name}.got.json"
+            got.write_text(text, encoding="utf-8")
+            print(f"{case.name}: this run's text is in {got}")
         failed += bool(diff)
     return 1 if failed else 0
 
