@@ -13,6 +13,8 @@ change when nothing did, which costs only a recomputation):
   its labels, requests, owners, annotations, phase, deletion: anything of the pod;
 * ``pdbs``: the PodDisruptionBudgets (spec and status);
 * ``workloads``: the workload controllers and the workload kinds listed;
+* ``dra``: the objects of Dynamic Resource Allocation (ResourceSlices, ResourceClaims,
+  ResourceClaimTemplates, DeviceClasses), wherever they are bound;
 * ``structure``: all of the above, the pods bound to no node, the PersistentVolumes and their
   claims, and the Namespaces.
 
@@ -77,6 +79,7 @@ class Revisions:
         nodes: node name → the revision of that node and its pods.
         pdbs, workloads, structure: the revisions of the PDBs, the workload controllers, and
             of everything the evaluation reads but usage and the clock.
+        dra: the revision of the Dynamic Resource Allocation objects.
         of_nodes, of_pods: the snapshot's ``nodes`` and ``pods`` tuples these numbers were
             made for (compared by identity in :meth:`describes`).
     """
@@ -86,6 +89,7 @@ class Revisions:
     pdbs: int
     workloads: int
     structure: int
+    dra: int = 0
     of_nodes: tuple[Node, ...] = field(default=(), compare=False, repr=False)
     of_pods: tuple[Pod, ...] = field(default=(), compare=False, repr=False)
 
@@ -99,7 +103,8 @@ class RevisionCounter:
     """Numbers the changes of one store of objects (see the module doc).
 
     A store calls :meth:`node_changed` for a node whose object or pods changed (for a pod moved
-    from one node to another, both), :meth:`pdbs_changed`, :meth:`workloads_changed`, and
+    from one node to another, both), :meth:`pdbs_changed`, :meth:`workloads_changed`,
+    :meth:`dra_changed`, and
     :meth:`other_changed` for anything else the evaluation reads (unbound pods, volumes,
     namespaces); :meth:`restart` when it may have missed changes (a relist). :meth:`stamp`
     gives the numbers of a snapshot of the store as it is now.
@@ -108,13 +113,15 @@ class RevisionCounter:
     tests): it compares each snapshot with the previous one, node by node.
     """
 
-    def __init__(self, controllers: Iterable[str] = ()) -> None:
+    def __init__(self, controllers: Iterable[str] = (), dra_kinds: Iterable[str] = ()) -> None:
         self.controllers = frozenset(controllers)
         """The workload controller kinds (for :meth:`record`)."""
+        self.dra_kinds = frozenset(dra_kinds)
+        """The kinds of Dynamic Resource Allocation (for :meth:`record`)."""
         self.source = next(_SOURCES)
         self._clock = 0
         self._nodes: dict[str, int] = {}
-        self._pdbs = self._workloads = self._structure = 0
+        self._pdbs = self._workloads = self._structure = self._dra = 0
         self._previous: ClusterSnapshot | None = None
 
     def _tick(self) -> int:
@@ -139,6 +146,11 @@ class RevisionCounter:
         """A workload controller changed, came or went, or the kinds listed changed."""
         self._workloads = self._tick()
 
+    def dra_changed(self) -> None:
+        """A Dynamic Resource Allocation object changed, came or went (a claim allocated or
+        released, a node's ResourceSlices, a template, a DeviceClass)."""
+        self._dra = self._tick()
+
     def other_changed(self) -> None:
         """Something else the evaluation reads changed (an unbound pod, a volume, a namespace)."""
         self._tick()
@@ -147,8 +159,8 @@ class RevisionCounter:
         """Number the change of one object of ``kind`` (a Kubernetes kind name) from ``before``
         to ``after`` (``None``: absent): a Pod is its node's change (both nodes' when it
         moved; an unbound pod is another change), a Node its own, a PodDisruptionBudget the
-        PDBs', a workload controller kind (``controllers``) the workloads'; any other kind is
-        another change."""
+        PDBs', a workload controller kind (``controllers``) the workloads', a kind of Dynamic
+        Resource Allocation (``dra_kinds``) the DRA objects'; any other kind is another change."""
         if kind == "Pod":
             names = {getattr(before, "node_name", ""), getattr(after, "node_name", "")}
             for name in names:
@@ -166,6 +178,8 @@ class RevisionCounter:
             self.pdbs_changed()
         elif kind in self.controllers:
             self.workloads_changed()
+        elif kind in self.dra_kinds:
+            self.dra_changed()
         else:
             self.other_changed()
 
@@ -175,7 +189,8 @@ class RevisionCounter:
         new = RevisionCounter.__new__(RevisionCounter)
         new.source, new._clock, new._nodes = self.source, self._clock, dict(self._nodes)
         new._pdbs, new._workloads, new._structure = self._pdbs, self._workloads, self._structure
-        new._previous, new.controllers = None, self.controllers
+        new._dra, new._previous = self._dra, None
+        new.controllers, new.dra_kinds = self.controllers, self.dra_kinds
         return new
 
     def restart(self) -> None:
@@ -192,6 +207,7 @@ class RevisionCounter:
             self._pdbs,
             self._workloads,
             self._structure,
+            self._dra,
             snapshot.nodes,
             snapshot.pods,
         )
