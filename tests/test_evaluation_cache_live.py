@@ -65,6 +65,11 @@ def _same(full: Evaluation, reused: Evaluation) -> None:
     assert reused.held == full.held
 
 
+def _seen(cache: WatchCache) -> int:
+    """Watch events and complete LISTs the cache has taken in so far."""
+    return sum(s.events + s.lists for s in cache.stats.values())
+
+
 def _change(rng: random.Random, fake: FakeKubeAPI) -> None:
     """One random change of the cluster, through the fake API server."""
     pods = [p for p in fake.objects("Pod") if p["spec"].get("nodeName")]
@@ -112,7 +117,7 @@ def test_incremental_evaluation_equals_a_full_one_on_the_watch_cache(
     _same(evaluate(first, CFG), evaluate(first, CFG, cache=ec))
     sources = {first.revisions.source}
     for step in range(10):
-        events = sum(s.events + s.lists for s in cache.stats.values())
+        events = _seen(cache)
         if step == 6:
             fake.expire_history(notify=True)  # the watches end with 410: the cache lists again
             wait_for(lambda: sum(s.relists for s in cache.stats.values()) > 0)
@@ -120,8 +125,7 @@ def test_incremental_evaluation_equals_a_full_one_on_the_watch_cache(
             wait_for(lambda: not cache.stale_kinds() and fake.open_watches() == len(WATCHED_CALLS))
         else:
             _change(rng, fake)
-            seen = lambda: sum(s.events + s.lists for s in cache.stats.values())  # noqa: E731
-            wait_for(lambda e=events: seen() > e)  # type: ignore[misc]
+            wait_for(lambda e=events: _seen(cache) > e)  # type: ignore[misc]
         snap = snapshot_from_cache(cache, api, now + 10 * step)
         assert snap.revisions is not None
         sources.add(snap.revisions.source)
