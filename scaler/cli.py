@@ -597,6 +597,7 @@ def _report(args: argparse.Namespace) -> tuple[DryRunReport, str]:
                 snapshot,
                 workload_profiles=load_profiles(config, snapshot, snapshot.now),
                 gpu_usage=load_gpu_usage(config, snapshot, snapshot.now),
+                gpu_usage_unknown="judged by GPU requests: no GPU usage series for this node",
             )
         except HistoryError as e:
             raise UsageError(str(e)) from None

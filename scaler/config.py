@@ -44,6 +44,7 @@ from scaler.specs import (
     ScaleDownBudget,
     parse_budget_spec,
     parse_node_group_spec,
+    prometheus_url_problem,
 )
 
 __all__ = [
@@ -270,13 +271,27 @@ class ScalerConfig(BaseModel):
     prometheus_url: str = setting("", _HISTORY, metavar="URL", help=
         "Base URL of the Prometheus query API (the part before /api/v1), e.g. "
         "http://prometheus.monitoring:9090 or, for Google Managed Prometheus, "
-        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus.")
+        "https://monitoring.googleapis.com/v1/projects/PROJECT/location/global/prometheus. No credentials in "
+        "it (user:password@, a query string): they are refused; use prometheus-auth-file.")
     prometheus_auth_file: str = setting("", _HISTORY, metavar="FILE", help=
         "File holding a bearer token, or one 'Header-Name: value' line, sent with every Prometheus query; "
         "read at each refresh (rotated tokens work). Empty: no auth header.")
     prometheus_selector: str = setting("", _HISTORY, pattern=r"^[^{}]*$", metavar="MATCHERS", help=
         "Extra label matchers added to both Prometheus queries, e.g. cluster=\"prod\" when one (managed) "
         "Prometheus holds several clusters.")
+    prometheus_metrics: Literal["cadvisor", "gke-system", "auto"] = setting("auto", _HISTORY, help=
+        "Which usage history --prometheus-url holds: cadvisor (the kubelet's container_cpu_usage_seconds_total "
+        "and container_memory_working_set_bytes, scraped by your Prometheus), gke-system (GKE system metrics in "
+        "Cloud Monitoring: kubernetes_io:container_cpu_core_usage_time, kubernetes_io:container_memory_used_bytes "
+        "non-evictable, kubernetes_io:container_accelerator_duty_cycle), or auto (asks the endpoint which one has "
+        "series for the selector; cadvisor when both have).")
+    prometheus_auth: Literal["auto", "google", "none"] = setting("auto", _HISTORY, help=
+        "How Prometheus queries authenticate: auto (prometheus-auth-file when set, else Google Application "
+        "Default Credentials for https://monitoring.googleapis.com, else none), google (Application Default "
+        "Credentials whatever the URL) or none.")
+    prometheus_timeout: Duration = setting(60.0, _HISTORY, gt=0, help=
+        "Deadline of each Prometheus call, whole (connect, wait and read the answer): a slower answer is a "
+        "failed refresh (seconds or Go duration).")
     history_days: float = setting(7.0, _HISTORY, gt=0.0, help=
         "Profiles cover the last this many days of usage.")
     oversell_rate: float = setting(1.0, _HISTORY, gt=0.0, le=1.0, help=
@@ -408,6 +423,15 @@ class ScalerConfig(BaseModel):
         ``auto`` means yes for an active controller and no with ``--dry-run``."""
         return (not dry_run) if self.write_node_status == "auto" else bool(self.write_node_status)
 
+    @field_validator("prometheus_url", mode="after")
+    @classmethod
+    def _prometheus_url(cls, v: str) -> str:
+        # No credentials in the URL: they would be printed and stored (prometheus_url_problem).
+        problem = prometheus_url_problem(v) if v else ""
+        if problem:
+            raise ValueError(problem)
+        return v
+
     @field_validator("nodes", mode="before")
     @classmethod
     def _nodes(cls, v: Any) -> Any:
@@ -536,6 +560,8 @@ class ScalerConfig(BaseModel):
             # Name the value as given ("0s"), not as converted by a before-validator (0.0).
             value = data[field] if len(err["loc"]) == 1 and field in data else err.get("input")
             msg = str(err["msg"]).removeprefix("Value error, ")
+            if field == "prometheus_url":  # the message names the URL redacted; never the value as given
+                raise ConfigError(msg) from None
             if field not in data and field in DURATION_KEYS and isinstance(value, (int, float)):
                 # A default checked against a given key (--leader-elect-lease-duration=8s).
                 raise ConfigError(

@@ -232,6 +232,9 @@ class Controller:
         self.cache = EvaluationCache()
         """What one loop's evaluation keeps for the next (:mod:`scaler.simulator.cache`), keyed
         by the revisions the snapshot source gives; it changes no decision, only its cost."""
+        self.history_status: Callable[[float], Mapping[str, object]] | None = None
+        """The background history's state for the status ConfigMap's ``history`` section
+        (``scaler run`` with ``--history``), ``None``: no such section."""
         self.actuator = actuator_factory(
             config,
             writer,
@@ -611,6 +614,7 @@ class Controller:
             price_source=price_source,
             metrics_api=metrics_api or {"status": "Available"}, relief=self._relief_status(snapshot),
             rollbacks=dict(self.actuator.rollbacks),
+            history=self.history_status(decision.now) if self.history_status is not None else None,
         )  # fmt: skip
         if doc == self._last_status:
             return  # unchanged: no API call (a steady loop makes only the two metrics LISTs)

@@ -476,6 +476,7 @@ def _google_section() -> list[str]:
     which of the two roles grants it."""
     from scaler.cloud.base import CHECK_CALLS, DELETE_CALLS, IAM_PERMISSIONS
     from scaler.cloud.base import READ_CALLS as GOOGLE_READ_CALLS
+    from scaler.history.google_auth import HISTORY_IAM_PERMISSIONS, MONITORING_READ_SCOPE
 
     dry, full = "`scalerScaleDownDryRun`", "`scalerScaleDown`"
 
@@ -502,6 +503,23 @@ def _google_section() -> list[str]:
             for m in (*GOOGLE_READ_CALLS, *DELETE_CALLS)
         ],
         *[f"| `{m}` | none | {_cell(_GOOGLE_PURPOSES[m])} | | |" for m in CHECK_CALLS],
+        "",
+        "### Usage history from Cloud Monitoring",
+        "",
+        "Reading usage history through Cloud Monitoring's PromQL endpoint (GKE system metrics or Google "
+        "Managed Prometheus: `--history prometheus` with a `monitoring.googleapis.com` URL, and `scaler "
+        "replay`, `scaler tune` and `scaler history export` from a workstation) needs one more permission, "
+        "held by the custom role `scalerHistoryReader` (`deploy/gke/iam-role-history.yaml`) or by the "
+        "predefined `roles/monitoring.viewer`, with the OAuth scope "
+        f"`{MONITORING_READ_SCOPE}` (Application Default Credentials).",
+        "",
+        "| API method | IAM permission | needed for |",
+        "|---|---|---|",
+        *[
+            f"| `projects.location.prometheus.api.v1.query_range` | `{p}` | "
+            "pod and GPU usage history (portraits, replay, tune, history export) |"
+            for p in HISTORY_IAM_PERMISSIONS
+        ],
     ]
 
 

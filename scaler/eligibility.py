@@ -10,7 +10,8 @@ UnexpectedError (zero allocatable), ScaleDownUnreadyDisabled, MetricsUnavailable
 node without fresh usage), NotUnderutilized (``value > --scale-down-utilization-threshold``; a node
 *at* the threshold is underutilized, as in CA since fix #8975). A GPU node skips MetricsUnavailable
 and is NotUnderutilized when its GPU requests, or its real GPU usage where known, are above
-``--scale-down-gpu-utilization-threshold`` (:func:`_gpu_eligibility`).
+``--scale-down-gpu-utilization-threshold`` (:func:`_gpu_eligibility`); so is a node whose
+devices come from DRA drivers, by their utilization (:func:`_dra_eligibility`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,29 @@ def _gpu_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | No
     over = []
     if util.gpu > threshold:
         over.append(f"gpu requests {util.gpu:.1%}")
+    if util.gpu_usage is not None and util.gpu_usage > threshold:
+        over.append(f"gpu usage {util.gpu_usage:.1%} (measured)")
+    if over:
+        return Ineligible(
+            UnremovableReason.NotUnderutilized, f"{' and '.join(over)} > gpu threshold {threshold:.0%}"
+        )
+    return None
+
+
+def _dra_eligibility(util: NodeUtilization, threshold: float) -> Ineligible | None:
+    """A node with devices of its own from DRA drivers, judged as :func:`_gpu_eligibility`
+    judges a GPU node but by its DRA utilization (cluster-autoscaler's
+    ``HighestDynamicResourceUtilization``: the highest pool's allocated devices): underutilized
+    when it and the real GPU usage, where known, are at or below ``threshold``. A utilization
+    that cannot be computed (an incomplete pool, a claim not allocated) is ``UnexpectedError``,
+    as cluster-autoscaler's error is."""
+    dra = util.dra
+    assert dra is not None
+    if dra.error:
+        return Ineligible(UnremovableReason.UnexpectedError, f"DRA device utilization: {dra.error}")
+    over = []
+    if dra.value > threshold:
+        over.append(f"dra {dra.resource} {dra.value:.1%}")
     if util.gpu_usage is not None and util.gpu_usage > threshold:
         over.append(f"gpu usage {util.gpu_usage:.1%} (DCGM)")
     if over:
@@ -125,6 +149,15 @@ def check_eligibility(
         return Ineligible(UnremovableReason.UnexpectedError, "allocatable cpu or memory is zero")
     if not node.ready and not config.scale_down_unready_enabled:
         return Ineligible(UnremovableReason.ScaleDownUnreadyDisabled, "node is NotReady")
+    return _usage_eligibility(util, config, group)
+
+
+def _usage_eligibility(util: NodeUtilization, config: ScalerConfig, group: str) -> Ineligible | None:
+    """The last checks of :func:`check_eligibility`, on the node's utilization: DRA devices,
+    then GPUs (CA's GPU threshold), else the larger of CPU and memory against the node pool's
+    ``--scale-down-utilization-threshold``; no usage known is ``MetricsUnavailable``."""
+    if util.dra is not None:
+        return _dra_eligibility(util, config.scale_down_gpu_utilization_threshold)
     if util.gpu is not None:
         return _gpu_eligibility(util, config.scale_down_gpu_utilization_threshold)
     if util.value is None:

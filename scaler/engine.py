@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scaler.budgets import BudgetHold, BudgetLedger, disruption_reason
 from scaler.config import DisruptionReasonName, ScalerConfig
@@ -224,6 +224,14 @@ def _evaluate(
         held |= newly_held
         ctx = RemovalContext(snapshot, config, filters, scorers, cache)
     results |= ineligible
+    if snapshot.gpu_usage_unknown:  # a GPU node judged by its requests alone says why
+        note = snapshot.gpu_usage_unknown
+        results = {
+            n: replace(r, detail=f"{r.detail}; {note}")
+            if r.utilization.gpu is not None and r.utilization.gpu_usage is None
+            else r
+            for n, r in results.items()
+        }
     nodes = tuple(results[n.name] for n in snapshot.nodes)
     return Evaluation(now, config, nodes, ctx, ledger, frozenset(held))
 

@@ -24,7 +24,6 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from types import FrameType
 
 from kubernetes.client import ApiClient
@@ -33,7 +32,7 @@ from scaler.cloud.base import CloudProvider
 from scaler.config import ScalerConfig
 from scaler.controller import Controller
 from scaler.errors import InputError, ScalerError
-from scaler.history.source import ProfileCache
+from scaler.history.refresh import HistoryRefresher
 from scaler.kube.client import READ_CALLS
 from scaler.kube.leader import LeaderElector
 from scaler.kube.writer import KubeWriter, ObjectRef
@@ -289,8 +288,12 @@ class Runner:
         self.fatal = ""
         """Why the replica stopped on its own (a permission missing on becoming leader), else ``""``."""
         self.last_nodes: tuple[Node, ...] = ()
-        self.profiles = ProfileCache()
         self.metrics = Metrics()
+        self.history = (
+            HistoryRefresher(config, self.metrics, clock=clock) if config.history != "none" else None
+        )
+        """Workload profiles and GPU usage, refreshed in the background (``None`` without
+        ``--history``)."""
         self.elector: LeaderElector | None = None
         if config.leader_elect:
             duration, deadline, period = lease or (
@@ -321,30 +324,24 @@ class Runner:
             plugins=plugins,
             fence=fence,
         )
+        if self.history is not None:
+            self.controller.history_status = self.history.status
         self.health: HealthServer | None = None
         self._threads: list[threading.Thread] = []
         self._unreadable_seen: dict[tuple[str, str, str], str] = {}  # object -> message logged
         self._unreadable_announced: dict[tuple[str, str, str], str] = {}  # object -> message of its Event
 
     def snapshot(self, now: float) -> ClusterSnapshot:
-        """Cluster state from the watch caches plus the two metrics LISTs, with workload
-        profiles attached when ``--history`` is set (refreshed at most hourly), and the GPU
-        nodes' real GPU usage (one query a loop; when it fails the GPU nodes are judged by
-        their GPU requests alone, as cluster-autoscaler judges them, and a warning says so)."""
-        from scaler.history.prometheus import HistoryError
-        from scaler.history.source import load_gpu_usage
-
+        """Cluster state from the watch caches plus the two metrics LISTs, with what the
+        background history knows attached when ``--history`` is set (workload profiles, the
+        GPU nodes' real GPU usage while fresh: :meth:`HistoryRefresher.attach`). Never waits
+        for Prometheus."""
         snap = snapshot_from_cache(self.cache, self.api, now)
         self._report_unreadable(self.cache.unreadable())
         self.last_nodes = snap.nodes
-        if self.config.history == "none":
+        if self.history is None:
             return snap
-        try:
-            gpu_usage = load_gpu_usage(self.config, snap, now)
-        except HistoryError as e:
-            log.warning("GPU usage unknown this loop, GPU nodes judged by their GPU requests: %s", e)
-            gpu_usage = {}
-        return replace(snap, workload_profiles=self.profiles.get(self.config, snap, now), gpu_usage=gpu_usage)
+        return self.history.attach(snap, now)
 
     def node_groups(self) -> dict[str, str]:
         """Node name → node-pool label of every cached Node (no metrics needed)."""
@@ -436,6 +433,16 @@ class Runner:
             t.start()
         else:
             self._leading()
+        if self.history is not None:
+            for cache in self.history.CACHES:
+                t = threading.Thread(
+                    target=self.history.run,
+                    args=(self.stop_event, cache),
+                    name=f"history-{cache}",
+                    daemon=True,
+                )
+                self._threads.append(t)
+                t.start()
         loop = threading.Thread(target=self.controller.run, args=(self.stop_event,), name="loop", daemon=True)
         self._threads.append(loop)
         loop.start()

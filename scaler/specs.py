@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -32,6 +33,8 @@ __all__ = [
     "ScaleDownBudget",
     "parse_budget_spec",
     "parse_node_group_spec",
+    "prometheus_url_problem",
+    "redact_url",
 ]
 
 
@@ -228,3 +231,53 @@ def parse_budget_spec(value: str) -> dict[str, Any]:
     if "nodes" not in out:
         raise ConfigError(f"--scale-down-budget: no nodes in {value!r}")
     return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit to print or store: a user name or password (``http://user:pass@host``) becomes
+    ``***@``, a query string ``?***`` and a fragment ``#***``; anything that does not parse as a
+    URL is replaced whole by ``<unparsable URL>``. Scheme, host, port and path stay."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<unparsable URL>"
+    if not parts.netloc and "@" in url:  # no scheme: "user:pass@host:9090" parses as a path
+        return "***@" + url.rpartition("@")[2].split("?")[0].split("#")[0]
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    elif host and port is not None and not netloc:
+        netloc = f"{host}:{port}"
+    return urlunsplit(
+        (parts.scheme, netloc, parts.path, "***" if parts.query else "", "***" if parts.fragment else "")
+    )
+
+
+def prometheus_url_problem(url: str) -> str:
+    """Why ``url`` cannot be ``--prometheus-url`` (``""`` when it can): it must be ``http://`` or
+    ``https://`` with a host, and carry no credentials: a user name or password in the URL, a
+    query string or a fragment would be printed in errors and logs and stored in exports and
+    the replay's cache, so they are refused and the message points to
+    ``--prometheus-auth-file``. The message shows the URL redacted (:func:`redact_url`)."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        return f"--prometheus-url {shown}: not a URL"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"--prometheus-url must be http://HOST[:PORT][/PATH] or https://…, got {shown}"
+    if "@" in parts.netloc:
+        return (
+            f"--prometheus-url {shown}: credentials in the URL are refused (they would be printed and "
+            "stored); put them in --prometheus-auth-file (one 'Authorization: Basic …' line, or a bearer token)"
+        )
+    if parts.query or parts.fragment:
+        return (
+            f"--prometheus-url {shown}: a query string or fragment is refused (it may hold a token, and the "
+            "URL is the base the API paths are added to); put a token in --prometheus-auth-file"
+        )
+    return ""

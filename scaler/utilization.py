@@ -66,8 +66,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 
 from scaler.config import ScalerConfig
+from scaler.model.dra import Device, DraObjects, ResourceSlice
 from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 
@@ -79,9 +81,11 @@ __all__ = [
     "POD_EVICTION_HEADROOM_SECONDS",
     "RESOURCE_GPU",
     "SOURCE_UNREADY",
+    "DraUtilization",
     "MetricsStatus",
     "NodeUtilization",
     "PodFacts",
+    "dra_utilization",
     "gpu_requests_fraction",
     "is_empty",
     "is_gpu_node",
@@ -144,6 +148,10 @@ class NodeUtilization:
             or the node has no GPUs.
         gpus: a GPU node's allocatable GPUs (0 for a node without GPUs, or while they are not
             allocatable yet).
+        dra: a node with devices of its own published by DRA drivers (ResourceSlices) and no
+            ``nvidia.com/gpu`` allocatable: their utilization as cluster-autoscaler computes it
+            (:func:`dra_utilization`); ``None`` for other nodes. Such a node is judged by it
+            as a GPU node is by its GPUs (its ``gpu`` is then ``None``).
     """
 
     cpu: float | None
@@ -166,6 +174,26 @@ class NodeUtilization:
     gpu: float | None = None
     gpu_usage: float | None = None
     gpus: int = 0
+    dra: DraUtilization | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DraUtilization:
+    """A node's DRA device utilization (cluster-autoscaler's ``simulator/dynamicresources/utils/
+    utilization.go``).
+
+    Attributes:
+        value: the highest pool's utilization, fraction 0-1 (``HighestDynamicResourceUtilization``).
+        resource: that pool, ``driver/pool``.
+        pools: ``(driver, pool, utilization)`` of every pool of the node's own slices, sorted.
+        error: why it cannot be computed (``""`` when it can): a pool whose newest generation
+            lacks slices, a claim of the node's pods that is not allocated or not found.
+    """
+
+    value: float
+    resource: str
+    pools: tuple[tuple[str, str, float], ...] = ()
+    error: str = ""
 
 
 def is_long_terminating(pod: Pod, now: float) -> bool:
@@ -497,6 +525,8 @@ def _gpu_figures(
     GPU count; ``(None, None, 0)`` for a node without GPUs."""
     if not is_gpu_node(node):
         return None, None, 0
+    if node.allocatable.extended.get(RESOURCE_GPU, 0) <= 0 and snapshot.dra.local_slices.get(node.name):
+        return None, snapshot.gpu_usage.get(node.name), 0  # its GPUs come from a DRA driver
     gpu = gpu_requests_fraction(node, pods, config, snapshot.now)
     return gpu, snapshot.gpu_usage.get(node.name), node.allocatable.extended.get(RESOURCE_GPU, 0)
 
@@ -563,6 +593,16 @@ def _ignored_usage(pods: Sequence[Pod], snapshot: ClusterSnapshot, config: Scale
     return skip_cpu, skip_mem
 
 
+def _dra_figures(
+    node: Node, pods: Sequence[Pod], snapshot: ClusterSnapshot, gpus: int
+) -> DraUtilization | None:
+    """The node's DRA utilization when its devices come from a DRA driver (no GPU allocatable
+    and ResourceSlices local to it), else ``None``."""
+    if gpus <= 0 and snapshot.dra.local_slices.get(node.name):
+        return dra_utilization(node, pods, snapshot.dra)
+    return None
+
+
 def node_utilization(
     node: Node,
     pods: Sequence[Pod],
@@ -601,27 +641,10 @@ def node_utilization(
         if empty and source == "usage":
             resource = "cpu"
         return NodeUtilization(
-            cpu,
-            memory,
-            value,
-            resource,
-            source,
-            req_cpu,
-            req_mem,
-            req_value,
-            empty,
-            status,
-            usage_cpu,
-            usage_mem,
-            age,
-            dest_cpu,
-            dest_mem,
-            pending,
-            unknown,
-            gpu,
-            gpu_usage,
-            gpus,
-        )
+            cpu, memory, value, resource, source, req_cpu, req_mem, req_value, empty, status,
+            usage_cpu, usage_mem, age, dest_cpu, dest_mem, pending, unknown, gpu, gpu_usage, gpus,
+            _dra_figures(node, pods, snapshot, gpus),
+        )  # fmt: skip
 
     if config.utilization_source == "requests":
         # A fraction of zero allocatable is unknown, not 0 (the node is UnexpectedError anyway).
@@ -643,3 +666,93 @@ def node_utilization(
     cpu = max(usage_cpu - skip_cpu, 0) / cpu_den if cpu_den > 0 else None
     mem = max(usage_mem - skip_mem, 0) / mem_den if mem_den > 0 else None
     return result(cpu, mem)
+
+
+# -- devices of Dynamic Resource Allocation ---------------------------------------------------------
+
+
+def _newest(slices: list[ResourceSlice]) -> tuple[list[ResourceSlice], str]:
+    """``allCurrentGenSlices``: the slices of the newest generation; an error when fewer than
+    the pool's ``resourceSliceCount`` are there."""
+    gen = max(s.generation for s in slices)
+    newest = [s for s in slices if s.generation == gen]
+    want = newest[0].slice_count
+    if len(newest) != want:
+        return newest, f"newest generation: {gen}, slice count: {want} - found only {len(newest)} slices"
+    return newest, ""
+
+
+def _pool_utilization(devices: list[Device], taken: set[str], slices: list[ResourceSlice]) -> float:
+    """``calculatePoolUtil``: atomic devices by count allocated; partitionable ones (those that
+    consume shared counters) by the most used counter of each counter set, averaged over the
+    partitionable devices (counted as the distinct counter sets they draw on); a mixed pool
+    weighs the two by their device counts."""
+    atomic = [d for d in devices if not d.consumes_counters]
+    parts = [d for d in devices if d.consumes_counters]
+    atomic_util = sum(1 for d in atomic if d.name in taken) / len(atomic) if atomic else 0.0
+    allocated_parts = [d for d in parts if d.name in taken]
+    if not allocated_parts:
+        return atomic_util
+    sets = {cc.name for d in parts for cc in d.consumes_counters}
+    totals: dict[str, dict[str, Fraction]] = {}
+    for s in slices:
+        for c in s.shared_counters:
+            for name, v in c.counters.items():
+                totals.setdefault(c.name, {})[name] = totals.get(c.name, {}).get(name, Fraction(0)) + v
+    used: dict[tuple[str, str], Fraction] = {}
+    for d in allocated_parts:
+        for cc in d.consumes_counters:
+            for name, v in cc.counters.items():
+                used[(cc.name, name)] = used.get((cc.name, name), Fraction(0)) + v
+    part_util = 0.0
+    for set_name, counters in totals.items():
+        highest = max(
+            (float(used.get((set_name, n), 0) / total) for n, total in counters.items() if total),
+            default=0.0,
+        )
+        part_util += highest / len(sets)
+    if not any(d.name in taken for d in atomic):
+        return part_util
+    weight = len(sets) / (len(sets) + len(atomic))
+    return part_util * weight + atomic_util * (1 - weight)
+
+
+def dra_utilization(node: Node, pods: Sequence[Pod], dra: DraObjects) -> DraUtilization:
+    """Utilization of the devices of ``node``'s own ResourceSlices, allocated to the claims of
+    ``pods`` (its counted pods), as cluster-autoscaler 1.34+ computes it
+    (``CalculateDynamicResourceUtilization``, ``HighestDynamicResourceUtilization``): per driver
+    and pool, allocated devices over all devices of the newest generation, admin-access
+    allocations not counted, partitionable devices by their counters (:func:`_pool_utilization`);
+    the node's value is its highest pool's. Fractions 0-1.
+
+    Returns:
+        The utilization; its ``error`` says why there is none (an incomplete pool, a claim of
+        the pods not allocated or not found), as cluster-autoscaler's error.
+    """
+    taken: dict[tuple[str, str], set[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    for p in pods:
+        for pc in p.resource_claims:
+            key = (p.namespace, pc.claim)
+            if key in seen:
+                continue
+            seen.add(key)
+            claim = dra.claims.get(key) if pc.claim else None
+            if claim is None or claim.allocation is None:
+                what = "not found" if claim is None else "not allocated"
+                return DraUtilization(0.0, "", (), f"claim {p.namespace}/{pc.claim or pc.name} {what}")
+            for d in claim.allocation.devices:
+                if not d.admin_access:
+                    taken.setdefault((d.driver, d.pool), set()).add(d.device)
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    for s in dra.local_slices.get(node.name, ()):
+        by_pool.setdefault((s.driver, s.pool), []).append(s)
+    pools = []
+    for (driver, pool), slices in sorted(by_pool.items()):
+        newest, error = _newest(slices)
+        if error:
+            return DraUtilization(0.0, "", (), f"pool {pool!r} error: {error}")
+        devices = [d for s in newest for d in s.devices]
+        pools.append((driver, pool, _pool_utilization(devices, taken.get((driver, pool), set()), newest)))
+    best = max(pools, key=lambda x: x[2], default=("", "", 0.0))
+    return DraUtilization(best[2], f"{best[0]}/{best[1]}" if best[0] else "", tuple(pools))

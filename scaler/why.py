@@ -60,6 +60,8 @@ REASON_CHANGE: dict[UnremovableReason, str] = {
     "go in a later loop",
     UnremovableReason.ScaleDownBudgetExhausted: "wait until the disruption budget named in the detail allows "
     "more nodes, or change that budget",
+    UnremovableReason.UnreadableObject: "fix or delete the object named in the detail (kubectl get it -o yaml): "
+    "scaler skips what it cannot decode and never moves pods to or from its node",
 }
 """What would change a verdict, per reason (``NODE`` stands for the node's name)."""
 

@@ -14,15 +14,21 @@ through a kubeconfig file, as the product builds it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+import sys
 
-import pytest
-from _pytest.mark.expression import Expression
-from fakes.kube_api import FakeKubeAPI
+# Keep the compiled bytecode of the tests (their rewritten asserts) and of scaler even where
+# PYTHONDONTWRITEBYTECODE is set: recompiling about 300 modules costs a run about 10 s.
+sys.dont_write_bytecode = False
 
-from scaler.kube.client import make_api_client
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from _pytest.mark.expression import Expression  # noqa: E402
+from fakes.kube_api import FakeKubeAPI  # noqa: E402
+
+from scaler.kube.client import make_api_client  # noqa: E402
 
 E2E = frozenset(
     {
@@ -37,12 +43,18 @@ E2E = frozenset(
         "test_docs",
         "test_deploy_hardening",
         "test_docs_commands",
+        "test_dra_e2e",
         "test_dry_run_gke",
         "test_evaluation_cache_live",
         "test_fanout",
         "test_golden_replay",
+        "test_history_adc",
+        "test_history_deadlines",
+        "test_history_gke",
+        "test_history_hostile",
         "test_health_server",
         "test_history_prometheus",
+        "test_history_secrets",
         "test_incomplete_input",
         "test_kubectl_plugin",
         "test_monitoring",
@@ -84,6 +96,8 @@ SLOW = frozenset(
         "test_deploy_hardening",
         "test_fake_kube_api",
         "test_golden_replay",
+        "test_history_deadlines",
+        "test_history_gke",
         "test_kube_source",
         "test_peer_ca",
         "test_peer_objects",

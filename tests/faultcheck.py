@@ -44,6 +44,8 @@ from typing import Any
 import httpx
 from realk8s import AuditEvent, ControlPlane, list_and_watch
 
+from scaler.kube.client import READ_CALLS
+
 TAINT = "ToBeDeletedByClusterAutoscaler"  # scaler.model.records.TAINT_TO_BE_DELETED (CA's taint)
 STATUS_ANNOTATION = "scaler.io/scale-down-status"  # the verdict: may stay on a node
 SCALE_DOWN_MARKS = ("scaler.io/scale-down-", "scaler.io/was-unschedulable")  # a removal's marks (not relief's)
@@ -272,13 +274,20 @@ def holders(events: Iterable[AuditEvent], name: str = "scaler", namespace: str =
     return out
 
 
+_OPTIONAL_KINDS = frozenset(f"{c.resource}.{c.group}" if c.group else c.resource for c in READ_CALLS if c.optional)
+"""The kinds scaler reads that it may find refused (``resource.group``, as :func:`stale_windows` names them)."""
+
+
 def stale_windows(events: Sequence[AuditEvent], user: str) -> list[tuple[str, float, float]]:
     """``(resource, from, until)`` (Unix seconds) of each time a kind ``user`` caches (its
     cluster-wide LISTs and WATCHes; the metrics API and selector LISTs apart) was stale: from
     the answer of a failed read (any status >= 400: a 429, a 410) or from the end of a WATCH
     whose next read was a LIST (the watch failed: a 410 event, a broken stream), until a LIST
     of it was answered 200 (``until`` infinite when none was). The first LIST (the start) opens
-    no window."""
+    no window. A LIST of an optional kind (:data:`scaler.kube.client.READ_CALLS`) answered 403
+    or 404 closes the window as a 200 does: scaler then knows the kind as empty, not stale (it
+    decides without it, conservatively; kube-apiserver answers 403 for a moment after a restart,
+    before its RBAC cache is filled)."""
     reads: dict[str, list[AuditEvent]] = {}
     for e in events:
         if e.user != user or e.verb not in ("list", "watch") or e.name or e.group == "metrics.k8s.io":
@@ -292,7 +301,11 @@ def stale_windows(events: Sequence[AuditEvent], user: str) -> list[tuple[str, fl
         stale_from: float | None = None
         listed = False
         for i, e in enumerate(evs):
-            if e.code >= 400:
+            if e.verb == "list" and e.code in (403, 404) and resource in _OPTIONAL_KINDS:
+                if stale_from is not None and listed:
+                    out.append((resource, stale_from, e.time))
+                stale_from, listed = None, True
+            elif e.code >= 400:
                 stale_from = e.time if stale_from is None else stale_from
             elif e.verb == "list":
                 if stale_from is not None and listed:

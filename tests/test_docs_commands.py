@@ -46,6 +46,7 @@ SKIPPED: tuple[tuple[str, str], ...] = (
     (r"^scaler run\b", "the live controller, on a cluster"),
     (r"\bsnap/|history\.parquet|usage\.parquet", "stands for the reader's own snapshot and history"),
     (r"^(kubectl|docker)\b", "needs a GKE cluster or docker"),
+    (r"^gcloud\b", "needs Google credentials"),
     (r"^pip install\b", "installs the package this test runs from"),
 )
 """(pattern, reason) of the commands not run here."""

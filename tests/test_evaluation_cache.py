@@ -342,3 +342,37 @@ def test_a_kept_placement_failure_is_checked_again_when_a_reading_lacks_a_contai
     full = _both(later, cache, counter)
     by_name = {r.node.name: r for r in full.nodes}
     assert by_name["n0"].reason.value == "MetricsUnavailable", by_name["n0"]
+
+
+
+
+def test_a_kept_verdict_is_checked_again_when_only_the_dra_objects_change() -> None:
+    """Rule 3 with Dynamic Resource Allocation: gpu-1's pod holds a device through a claim of
+    its own, whose DeviceClass selects with a CEL function the simulation does not know: the
+    claim cannot be decided, so gpu-1 is ``BlockedByPod``. Then the DeviceClass is fixed (no
+    node, pod or PDB changed, only a DRA object): the kept verdict must not be answered again.
+    The evaluation with the cache equals the full one at both steps, and the full one no longer
+    finds the drain blocked."""
+    from dra_objects import CLASS, DRIVER, claim, device, device_class, local_slice, node, node_metrics, pod
+
+    from scaler.model.snapshot import build_snapshot
+
+    acc = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+
+    def objects(selector: str) -> list[dict[str, object]]:
+        return [
+            node("gpu-1", labels=acc), node("gpu-2", labels=acc), node("cpu-1", pool="cpu"),
+            local_slice("gpu-1", [device(f"gpu-{i}") for i in range(4)]),
+            local_slice("gpu-2", [device(f"gpu-{i}") for i in range(4)]),
+            device_class(CLASS, selector),
+            claim("infer-0-gpu", owner="infer-0", allocated=[("gpu", "gpu-1", "gpu-0")], node_name="gpu-1",
+                  reserved_for=["infer-0"]),
+            pod("infer-0", "gpu-1", template_claims={"gpu": "infer-0-gpu"}),
+            node_metrics("gpu-1"), node_metrics("gpu-2"), node_metrics("cpu-1"),
+        ]  # fmt: skip
+
+    cache, counter = EvaluationCache(), RevisionCounter()
+    first = _both(build_snapshot(objects(f'device.driver.frobnicate() == "{DRIVER}"')), cache, counter)
+    assert {r.node.name: r.reason.value for r in first.nodes}["gpu-1"] == "BlockedByPod"
+    later = _both(build_snapshot(objects(f'device.driver == "{DRIVER}"')), cache, counter)
+    assert {r.node.name: r.reason.value for r in later.nodes}["gpu-1"] != "BlockedByPod"

@@ -237,7 +237,7 @@ def test_dry_run_keeps_a_gpu_node_whose_real_gpu_usage_is_high(
     quarter = report["gpu-quarter"]
     assert (quarter["reason"], quarter["detail"]) == (
         "NotUnderutilized",
-        "gpu usage 66.2% (DCGM) > gpu threshold 50%",
+        "gpu usage 66.2% (measured) > gpu threshold 50%",
     )
     assert quarter["gpu"]["usage"] == pytest.approx(2.65 / 4)
     assert quarter["gpu"]["judgedBy"] == "requests and usage"

@@ -113,10 +113,10 @@ def test_target_usage_help_states_the_max_of_request_and_usage() -> None:
 
 
 def test_history_export_help_shows_the_queries_it_sends(capsys: pytest.CaptureFixture[str]) -> None:
-    from scaler.history.prometheus import CPU_QUERY, MEMORY_QUERY
+    from scaler.history.usage_metrics import CADVISOR, GKE_SYSTEM
 
     with pytest.raises(SystemExit):
         main(["history", "export", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for query in (CPU_QUERY, MEMORY_QUERY):
-        assert query.format(extra="") in text
+    for query in (CADVISOR.cpu_query(), CADVISOR.memory_query(), GKE_SYSTEM.cpu_query(), GKE_SYSTEM.memory_query()):
+        assert query in text

@@ -30,7 +30,8 @@ from scaler.history.prometheus import (
     fetch_samples,
     read_auth_header,
 )
-from scaler.history.source import ProfileCache, load_profiles
+from scaler.history.refresh import HistoryRefresher
+from scaler.history.source import load_profiles
 from scaler.model.profiles import hour_of_day
 from scaler.model.snapshot import ClusterSnapshot
 
@@ -85,7 +86,7 @@ class TestErrors:
         port = free_port()  # nothing listens there
         with (
             pytest.raises(HistoryError, match=r"unreachable") as e,
-            PrometheusClient(f"http://127.0.0.1:{port}", timeout=5) as c,
+            PrometheusClient(f"http://127.0.0.1:{port}", deadline=5) as c,
         ):
             c.query_range("up", 0, 600, 300)
         assert "\n" not in str(e.value)
@@ -154,8 +155,10 @@ def test_long_windows_are_chunked_without_overlap() -> None:
 
     with PrometheusClient("http://p", transport=mock(handler)) as c:
         usage = fetch_pod_usage(c, 0.0, 3 * DAY, 300.0)
-    cpu_calls = calls[: len(calls) // 2]
-    assert len(cpu_calls) == 4  # 3 days + the final instant, at most a day each
+    cpu_calls, memory_calls = calls[0::2], calls[1::2]  # window by window: CPU, then memory
+    assert cpu_calls == memory_calls
+    # A first window of 3 instants tells the series count; then a day per query for one series.
+    assert [(end - start) / 300 + 1 for start, end, _ in cpu_calls] == [3, 288, 288, 286]
     assert all(end - start < DAY for start, end, _ in cpu_calls)
     assert [c[0] for c in cpu_calls[1:]] == [c[1] + 300 for c in cpu_calls[:-1]]
     instants = sorted(usage[("ns", "p")])
@@ -163,10 +166,25 @@ def test_long_windows_are_chunked_without_overlap() -> None:
     assert usage[("ns", "p")][0.0] == [1000.0, 1.0]  # cores -> millicores; bytes as they are
 
 
+def test_windows_shrink_as_the_series_grow() -> None:
+    """No answer grows with the cluster: once a window showed N series, the next ones hold about
+    POINTS_PER_ANSWER / N instants (at most a day and 11,000), and no instant is asked twice."""
+    from scaler.history.prometheus import POINTS_PER_ANSWER, Windows
+
+    w = Windows(0.0, 7 * DAY, 300.0)
+    spans = []
+    for i, (lo, hi) in enumerate(w):
+        spans.append((lo, hi))
+        w.saw(30_000 if i >= 2 else 100)
+    sizes = [round((hi - lo) / 300) + 1 for lo, hi in spans]
+    assert sizes[:4] == [3, 288, 288, POINTS_PER_ANSWER // 30_000] and set(sizes[4:-1]) == {POINTS_PER_ANSWER // 30_000}
+    assert sum(sizes) == 7 * 288 + 1 and [lo for lo, _ in spans[1:]] == [hi + 300 for _, hi in spans[:-1]]
+    assert max(round((hi - lo) / 60) + 1 for lo, hi in Windows(0.0, 30 * DAY, 60.0, max_points=11_000)) <= 1440
+
+
 def test_history_none_loads_nothing() -> None:
     snap = ClusterSnapshot.create(now=0, nodes=[], pods=[])
     assert load_profiles(ScalerConfig(), snap, 1e9) == {}
-    assert ProfileCache().get(ScalerConfig(), snap, 1e9) == {}
 
 
 def test_prometheus_without_url_is_a_history_error() -> None:
@@ -342,19 +360,23 @@ def test_errors_from_a_real_prometheus(prometheus: Server) -> None:
         c.query_range("up", prometheus.now - 3600, prometheus.now, 300)
 
 
-def test_profile_cache_refreshes_hourly_and_keeps_the_last_good(prometheus: Server, tmp_path: Path) -> None:
+def test_background_profiles_refresh_hourly_and_keep_the_last_good(prometheus: Server) -> None:
     now = prometheus.now
     snap = cluster_snapshot(now)
-    cache = ProfileCache(refresh_seconds=3600)
     cfg = ScalerConfig(history="prometheus", prometheus_url=prometheus.url, history_days=1.0)
-    first = cache.get(cfg, snap, now)
-    assert first and cache.loaded_at == now
-    down = cfg.model_copy(update={"prometheus_url": "http://127.0.0.1:1"})
-    assert cache.get(down, snap, now + 60) is first  # within the hour: no fetch at all
-    assert cache.get(down, snap, now + 3600) is first  # fetch fails: the last good profiles
-    assert "unreachable" in cache.last_error
-    with pytest.raises(HistoryError):
-        ProfileCache().get(down, snap, now)
+    history = HistoryRefresher(cfg, clock=lambda: now)
+    assert history.attach(snap, now).workload_profiles == {}  # nothing loaded yet: no wait, no profiles
+    history.refresh_due(now)
+    first = history.attach(snap, now).workload_profiles
+    assert first and history.profiles_state.loaded_at == now
+    history.config = cfg.model_copy(update={"prometheus_url": "http://127.0.0.1:1"})
+    history.refresh_due(now + 60)  # within the hour: no fetch at all
+    assert history.profiles_state.attempted_at == now and history.attach(snap, now + 60).workload_profiles is first
+    history.refresh_due(now + 3600)  # the fetch fails: the last good profiles stay
+    assert history.attach(snap, now + 3600).workload_profiles is first
+    assert "unreachable" in history.profiles_state.last_error and history.profiles_state.failures == 1
+    status = history.status(now + 3600)["profiles"]
+    assert status["status"] == "Failing" and "unreachable" in status["lastError"]
     assert not math.isnan(first["shop/StatefulSet/db"].cpu_mean[0])
 
 

@@ -31,6 +31,7 @@ BUILTIN_NAMES = [
     "NodeAffinity",
     "NodePorts",
     "VolumeZone",
+    "DynamicResources",
     "InterPodAffinity",
     "PodTopologySpread",
 ]

@@ -11,6 +11,7 @@ each give one line naming the URL or the query, and exit 2.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -38,9 +39,12 @@ END = START + STEPS * STEP
 pytestmark = pytest.mark.skipif(not BITBRAINS_TAR.exists(), reason="the Bitbrains trace (../shared/data) is not here")
 
 
+@functools.cache
 def pod_usage() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per trace pod of night-lowreq (``namespace/name``): its VM's CPU (cores) and working
-    set (bytes) at each step of the window, sampled as the replay samples the trace."""
+    set (bytes) at each step of the window, sampled as the replay samples the trace. Read once
+    per process (a minute of decompressing the trace): test_history_gke uses it too; callers do
+    not modify it."""
     pods = known_map(LOWREQ.name)
     trace = load_trace(BITBRAINS_TAR, wanted=set(pods.values()))
     grid = START + STEP * np.arange(STEPS, dtype=np.float64)
@@ -162,23 +166,37 @@ def test_history_export_writes_the_long_format_in_chunks(data: Data, tmp_path: P
             "--to", "2013-07-08T05:55:00Z", "--step", "5m", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     _, err = capsys.readouterr()
-    assert err == f"wrote 29,664 samples of 412 pods, 2013-07-08T00:00:00Z to 2013-07-08T05:55:00Z every 5m0s, to {out}\n"
+    assert err == (
+        "scaler: history source: cadvisor (container_cpu_usage_seconds_total has series; "
+        "kubernetes_io:container_cpu_core_usage_time has none)\n"
+        f"wrote 29,664 samples of 412 pods, 2013-07-08T00:00:00Z to 2013-07-08T05:55:00Z every 5m0s, to {out}\n"
+    )
     meta = read_metadata(out)
     assert meta["url"] == data.url and meta["from"] == "2013-07-08T00:00:00Z" and meta["step_seconds"] == "300.0"
+    assert meta["metrics"] == "cadvisor" and meta["rows"] == "29664" and meta["pods"] == "412"
     assert 'container_memory_working_set_bytes{container!="",pod!=""}' in meta["memory_query"]
     table = pq.read_table(out)
     assert table.column_names == ["timestamp", "namespace", "pod_or_workload", "cpu_cores", "memory_bytes"]
     trace = load_trace(out)
+    assert trace.grid is not None  # read straight into per-pod columns
     assert set(trace.series) == set(data.usage)
     for key, (cpu, mem) in data.usage.items():
         s = trace.series[key]
         assert s.times.tolist() == [START + k * STEP for k in range(STEPS)]
         np.testing.assert_allclose(s.cpu_millicores, cpu * 1000.0, rtol=1e-9, atol=1e-9)
         assert s.memory_bytes.tolist() == mem.tolist()
-    # Chunks of at most 25 points give the same rows as one query per day.
-    small = export_usage(data.url, START, END - STEP, STEP, max_points=25)
-    whole = export_usage(data.url, START, END - STEP, STEP)
-    assert small.table.equals(whole.table) and whole.table.num_rows == 412 * STEPS
+    # Streamed window by window: small windows (at most 25 points, 2,000 points per answer)
+    # give the same rows as a day per query, in more row groups.
+    small = export_usage(data.url, START, END - STEP, STEP, out=tmp_path / "small.parquet", max_points=25, points=2000)
+    whole = export_usage(data.url, START, END - STEP, STEP, out=tmp_path / "whole.parquet")
+    assert small.row_groups == whole.row_groups == 1 and whole.rows == small.rows == 412 * STEPS
+
+    def rows(path: Path) -> list[tuple[Any, ...]]:
+        t = pq.read_table(path)
+        return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True))
+
+    assert rows(small.path) == rows(whole.path) and len(rows(small.path)) == 412 * STEPS
+    assert pq.ParquetFile(small.path).metadata.num_row_groups == 1  # the windows gathered into one
 
 
 def one_error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -203,9 +221,13 @@ def test_errors_are_one_line_naming_the_url_or_the_query(
     assert f"prometheus at {closed}: unreachable" in run(closed)
     bad = run(data.url, "--prometheus-selector", 'namespace=~"("')
     assert f"prometheus at {data.url}: HTTP 400: bad_data" in bad and 'namespace=~"("' in bad
-    empty = run(data.url, "--prometheus-selector", 'cluster="nope"')
+    empty = run(data.url, "--prometheus-selector", 'cluster="nope"')  # auto: neither source has series
+    assert f"prometheus at {data.url}: empty result: neither cAdvisor (container_cpu_usage_seconds_total" in empty
+    gke = 'kubernetes_io:container_cpu_core_usage_time{monitored_resource="k8s_container",cluster_name="nope"}'
+    assert 'cluster="nope"' in empty and gke in empty
+    empty = run(data.url, "--prometheus-selector", 'cluster="nope"', "--prometheus-metrics", "cadvisor")
     assert f"prometheus at {data.url}: empty result for sum by (namespace, pod) (rate(" in empty
-    assert 'cluster="nope"' in empty
+    assert 'cluster="nope"' in empty and "that the kubelet's cAdvisor metrics are scraped" in empty
     window = run(data.url, start="2013-06-01T00:00:00Z", end="2013-06-02T00:00:00Z")
     assert f"prometheus at {data.url}: no samples from 2013-06-01T00:00:00Z to 2013-06-02T00:00:00Z for sum by" in window
     assert "its series exist outside that window" in window

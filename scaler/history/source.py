@@ -5,14 +5,12 @@
 * ``prometheus``: range queries to ``--prometheus-url`` over the last ``--history-days``
   (:mod:`scaler.history.prometheus`), built into profiles (:func:`build_profiles`, seed 001).
 
-:func:`load_profiles` fetches every time it is called; :class:`ProfileCache` is for a control
-loop: it refetches at most every ``refresh_seconds`` and keeps serving the last good profiles
-when a refresh fails.
+:func:`load_profiles` and :func:`load_gpu_usage` fetch every time they are called (the
+dry-run calls them once); ``scaler run`` calls them in the background through
+:class:`scaler.history.refresh.HistoryRefresher`, never from its control loop.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from scaler.config import ScalerConfig
 from scaler.history.profiles import build_profiles
@@ -25,7 +23,6 @@ __all__ = [
     "DEFAULT_STEP_SECONDS",
     "GPU_USAGE_WINDOW_SECONDS",
     "HistoryError",
-    "ProfileCache",
     "load_gpu_usage",
     "load_profiles",
 ]
@@ -59,6 +56,9 @@ def load_profiles(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -
         auth_file=config.prometheus_auth_file,
         step=DEFAULT_STEP_SECONDS,
         selector=config.prometheus_selector,
+        metrics=config.prometheus_metrics,
+        auth=config.prometheus_auth,
+        deadline=config.prometheus_timeout,
     )
     return build_profiles(samples, now, config.history_days)
 
@@ -71,59 +71,35 @@ cluster-autoscaler's default ``--scale-down-unneeded-time``, the time a node mus
 def load_gpu_usage(config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -> dict[str, float]:
     """The real GPU usage of the snapshot's GPU nodes (node → fraction 0-1 of its GPUs, see
     :func:`~scaler.history.prometheus.fetch_gpu_usage`) over the :data:`GPU_USAGE_WINDOW_SECONDS`
-    before ``now``; empty with ``--history=none`` or without GPU nodes (no query is made).
+    before ``now`` (GKE system metrics: the window ends their lateness earlier, the newest
+    points not being visible yet); empty with ``--history=none`` or without GPU nodes (no query
+    is made).
 
     Raises:
         HistoryError: the query failed (one-line message naming the server).
     """
+    from scaler.history.usage_metrics import CADVISOR, choose
+
     gpus = {n.name: n.allocatable.extended.get(RESOURCE_GPU, 0) for n in snapshot.nodes if is_gpu_node(n)}
     if config.history == "none" or not gpus:
         return {}
-    with PrometheusClient(config.prometheus_url, auth_file=config.prometheus_auth_file) as client:
-        return fetch_gpu_usage(client, gpus, now - GPU_USAGE_WINDOW_SECONDS, now, config.prometheus_selector)
-
-
-@dataclass
-class ProfileCache:
-    """Profiles for a control loop: fetched at most every ``refresh_seconds`` (profiles span
-    days; an hour of staleness changes little), the last good ones kept on failure.
-
-    Attributes:
-        refresh_seconds: minimum time between two fetches.
-        profiles: the last profiles loaded (empty before the first success).
-        loaded_at: ``now`` of the last successful load, ``None`` before.
-        attempted_at: ``now`` of the last fetch, successful or not, ``None`` before.
-        last_error: the message of the last failed refresh, ``""`` after a success.
-    """
-
-    refresh_seconds: float = 3600.0
-    profiles: dict[str, WorkloadProfile] = field(default_factory=dict)
-    loaded_at: float | None = None
-    attempted_at: float | None = None
-    last_error: str = ""
-
-    def get(self, config: ScalerConfig, snapshot: ClusterSnapshot, now: float) -> dict[str, WorkloadProfile]:
-        """The profiles to use at ``now``: refreshed through :func:`load_profiles` when the last
-        attempt is older than ``refresh_seconds`` (or there was none).
-
-        Raises:
-            HistoryError: a refresh failed and no profiles were ever loaded. After one success a
-                failure only sets :attr:`last_error` and the previous profiles are returned.
-        """
-        if config.history == "none":
-            return {}
-        if self.attempted_at is not None and now - self.attempted_at < self.refresh_seconds:
-            if self.loaded_at is None and self.last_error:
-                raise HistoryError(self.last_error)
-            return self.profiles
-        self.attempted_at = now
-        try:
-            self.profiles = load_profiles(config, snapshot, now)
-        except HistoryError as e:
-            self.last_error = str(e)
-            if self.loaded_at is None:
-                raise
-            return self.profiles
-        self.loaded_at = now
-        self.last_error = ""
-        return self.profiles
+    with PrometheusClient(
+        config.prometheus_url,
+        auth_file=config.prometheus_auth_file,
+        auth=config.prometheus_auth,
+        deadline=config.prometheus_timeout,
+    ) as client:
+        metrics, _why = choose(
+            client,
+            config.prometheus_metrics,
+            config.prometheus_selector,
+            now - 3600.0,
+            now,
+            fallback=CADVISOR,
+        )
+        end = now - metrics.lateness_seconds
+        pod_nodes = {(p.namespace, p.name): p.node_name for p in snapshot.pods if p.node_name in gpus}
+        return fetch_gpu_usage(
+            client, gpus, end - GPU_USAGE_WINDOW_SECONDS, end, config.prometheus_selector,
+            metrics=metrics, pod_nodes=pod_nodes,
+        )  # fmt: skip

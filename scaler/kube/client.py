@@ -33,6 +33,7 @@ from scaler.errors import InputError, TransientError
 from scaler.kube.retry import RETRY_AFTER_ATTEMPTS
 
 __all__ = [
+    "DRA_GROUP",
     "METRICS_GROUP",
     "READ_CALLS",
     "ApiCall",
@@ -48,6 +49,8 @@ __all__ = [
 k8s_config: Any = _k8s_config
 
 METRICS_GROUP = "metrics.k8s.io"
+DRA_GROUP = "resource.k8s.io"
+"""Dynamic Resource Allocation's API group (``resource.k8s.io/v1``: Kubernetes 1.34+)."""
 
 
 class ClusterUnreachable(TransientError):
@@ -140,6 +143,10 @@ _KINDS: dict[tuple[str, str], str] = {
     ("", "persistentvolumes"): "PersistentVolume",
     ("", "persistentvolumeclaims"): "PersistentVolumeClaim",
     ("", "namespaces"): "Namespace",
+    (DRA_GROUP, "resourceslices"): "ResourceSlice",
+    (DRA_GROUP, "resourceclaims"): "ResourceClaim",
+    (DRA_GROUP, "resourceclaimtemplates"): "ResourceClaimTemplate",
+    (DRA_GROUP, "deviceclasses"): "DeviceClass",
     (METRICS_GROUP, "nodes"): "NodeMetrics",
     (METRICS_GROUP, "pods"): "PodMetrics",
 }
@@ -158,6 +165,12 @@ READ_CALLS: tuple[ApiCall, ...] = (
     # Namespace labels, for pod affinity terms' namespaceSelector (unknown without: see
     # scaler.simulator.filters.InterPodAffinity).
     ApiCall("", "v1", "namespaces", "list", namespaced=False, optional=True),
+    # Dynamic Resource Allocation: devices, claims, claim templates and classes. Optional: a
+    # cluster before 1.34 does not serve resource.k8s.io/v1 (said once, see scaler.sources.kube).
+    ApiCall(DRA_GROUP, "v1", "resourceslices", "list", namespaced=False, optional=True),
+    ApiCall(DRA_GROUP, "v1", "resourceclaims", "list", namespaced=True, optional=True),
+    ApiCall(DRA_GROUP, "v1", "resourceclaimtemplates", "list", namespaced=True, optional=True),
+    ApiCall(DRA_GROUP, "v1", "deviceclasses", "list", namespaced=False, optional=True),
     ApiCall(METRICS_GROUP, "v1beta1", "nodes", "list", namespaced=False, optional=False),
     ApiCall(METRICS_GROUP, "v1beta1", "pods", "list", namespaced=True, optional=False),
 )

@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct, field
 
-from scaler.model import wire
+from scaler.model import wire, wire_kinds
 from scaler.model.parse import ObjectError, Record, ident, pod_metrics_records, to_record
 from scaler.model.records import Node, Pod
 from scaler.model.unreadable import Unreadable
@@ -113,8 +113,8 @@ class _BadW(Struct, frozen=True, gc=False):
     spec: Any = None
 
 
-_TYPED = {kind: msgspec.json.Decoder(t) for kind, t in wire.KIND_TYPES.items()}
-_ANY = msgspec.json.Decoder(wire.ANY_KIND)
+_TYPED = {kind: msgspec.json.Decoder(t) for kind, t in wire_kinds.KIND_TYPES.items()}
+_ANY = msgspec.json.Decoder(wire_kinds.ANY_KIND)
 _DOC = msgspec.json.Decoder(_DocW | list[Raw])
 _LIST = msgspec.json.Decoder(_DocW)
 _HEAD = msgspec.json.Decoder(_HeadW)
@@ -145,7 +145,7 @@ def unsupported(kind: Any, namespace: Any, name: Any) -> UnsupportedKind:
     """The error for an object of an unsupported ``kind`` (names the kind and the object)."""
     key = f"{namespace}/{name}" if namespace else f"{name}"
     return UnsupportedKind(
-        f"unsupported object kind {kind!r} ({key}); a snapshot holds {', '.join(sorted(wire.KIND_TYPES))}"
+        f"unsupported object kind {kind!r} ({key}); a snapshot holds {', '.join(sorted(wire_kinds.KIND_TYPES))}"
     )
 
 
@@ -235,16 +235,16 @@ def parse_object(obj: Mapping[str, Any], kind: str | None = None, *, strict: boo
             YAML file whose scalars were all read as strings needs.
 
     Raises:
-        UnsupportedKind: no kind, or a kind not in :data:`scaler.model.wire.KIND_TYPES`.
+        UnsupportedKind: no kind, or a kind not in :data:`scaler.model.wire_kinds.KIND_TYPES`.
         ObjectError: a field of the wrong type or a bad value (names the object and the field).
     """
     if not isinstance(obj, Mapping):
         raise ObjectError(f"expected a Kubernetes object, got {type(obj).__name__}")
     raw_kind = obj.get("kind") or kind
-    if not isinstance(raw_kind, str) or raw_kind not in wire.KIND_TYPES:
+    if not isinstance(raw_kind, str) or raw_kind not in wire_kinds.KIND_TYPES:
         raise unsupported(raw_kind, *namespace_name(obj))
     try:
-        w = msgspec.convert(obj, wire.KIND_TYPES[raw_kind], strict=strict)
+        w = msgspec.convert(obj, wire_kinds.KIND_TYPES[raw_kind], strict=strict)
     except msgspec.ValidationError as e:
         raise validation_message(e, obj, raw_kind) from None
     return to_record(w)
@@ -375,8 +375,8 @@ def _list_decoder(item: Any) -> msgspec.json.Decoder[Any]:
 
 
 _LIST_OF: dict[str | None, msgspec.json.Decoder[Any]] = {
-    None: _list_decoder(wire.ANY_KIND),
-    **{kind: _list_decoder(t) for kind, t in wire.KIND_TYPES.items()},
+    None: _list_decoder(wire_kinds.ANY_KIND),
+    **{kind: _list_decoder(t) for kind, t in wire_kinds.KIND_TYPES.items()},
 }
 _KIND_HINT = re.compile(rb'"kind"\s*:\s*"(\w+List)"')
 

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from scaler.model import wire
+from scaler.model.dra import DRA_CONVERTERS, DraRecord, pod_claims
 from scaler.model.parse_base import (
     ObjectError,
     _controller_ref,
@@ -81,6 +82,7 @@ Record = (
     | Controller
     | PersistentVolume
     | PersistentVolumeClaim
+    | DraRecord
 )
 """Any record :func:`to_record` returns."""
 
@@ -302,6 +304,7 @@ def _pod(w: wire.PodW) -> Pod:
         _time(deleted, "metadata.deletionTimestamp", w)
         raise
     volumes = spec.volumes
+    claims = pod_claims(spec, status) if spec.resource_claims else ()
     return Pod(
         namespace=namespace,
         name=name,
@@ -335,6 +338,7 @@ def _pod(w: wire.PodW) -> Pod:
         containers=running,
         container_requests=each,
         spec_requests=spec_requests,
+        resource_claims=claims,
     )
 
 
@@ -567,13 +571,15 @@ _CONVERTERS: dict[type[wire.ObjectW], Callable[[Any], Record]] = {
     wire.PersistentVolumeClaimW: _pvc,
     wire.NamespaceW: _namespace,
     **{t: _controller for t in wire.CONTROLLER_TYPES},
+    **DRA_CONVERTERS,
 }
 
 
 def to_record(w: wire.ObjectW) -> Record:
     """The record of a decoded object: :class:`Pod`, :class:`Node`, :class:`NodeMetrics`,
     :class:`PodMetrics`, :class:`PodDisruptionBudget`, :class:`Controller`,
-    :class:`PersistentVolume` or :class:`PersistentVolumeClaim`.
+    :class:`PersistentVolume`, :class:`PersistentVolumeClaim`, or a DRA record
+    (:mod:`scaler.model.dra`).
 
     Raises:
         ObjectError: a required value is missing (``metadata.name``, a pod's ``spec``, a node's

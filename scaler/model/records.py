@@ -41,6 +41,7 @@ __all__ = [
     "PersistentVolumeClaim",
     "Pod",
     "PodAffinityTerm",
+    "PodClaim",
     "PodDisruptionBudget",
     "PodMetrics",
     "QoSClass",
@@ -378,6 +379,18 @@ class OwnerRef(msgspec.Struct, frozen=True, gc=False):
     api_version: str = ""
 
 
+class PodClaim(msgspec.Struct, frozen=True, gc=False):
+    """One ``spec.resourceClaims[]`` entry of a pod, resolved: ``claim`` names the ResourceClaim
+    (in the pod's namespace), given (``resourceClaimName``) or made for the pod from
+    ``template`` (``resourceClaimTemplateName``, the name read from
+    ``status.resourceClaimStatuses``); ``""`` while no claim was made for a template entry yet.
+    An entry whose status says no claim is needed is not kept."""
+
+    name: str
+    claim: str
+    template: str = ""
+
+
 class QoSClass(StrEnum):
     """Kubernetes pod QoS class."""
 
@@ -447,6 +460,7 @@ class Pod(msgspec.Struct, frozen=True, gc=False):
     containers: tuple[str, ...] = ()  # names of the containers it runs (see below)
     container_requests: tuple[tuple[str, int, int], ...] = ()  # (name, millicores, bytes) (see below)
     spec_requests: Resources | None = None  # requests by the spec alone, when a resize changes them
+    resource_claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (Dynamic Resource Allocation)
 
     @property
     def placement_requests(self) -> Resources:

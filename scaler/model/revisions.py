@@ -63,6 +63,8 @@ class ClusterSnapshot(Protocol):
     def has_pvs(self) -> bool: ...
     @property
     def namespaces(self) -> Any: ...
+    @property
+    def dra(self) -> Any: ...
 
 
 __all__ = ["RevisionCounter", "Revisions"]
@@ -230,6 +232,8 @@ class RevisionCounter:
                 self.pdbs_changed()
             if prev.controllers != snapshot.controllers or prev.workload_kinds != snapshot.workload_kinds:
                 self.workloads_changed()
+            if prev.dra != snapshot.dra:
+                self.dra_changed()
             if (
                 prev.pods_by_node.get("") != snapshot.pods_by_node.get("")
                 or prev.pvs != snapshot.pvs

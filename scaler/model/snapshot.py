@@ -16,6 +16,14 @@ from typing import Any
 
 from scaler.errors import InputError
 from scaler.model.decode import Place, parse_object, place_text
+from scaler.model.dra import (
+    EMPTY_DRA,
+    DeviceClass,
+    DraObjects,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+)
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.layout import PodLayout
 from scaler.model.parse import ObjectError, Record, ident
@@ -36,6 +44,7 @@ from scaler.model.revisions import Revisions
 
 __all__ = [
     "CONTROLLER_KINDS",
+    "DRA_KINDS",
     "ClusterSnapshot",
     "RecordSet",
     "SnapshotError",
@@ -102,10 +111,17 @@ class ClusterSnapshot:
     partial_pod_metrics: Mapping[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = field(
         default_factory=dict
     )
+    dra: DraObjects = EMPTY_DRA
+    """The Dynamic Resource Allocation objects (ResourceSlices, ResourceClaims,
+    ResourceClaimTemplates, DeviceClasses); empty where none were read."""
     gpu_usage: Mapping[str, float] = field(default_factory=dict)
     """Node name → real GPU usage, fraction 0-1 of its allocatable GPUs (NVIDIA DCGM's
     ``DCGM_FI_DEV_GPU_UTIL`` through ``--history prometheus``, :func:`scaler.history.prometheus.
     fetch_gpu_usage`); empty without history. A GPU node missing here has unknown GPU usage."""
+    gpu_usage_unknown: str = ""
+    """Why a GPU node missing from :attr:`gpu_usage` has no reading, when history is on (the
+    reading is older than its limit, not loaded yet, no series for the node): the evaluation
+    adds it to such a node's detail, judged by its GPU requests alone. ``""``: nothing to say."""
     unreadable: Mapping[str, str] = field(default_factory=dict)
     """Node name → why its verdict is unknown: an API object the live source could not read
     concerns it (:func:`scaler.model.unreadable.unreadable_nodes`). Such a node is neither a
@@ -129,6 +145,7 @@ class ClusterSnapshot:
         pvcs: Iterable[PersistentVolumeClaim] = (),
         workload_kinds: Iterable[str] | None = None,
         namespaces: Iterable[Namespace] = (),
+        dra: DraObjects = EMPTY_DRA,
     ) -> ClusterSnapshot:
         """Build a snapshot from records, computing the indexes.
 
@@ -162,6 +179,7 @@ class ClusterSnapshot:
             pods_by_node={n.name: grouped.get(n.name, ()) for n in node_t},
             node_by_name={n.name: n for n in node_t},
             partial_pod_metrics=partial,
+            dra=dra,
         )
 
     @property
@@ -234,14 +252,21 @@ _KIND_OF: dict[type, str] = {
     PodDisruptionBudget: "PodDisruptionBudget",
     PersistentVolumeClaim: "PersistentVolumeClaim",
     Namespace: "Namespace",
+    ResourceSlice: "ResourceSlice",
+    ResourceClaim: "ResourceClaim",
+    ResourceClaimTemplate: "ResourceClaimTemplate",
+    DeviceClass: "DeviceClass",
 }
+_CLUSTER_SCOPED = (Node, NodeMetrics, PersistentVolume, Namespace, ResourceSlice, DeviceClass)
+DRA_KINDS = frozenset({"ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass"})
+"""The kinds of Dynamic Resource Allocation (resource.k8s.io/v1)."""
 
 
 def record_key(rec: Record) -> tuple[str, str, str]:
     """(kind, namespace, name) of a record: what makes two objects the same object."""
     if isinstance(rec, Controller):
         return rec.kind, rec.namespace, rec.name
-    if isinstance(rec, Node | NodeMetrics | PersistentVolume | Namespace):
+    if isinstance(rec, _CLUSTER_SCOPED):
         return _KIND_OF[type(rec)], "", rec.name
     return _KIND_OF[type(rec)], rec.namespace, rec.name
 
@@ -274,7 +299,7 @@ class RecordSet:
         t = type(rec)
         if t is Pod:
             self.pod_layout = None
-        if t is Node or t is NodeMetrics or t is PersistentVolume or t is Namespace:
+        if t in _CLUSTER_SCOPED:
             kind, key = _KIND_OF[t], ("", rec.name)
         else:
             kind, key = rec.kind if t is Controller else _KIND_OF[t], (rec.namespace, rec.name)  # type: ignore[union-attr]
@@ -294,6 +319,23 @@ class RecordSet:
     def values(self, kind: str) -> list[Any]:
         """The records of one kind, in the order they were added."""
         return list(self.by_kind.get(kind, {}).values())
+
+    def dra_objects(self) -> DraObjects:
+        """The DRA records collected, indexed (:data:`EMPTY_DRA` when there are none)."""
+        if not any(k in self.by_kind for k in DRA_KINDS):
+            return EMPTY_DRA
+        slices: list[ResourceSlice] = self.values("ResourceSlice")
+        claims: list[ResourceClaim] = self.values("ResourceClaim")
+        templates: list[ResourceClaimTemplate] = self.values("ResourceClaimTemplate")
+        classes: list[DeviceClass] = self.values("DeviceClass")
+        return DraObjects(
+            slices=tuple(sorted(slices, key=lambda x: x.name)),
+            claims={c.key: c for c in sorted(claims, key=lambda x: x.key)},
+            templates={
+                (t.namespace, t.name): t for t in sorted(templates, key=lambda x: (x.namespace, x.name))
+            },
+            classes={c.name: c for c in sorted(classes, key=lambda x: x.name)},
+        )
 
     def snapshot(self, now: float | None, workload_kinds: Iterable[str] | None = None) -> ClusterSnapshot:
         """Build the snapshot (see :func:`build_snapshot` for ``now`` and ``workload_kinds``).
@@ -322,6 +364,7 @@ class RecordSet:
             pvs=self.values("PersistentVolume") if "PersistentVolume" in self.by_kind else None,
             pvcs=self.values("PersistentVolumeClaim"),
             namespaces=self.values("Namespace"),
+            dra=self.dra_objects(),
             workload_kinds=(k for k in CONTROLLER_KINDS if k in self.by_kind)
             if workload_kinds is None
             else workload_kinds,

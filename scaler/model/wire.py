@@ -4,7 +4,7 @@ JSON (a snapshot file, a LIST page, a WATCH event, a metrics LIST) is decoded st
 typed Structs in one pass by :mod:`msgspec`; fields not declared here (``managedFields``, env,
 images, probes, most of ``status``) are skipped without being built. Each kind is a Struct tagged
 by its ``kind`` field, so a ``v1 List`` mixing kinds decodes item by item into the right type
-(:data:`KIND_TYPES`, :data:`ANY_KIND`). Field names follow the API's camelCase
+(:data:`scaler.model.wire_kinds.KIND_TYPES`). Field names follow the API's camelCase
 (``rename="camel"``; the few acronyms, ``providerID``, ``hostIP``, are named explicitly).
 
 Types are as strict as the API schema: a string where the schema has one, integers for
@@ -14,15 +14,13 @@ YAML file may write it). :mod:`scaler.model.parse` turns these Structs into the 
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Literal
 
 import msgspec
 from msgspec import Struct, field
 
 __all__ = [
-    "ANY_KIND",
     "CONTROLLER_TYPES",
-    "KIND_TYPES",
     "ContainerW",
     "ControllerW",
     "LabelSelectorW",
@@ -270,6 +268,23 @@ VOLUME_SOURCES: tuple[tuple[str, str], ...] = tuple(
 volume's kind is the first one it has (a valid volume has exactly one)."""
 
 
+class PodResourceClaimW(_W, frozen=True):
+    """``spec.resourceClaims[]`` of a Pod: a ResourceClaim by name, or one made for the pod from a
+    ResourceClaimTemplate (its name is then in ``status.resourceClaimStatuses``)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodResourceClaimStatusW(_W, frozen=True):
+    """``status.resourceClaimStatuses[]``: the claim made for a template entry (``null``: none
+    was needed)."""
+
+    name: str = ""
+    resource_claim_name: str | None = None
+
+
 class PodSpecW(_W, frozen=True):
     """``spec`` of a Pod."""
 
@@ -286,6 +301,7 @@ class PodSpecW(_W, frozen=True):
     affinity: AffinityW | None = None
     topology_spread_constraints: list[TopologySpreadConstraintW] | None = None
     volumes: list[VolumeW] | None = None
+    resource_claims: list[PodResourceClaimW] | None = None
 
 
 class ContainerStateRunningW(_W, frozen=True):
@@ -335,6 +351,7 @@ class PodStatusW(_W, frozen=True):
     init_container_statuses: list[ContainerStatusW] | None = None
     conditions: list[PodConditionW] | None = None
     resize: str = ""
+    resource_claim_statuses: list[PodResourceClaimStatusW] | None = None
 
 
 _NO_POD_STATUS = PodStatusW()
@@ -537,20 +554,3 @@ CONTROLLER_TYPES: tuple[type[ControllerW], ...] = (
     DeploymentW,
     CronJobW,
 )
-
-_KINDS: tuple[type[ObjectW], ...] = (
-    NodeW,
-    PodW,
-    PodDisruptionBudgetW,
-    NodeMetricsW,
-    PodMetricsW,
-    PersistentVolumeW,
-    PersistentVolumeClaimW,
-    NamespaceW,
-    *CONTROLLER_TYPES,
-)
-KIND_TYPES: dict[str, type[ObjectW]] = {str(t.__struct_config__.tag): t for t in _KINDS}
-"""Kind name -> its Struct, for every kind a snapshot may hold."""
-
-ANY_KIND: Any = Union[_KINDS]  # noqa: UP007 (a runtime value: the decoders' type)
-"""The tagged union of every kind in :data:`KIND_TYPES` (an object whose ``kind`` says which)."""

@@ -36,7 +36,10 @@ class Metrics:
     above a hot-node waterline in the last loop); ``evictions_refused_by_pdb_total`` (drain
     evictions that a PodDisruptionBudget still refused after ``--max-pod-eviction-time`` of
     retries) and ``unneeded_nodes_monthly_cost_usd`` (the priced unneeded nodes' cost, USD per
-    month: what removing them saves).
+    month: what removing them saves). With ``--history prometheus``, per history cache
+    (``cache`` = ``profiles`` | ``gpu_usage``): ``history_last_success_timestamp_seconds``,
+    ``history_age_seconds`` (of what the last loop decided with) and
+    ``history_refresh_failures_total``.
 
     The counters' fixed label values (eviction results, scale-down reasons) are exported at 0
     from the start, so that a rate over them has data before the first event (Prometheus'
@@ -104,6 +107,7 @@ class Metrics:
             "Monthly cost (USD, 730 hours) of the unneeded nodes whose price is known: the savings of removing them.",
             registry=r,
         )
+        self._history_metrics(r)
         self.unreadable_objects = Gauge(
             "scaler_unreadable_objects",
             "API objects the live source could not read, by kind: left out, the nodes they concern neither "
@@ -119,6 +123,26 @@ class Metrics:
         for kind in ERROR_TYPES:
             self.errors.labels(kind)
         self._reasons: set[str] = set()
+
+    def _history_metrics(self, r: CollectorRegistry) -> None:
+        """The background history caches' metrics (``--history prometheus``)."""
+        self.history_last_success = Gauge(
+            "scaler_history_last_success_timestamp_seconds",
+            "When each history cache (profiles, gpu_usage) last refreshed successfully (Unix seconds).",
+            ["cache"], registry=r,
+        )  # fmt: skip
+        self.history_age = Gauge(
+            "scaler_history_age_seconds",
+            "Age of the history each loop decided with, by cache (seconds; absent before the first load).",
+            ["cache"], registry=r,
+        )  # fmt: skip
+        self.history_failures = PromCounter(
+            "scaler_history_refresh_failures_total",
+            "Failed refreshes of each history cache (an unreachable, slow or wrong Prometheus).",
+            ["cache"], registry=r,
+        )  # fmt: skip
+        for cache in ("profiles", "gpu_usage"):
+            self.history_failures.labels(cache)
 
     def observe_plan(self, plan: PlanView, budgets: Sequence[str] = ()) -> None:
         """Update the unneeded and unremovable gauges from a loop's plan, and

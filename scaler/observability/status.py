@@ -78,6 +78,7 @@ def status_document(
     metrics_api: Mapping[str, str] | None = None,
     relief: Mapping[str, Any] | None = None,
     rollbacks: Mapping[str, str] | None = None,
+    history: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status ConfigMap's content without its timestamps: CA's layout
     (``clusterWide.scaleDown``, ``nodeGroups[].scaleDown``) plus ``nodes`` (every node's status
@@ -94,7 +95,12 @@ def status_document(
 
     With ``rollbacks`` (node → the last error of its rollback) the document has
     ``rollbacksPending``: the nodes whose removal failed and are still tainted or cordoned
-    because undoing it failed so far (it is retried)."""
+    because undoing it failed so far (it is retried).
+
+    With ``history`` (``--history prometheus``) the document has ``history``: per background
+    cache (``profiles``, ``gpuUsage``) its status (``NotLoaded``, ``Loaded``, ``Failing``,
+    ``Stale``), ``loadedAt``, ``consecutiveFailures`` and its last failure (``lastError``,
+    ``lastErrorAt``)."""
     costs = costs or {}
     per_group: Counter[str] = Counter()
     for name in plan.unneeded:
@@ -126,6 +132,8 @@ def status_document(
     }
     if relief is not None:
         doc["hotNodeRelief"] = dict(relief)
+    if history is not None:
+        doc["history"] = dict(history)
     if rollbacks:
         doc["rollbacksPending"] = [{"name": n, "error": e} for n, e in sorted(rollbacks.items())]
     return doc

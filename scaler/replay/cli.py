@@ -225,7 +225,7 @@ def _prometheus_meta(trace: Trace) -> dict[str, Any] | None:
     """The Prometheus query behind a trace exported from Prometheus (for the report), else ``None``."""
     if trace.meta.get("source") != "prometheus":
         return None
-    keys = ("url", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
+    keys = ("url", "metrics", "selector", "cpu_query", "memory_query", "from", "to", "step_seconds")
     return {k: trace.meta.get(k, "") for k in keys}
 
 

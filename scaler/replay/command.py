@@ -176,6 +176,9 @@ def input_spec(args: argparse.Namespace) -> InputSpec:
             auth_file=args.prometheus_auth_file,
             selector=args.prometheus_selector,
             cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+            metrics=args.prometheus_metrics,
+            auth=args.prometheus_auth,
+            timeout=args.prometheus_timeout,
         )
     return InputSpec(
         snapshot=tuple(Path(p) for p in args.snapshot or ()),

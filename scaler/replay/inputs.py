@@ -175,7 +175,12 @@ def build_grid(
 
 
 def usage_table(trace: Trace, used: set[str], grid: FloatArray) -> UsageTable:
-    """The series in ``used`` resampled onto ``grid``."""
+    """The series in ``used`` resampled onto ``grid`` (a trace on a regular grid: its columns,
+    without a copy where it can, :meth:`~scaler.replay.trace_grid.GridUsage.usage_table`)."""
+    if trace.grid is not None:
+        table: UsageTable | None = trace.grid.usage_table(used, grid)
+        if table is not None:
+            return table
     names = tuple(sorted(used))
     cpu = np.empty((len(names), len(grid)), dtype=np.float64)
     mem = np.empty((len(names), len(grid)), dtype=np.float64)

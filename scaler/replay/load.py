@@ -43,12 +43,18 @@ class PrometheusSpec:
         auth_file: a file holding a bearer token or one ``Header-Name: value`` line; ``""``: none.
         selector: label matchers added to both queries; ``""``: none.
         cache_dir: where exports are kept and reused; ``None``: ``$XDG_CACHE_HOME/scaler``.
+        metrics: which series the endpoint holds: ``cadvisor``, ``gke-system`` or ``auto``.
+        auth: how queries authenticate: ``auto``, ``google`` or ``none``.
+        timeout: the deadline of each call, whole (a duration as given: seconds or Go).
     """
 
     url: str
     auth_file: str = ""
     selector: str = ""
     cache_dir: Path | None = None
+    metrics: str = "auto"
+    auth: str = "auto"
+    timeout: str = "60s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,32 +215,38 @@ def _prometheus_trace(
     """
     import argparse
 
-    from scaler.history.cli import export_to_file
+    from scaler.history.cli import export_to_file, prometheus_url
     from scaler.history.export import cache_path, default_cache_dir, now, read_metadata
 
+    # `scaler history export`'s own functions read its flags' names.
+    flags = argparse.Namespace(
+        prometheus_url=prom.url,
+        prometheus_auth_file=prom.auth_file,
+        prometheus_selector=prom.selector,
+        prometheus_metrics=prom.metrics,
+        prometheus_auth=prom.auth,
+        prometheus_timeout=prom.timeout,
+        quiet=quiet,
+    )
+    prometheus_url(flags)  # refused with credentials in it, before anything is asked or written
     t = now()
     lo = math.ceil((start if start is not None else t - 7 * 86400.0) / step) * step
     hi = math.floor((end if end is not None else t) / step) * step
     if not hi > lo:
         raise UsageError(f"empty replay range: --from {format_time(lo)} is not before --to {format_time(hi)}")
     cache_dir = prom.cache_dir or default_cache_dir()
-    path = cache_path(prom.url, prom.selector, lo, hi, step, cache_dir)
+    path = cache_path(prom.url, prom.selector, lo, hi, step, cache_dir, prom.metrics)
     if read_metadata(path).get("source") == "prometheus":
         say(f"using the export of {prom.url} cached in {path}")
-        return lo, hi, str(path)
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
-    # `scaler history export`'s own function reads its flags' names.
-    flags = argparse.Namespace(
-        prometheus_url=prom.url,
-        prometheus_auth_file=prom.auth_file,
-        prometheus_selector=prom.selector,
-        quiet=quiet,
-    )
-    export_to_file(flags, lo, hi, step, path, f"--cache-dir {cache_dir}")
-    return lo, hi, str(path)
+    else:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--cache-dir {cache_dir}: {e}") from None
+        export_to_file(flags, lo, hi, step, path, f"--cache-dir {cache_dir}")
+    # An export may end sooner than asked (GKE system metrics' newest minutes are not visible yet).
+    last = float(read_metadata(path).get("to_seconds", hi))
+    return lo, min(hi, last + step), str(path)
 
 
 def _load_snapshot(spec: InputSpec) -> tuple[ClusterSnapshot, str, str]:

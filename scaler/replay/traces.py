@@ -27,6 +27,10 @@ so a per-container export works as is. Rows need not be sorted.
 
 A malformed row raises :class:`TraceError` naming the file and line (``trace.csv:17: …``).
 
+An export of ``scaler history export`` (its metadata names its grid) is read straight into
+per-series columns on that grid (:mod:`scaler.replay.trace_grid`): the same series and
+samples, in float32 where that loses nothing, and on disk when larger than memory allows.
+
 **Resampling** (:func:`resample`): at each replay step ``t`` a series takes the value of its
 latest sample at or before ``t`` (sample and hold); before its first sample it holds its first
 value. Duplicate timestamps of a Bitbrains file keep the last row.
@@ -91,6 +95,9 @@ class Trace:
         skipped_rows: Bitbrains rows skipped for 0 cores or 0 provisioned MHz.
         meta: a Parquet file's ``scaler.*`` metadata, prefix removed (``scaler history export``
             writes ``source: prometheus``, the URL, queries and range); empty otherwise.
+        grid: for an export on a regular grid, its per-series columns
+            (:class:`~scaler.replay.trace_grid.GridUsage`), which ``series`` reads from and the
+            replay's usage table takes without a copy; ``None`` otherwise.
     """
 
     kind: str
@@ -98,6 +105,7 @@ class Trace:
     series: Mapping[str, Series] = field(default_factory=dict)
     skipped_rows: int = 0
     meta: Mapping[str, str] = field(default_factory=dict)
+    grid: Any = None
 
     def span(self) -> tuple[float, float]:
         """(first, last) sample time over every series.
@@ -497,10 +505,19 @@ def load_long_parquet(path: str | Path) -> Trace:
     _header_index(list(names), f"{p}")
     meta = {
         k.decode("utf-8", "replace")[7:]: v.decode("utf-8", "replace")
-        for k, v in (schema.metadata or {}).items()
+        for k, v in {**(schema.metadata or {}), **(pf.metadata.metadata or {})}.items()
         if k.startswith(b"scaler.")
     }
     columns = [names[c] for c in LONG_COLUMNS]
+    if {"from_seconds", "to_seconds", "step_seconds"} <= set(meta):  # an export: straight into columns
+        from scaler.replay.trace_grid import GridSeries, load_grid
+
+        try:
+            grid = load_grid(pf, columns, meta, str(p), _seconds_column)
+        except Exception as e:
+            raise TraceError(f"{p}: cannot read Parquet: {' '.join(str(e).split())}") from None
+        if grid is not None:
+            return Trace("long", str(p), GridSeries(grid, Series), meta=meta, grid=grid)
     try:
         trace = _columnar_trace(pf.iter_batches(batch_size=1 << 20, columns=columns), columns, str(p))
     except TraceError:

@@ -106,6 +106,7 @@ from scaler.model.records import (
 )
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
+from scaler.replay import sim_dra
 from scaler.replay.kube_scheduler import kube_scheduler_choice
 from scaler.replay.sim_records import (
     LABEL_INSTANCE_TYPE,
@@ -188,6 +189,7 @@ class World:
         self.now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, self.now - snapshot.now))
         self._base = start
+        self.dra = start.dra  # the DRA objects now (claims follow pods, slices nodes: sim_dra)
         self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)
         self.pods: TrackedDict[str, Pod] = TrackedDict((p.uid, p) for p in start.pods)
         self.pending: dict[str, float] = {
@@ -380,7 +382,7 @@ class World:
         if self._cached is not None and self._cached[0] == self._version and self._cached[1] == t:
             return self._cached[2]
         if self._structure is None or self._structure[0] != self._version:
-            self._structure = (self._version, self._index.structure(self._base))
+            self._structure = (self._version, replace(self._index.structure(self._base), dra=self.dra))
         structure = replace(self._structure[1], now=t)
         names, cpu, mem = self.node_usage()
         metrics = {
@@ -474,7 +476,9 @@ class World:
     def _unbind(self, pod: Pod) -> None:
         """Take ``pod`` off its node: a controller's pod is replaced by a pending pod of the same
         name and usage, created now, with the requests of its spec (the stand-in for its
-        workload's template: a replacement carries no resize status); any other pod is gone."""
+        workload's template: a replacement carries no resize status); any other pod is gone.
+        Its claims follow it (:func:`sim_dra.release`)."""
+        self.dra = sim_dra.release(self.dra, pod)
         if pod.controller is not None and not pod.is_daemonset and not pod.is_mirror:
             requests = pod.requests if pod.spec_requests is None else pod.spec_requests
             self.pods[pod.uid] = replace_pod(
@@ -553,6 +557,7 @@ class World:
             return
         for p in self._pods_on(name):
             self._unbind(p)
+        self.dra = sim_dra.without_node(self.dra, name)
         self.stats.nodes_removed += 1
         self.touch()
 
@@ -608,6 +613,8 @@ class World:
             self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True
+            if pod.resource_claims:
+                self.dra = sim_dra.allocated(self.dra, state.dra, [pod])
         if placed:
             self.touch()
 
@@ -667,6 +674,10 @@ class World:
         node = replace(tpl.node, name=f"~template-{pool}")
         pods = [replace_pod(p, node_name=node.name) for p in tpl.pods]
         snap = _with_objects(self._base, [node], pods, self.now)
+        if self.dra.present:  # the template node's devices, and the claims as they are now
+            snap = replace(
+                snap, dra=sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, node.name)
+            )
         return ClusterState(snap), node
 
     def scale_up(self) -> int:
@@ -743,6 +754,7 @@ class World:
             provider_id=f"replay://{pool}/{name}",
         )
         self.nodes[name] = node
+        self.dra = sim_dra.with_node_slices(self.dra, self._base.dra, tpl.node.name, name)
         self._overhead[name] = tpl.overhead
         for p, use in zip(tpl.pods, tpl.pod_usage, strict=True):
             if tpl.node.name in p.name:  # a static pod's mirror is named after its node

@@ -19,6 +19,8 @@ from scaler.report.compare import Variants, compare_with_requests_rule, removal_
 from scaler.report.models import (
     BlockingPodModel,
     CostModel,
+    DraModel,
+    DraPoolModel,
     DryRunReport,
     GpuModel,
     HotNodeModel,
@@ -138,6 +140,21 @@ def _node_report(
             usage=u.gpu_usage,
             judged_by="requests" if u.gpu_usage is None else "requests and usage",
         ),
+        dra=_dra_model(u),
+    )
+
+
+def _dra_model(u: NodeUtilization) -> DraModel | None:
+    """The node's DRA utilization in the report; ``None`` (absent in JSON) for a node without it."""
+    if u.dra is None:
+        return None
+    return DraModel(
+        utilization=u.dra.value,
+        resource=u.dra.resource,
+        pools=[DraPoolModel(driver=d, pool=p, utilization=v) for d, p, v in u.dra.pools],
+        usage=u.gpu_usage,
+        judged_by="allocations" if u.gpu_usage is None else "allocations and usage",
+        error=u.dra.error,
     )
 
 

@@ -225,7 +225,7 @@ def _underused(result: NodeResult, config: ScalerConfig) -> bool:
     """Kept although its real usage is at or below its pool's utilization threshold (a GPU node
     is judged by its GPUs, not by this threshold: never counted here)."""
     u = result.utilization
-    if u.gpu is not None:
+    if u.gpu is not None or u.dra is not None:
         return False
     threshold = config.for_pool(result.node.node_group).scale_down_utilization_threshold
     return not result.removable and not u.empty and u.value is not None and u.value <= threshold

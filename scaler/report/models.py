@@ -168,6 +168,39 @@ class GpuModel(_Model):
     )
 
 
+class DraPoolModel(_Model):
+    """One pool of a node's own DRA devices."""
+
+    driver: str
+    pool: str
+    utilization: float = Field(
+        description="allocated / total devices of the pool's newest generation, fraction 0-1"
+    )
+
+
+class DraModel(_Model):
+    """A node's devices from Dynamic Resource Allocation drivers, as cluster-autoscaler judges
+    them (its highest pool), plus the real GPU usage where known."""
+
+    utilization: float = Field(
+        description="the highest pool's utilization (cluster-autoscaler's HighestDynamicResourceUtilization), "
+        "fraction 0-1"
+    )
+    resource: str = Field(description="that pool, driver/pool")
+    pools: list[DraPoolModel]
+    usage: float | None = Field(
+        description="real GPU usage from DCGM_FI_DEV_GPU_UTIL (--history prometheus), fraction 0-1; null when unknown"
+    )
+    judged_by: str = Field(
+        alias="judgedBy",
+        description="allocations, or allocations and usage: what was compared with "
+        "--scale-down-gpu-utilization-threshold",
+    )
+    error: str = Field(
+        description="why the utilization cannot be computed (an incomplete pool, a claim not allocated)"
+    )
+
+
 class NodeReport(_Model):
     """The verdict on one node and the facts behind it."""
 
@@ -197,6 +230,9 @@ class NodeReport(_Model):
     moves: list[MoveModel] = Field(default_factory=list)
     cost: CostModel
     gpu: GpuModel | None = Field(None, description="set on GPU nodes only")
+    dra: DraModel | None = Field(
+        None, exclude_if=lambda v: v is None, description="set on nodes with devices of DRA drivers only"
+    )
 
 
 class SummaryModel(_Model):

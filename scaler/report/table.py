@@ -8,7 +8,9 @@ allocatable with ``--utilization-source=requests``), and the reason is a short p
 columns, the node group, the zone, the pods to move and the node's monthly cost, and gives the
 full reason: CA's ``UnremovableReason`` with its detail. When the cluster has GPU nodes a
 ``GPU%`` column follows ``MEM%``: requested GPUs / allocatable, and ``/`` the real GPU usage
-(DCGM) when known; ``-`` on the other nodes. Node names are never cut (:mod:`scaler.report.columns`).
+(DCGM) when known; ``-`` on the other nodes. When nodes have devices of DRA drivers a ``DRA%``
+column follows: their highest pool's allocated devices (cluster-autoscaler's DRA utilization),
+``/`` the real GPU usage when known, ``?`` when it cannot be computed. Node names are never cut (:mod:`scaler.report.columns`).
 
 After the table: the summary with the removable nodes' monthly cost, cluster-autoscaler's rule
 side by side, the unremovable nodes per
@@ -84,6 +86,7 @@ SHORT_REASON: dict[str, str] = {
     UnremovableReason.MetricsUnavailable: "no metrics",
     UnremovableReason.DestinationForMovedPods: "receives pods",
     UnremovableReason.ScaleDownBudgetExhausted: "budget exhausted",
+    UnremovableReason.UnreadableObject: "unreadable",
 }
 """The default view's REASON for a kept node (at most 16 columns); ``-o wide`` and the JSON give
 CA's name (``UnremovableReason``) and the detail."""
@@ -116,6 +119,17 @@ def _gpu_cell(n: NodeReport) -> str:
         return "-"
     cell = _pct(n.gpu.request_utilization)
     return cell if n.gpu.usage is None else f"{cell}/{_pct(n.gpu.usage)}"
+
+
+def _dra_cell(n: NodeReport) -> str:
+    """DRA%: the highest pool's allocated devices, then ``/`` and the real GPU usage (DCGM) when
+    known; ``?`` when it cannot be computed, ``-`` on a node without DRA devices."""
+    if n.dra is None:
+        return "-"
+    if n.dra.error:
+        return "?"
+    cell = _pct(n.dra.utilization)
+    return cell if n.dra.usage is None else f"{cell}/{_pct(n.dra.usage)}"
 
 
 def short_reason(n: NodeReport) -> str:
@@ -157,6 +171,9 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
     gpu = any(n.gpu is not None for n in rows)
     if gpu:
         headers.append("GPU%")
+    dra = any(n.dra is not None for n in rows)
+    if dra:
+        headers.append("DRA%")
     if wide:
         headers += ["CPU%", "MEM%"] if by_requests else ["REQ-CPU%", "REQ-MEM%"]
         headers += ["GROUP", "ZONE", "PODS-TO-MOVE", "$/MONTH"]
@@ -171,6 +188,8 @@ def node_table(report: DryRunReport, wide: bool = False) -> list[str]:
         ]
         if gpu:
             row.append(_gpu_cell(n))
+        if dra:
+            row.append(_dra_cell(n))
         if wide:
             if by_requests:
                 row += [

@@ -23,8 +23,10 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    each evaluation gets a fresh copy of its allowances.
 3. *A blocked drain* (``BlockedByPod``) is a function of the node's pods, the PDBs (their
    selectors and the allowances left when the node is checked), the workload controllers, the
-   configuration and the clock. It is answered again while the node's revision, ``pdbs``,
-   ``workloads`` and the configuration are the same, **the allowance left of every PDB covering
+   configuration and the clock, and, when a pod of the node has resource claims, the Dynamic
+   Resource Allocation objects (a claim the simulation cannot decide blocks the drain). It is
+   answered again while the node's revision, ``pdbs``, ``workloads``, ``dra`` (when it read
+   them) and the configuration are the same, **the allowance left of every PDB covering
    one of the node's pods is the one it had** (so a removal committed earlier in the same pass
    that charged none of them changes nothing, and one that charged any makes the check run), and
    the clock is before the first instant a drain rule's answer may change with it alone (a
@@ -242,6 +244,7 @@ class _Blocked:
     node: int
     pdbs: int
     workloads: int
+    dra: int  # -1: no pod of the node has resource claims (the DRA objects were not read)
     allowances: tuple[tuple[PdbKey, int | None], ...]
     learnt_at: float
     until: float
@@ -307,6 +310,7 @@ class _Verdicts:
             and b.node == rev.nodes.get(node_name, -1)
             and b.pdbs == rev.pdbs
             and b.workloads == rev.workloads
+            and (b.dra < 0 or b.dra == rev.dra)
             and all(ctx.tracker.remaining_of(k) == left for k, left in b.allowances)
         ):
             return b.removal
@@ -335,7 +339,10 @@ class _Verdicts:
             keys = sorted({(pdb.namespace, pdb.name) for p in pods for pdb in tracker.matching(p)})
             allowances = tuple((k, tracker.remaining_of(k)) for k in keys)
             node = rev.nodes.get(node_name, -1)
-            self.blocked[node_name] = _Blocked(node, rev.pdbs, rev.workloads, allowances, now, until, removal)
+            dra = rev.dra if any(p.resource_claims for p in pods) else -1
+            self.blocked[node_name] = _Blocked(
+                node, rev.pdbs, rev.workloads, dra, allowances, now, until, removal
+            )
             return
         if removal.reason is not UnremovableReason.NoPlaceToMovePods or not removal.pods or committed:
             return  # after a committed removal, destinations hold its moves: not the structure's answer

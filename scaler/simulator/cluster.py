@@ -20,7 +20,14 @@ from typing import Protocol
 
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
-from scaler.drain.rules import BlockingPod, DrainContext, DrainOptions, PodsToMove, get_pods_to_move
+from scaler.drain.rules import (
+    BlockingPod,
+    BlockingPodReason,
+    DrainContext,
+    DrainOptions,
+    PodsToMove,
+    get_pods_to_move,
+)
 from scaler.model.records import Node, Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
@@ -47,6 +54,7 @@ __all__ = [
     "node_facts",
     "simulate_node_removal",
     "simulate_pod_move",
+    "undecidable_claim",
     "validate_node_removal",
 ]
 
@@ -234,13 +242,31 @@ def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
     return ""
 
 
+def undecidable_claim(ctx: RemovalContext, pods: Sequence[Pod]) -> BlockingPod | None:
+    """The first pod of ``pods`` with a resource claim the simulation cannot decide (not found,
+    a feature not modelled, a CEL selector not evaluated or failing: :meth:`scaler.simulator.
+    dra_state.DraState.undecidable`), as a blocking pod (``UnexpectedError``, the detail naming
+    the claim); ``None`` when every claim can be decided. Such a pod is never moved."""
+    for p in pods:
+        if p.resource_claims:
+            bad = ctx.state.dra.undecidable(p)
+            if bad is not None:
+                return BlockingPod(p, BlockingPodReason.UnexpectedError, f"ResourceClaim {bad[0]}: {bad[1]}")
+    return None
+
+
+def _blocked(b: BlockingPod) -> str:
+    return f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
+
+
 def simulate_node_removal(
     ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], *, commit: bool = True
 ) -> NodeRemoval:
     """Can ``node_name`` be removed, its pods moving to ``tiers`` (CA ``SimulateNodeRemoval``)?
 
     Steps: the drain rules on the node's counted pods with the context's PDB budgets (a blocking
-    pod: ``BlockedByPod``); every pod to move must have a known load (else
+    pod: ``BlockedByPod``; so is a pod with a resource claim the simulation cannot decide,
+    :func:`undecidable_claim`); every pod to move must have a known load (else
     ``MetricsUnavailable``: unknown usage is never taken as zero); the pods are re-placed by
     the simulator (one that fits nowhere: ``NoPlaceToMovePods``); a ``safe-to-evict:
     "on-completion"`` pod still running keeps the node (``BlockedByOnCompletionPod``).
@@ -274,11 +300,10 @@ def _drain_stage(ctx: RemovalContext, node_name: str) -> NodeRemoval | tuple[Pod
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
     to_move = get_pods_to_move(ctx.state.nodes[node_name].pods, drain)
     pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
-    if to_move.blocking is not None:
+    b = to_move.blocking or undecidable_claim(ctx, pods)
+    if b is not None:
         tracker.revert(mark)
-        b = to_move.blocking
-        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
-        return NodeRemoval(node_name, UnremovableReason.BlockedByPod, detail, b, pods, ds)
+        return NodeRemoval(node_name, UnremovableReason.BlockedByPod, _blocked(b), b, pods, ds)
     unknown = _unknown_load(ctx, pods)
     if unknown:
         tracker.revert(mark)
@@ -432,10 +457,11 @@ def simulate_pod_move(ctx: RemovalContext, pod: Pod, tiers: Sequence[Sequence[st
     mark = tracker.checkpoint()
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
     to_move = get_pods_to_move([pod], drain)
-    if to_move.blocking is not None:
-        b = to_move.blocking
-        detail = f"pod {b.pod.key}: {b.reason.value}{' (' + b.detail + ')' if b.detail else ''}"
-        return PodMove(pod, reason=f"{UnremovableReason.BlockedByPod.value}: {detail}")
+    b = to_move.blocking or undecidable_claim(ctx, to_move.pods)
+    if b is not None:
+        if to_move.blocking is None:
+            tracker.revert(mark)
+        return PodMove(pod, reason=f"{UnremovableReason.BlockedByPod.value}: {_blocked(b)}")
     if not to_move.pods:
         what = (
             "a DaemonSet pod" if to_move.daemonset_pods

@@ -25,6 +25,7 @@ from importlib.metadata import EntryPoint
 from scaler.config import ScalerConfig
 from scaler.entrypoints import EntryPointError, entry_points_of, find, load
 from scaler.errors import InputError
+from scaler.simulator.dynamic_resources import DynamicResources
 from scaler.simulator.filters import (
     BaseFilter,
     InterPodAffinity,
@@ -60,11 +61,13 @@ BUILTIN_FILTERS: tuple[type[BaseFilter], ...] = (
     NodeAffinity,
     NodePorts,
     VolumeZone,
+    DynamicResources,
     InterPodAffinity,
     PodTopologySpread,
 )
 """The always-on filters, cheapest first so that most nodes are rejected early: flag and
-arithmetic checks, then label matching, then PV lookups, then the checks that scan other pods."""
+arithmetic checks, then label matching, then PV lookups, then resource claims (free for a pod
+without any), then the checks that scan other pods."""
 
 
 class PluginError(InputError, ValueError):

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, PodAffinityTerm, Resources
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
+from scaler.simulator.dra_state import DraState
 from scaler.simulator.pod_index import LabelKey, PodIndex
 
 __all__ = [
@@ -346,6 +347,7 @@ class ClusterState:
         """Node name → how many pods with required anti-affinity terms it holds now (absent: 0)."""
         self._holders: dict[tuple[str, str], dict[tuple[int, int], Holder]] = {}
         self._loose_holders: dict[tuple[int, int], Holder] = {}
+        self._dra: DraState | None = None
         usage = usage or {}
         use_index = index is not None
         for i, node in enumerate(snapshot.nodes):
@@ -385,6 +387,14 @@ class ClusterState:
         self.table = NodeTable(list(self.nodes.values()))
 
     # ---- queries -------------------------------------------------------------------------
+    @property
+    def dra(self) -> DraState:
+        """The claims and devices of Dynamic Resource Allocation, following this state's moves
+        and reverts (built on first use: a cluster without pods with claims never builds it)."""
+        if self._dra is None:
+            self._dra = DraState(self.snapshot, self._journal)
+        return self._dra
+
     def load(self, pod: Pod) -> tuple[int, int]:
         """What ``pod`` adds to a node it is moved to, ``(cpu millicores, memory bytes)``: the
         ``pod_load`` the state was built with (the engine passes ``max(request, real usage)``,
@@ -612,6 +622,8 @@ class ClusterState:
             self._hold(removed_pod, node_name, False)
         self.table.sync(ns)
         self._moved(removed_pod, ns.position, -1)
+        if pod.resource_claims:
+            self.dra.unschedule(pod)  # journals its own undo
 
         def undo() -> None:
             ns.pods.insert(idx, removed_pod)
@@ -630,6 +642,8 @@ class ClusterState:
         :attr:`~scaler.model.records.Pod.placement_requests`) join the node's requested
         resources and its :meth:`load` TargetUsage's Σ term."""
         ns = self.nodes[node_name]
+        if pod.resource_claims:
+            self.dra.place(pod, ns.node)  # journals its own undo
         ns.pods.append(pod)
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)

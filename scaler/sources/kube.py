@@ -34,6 +34,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scaler.kube.client import (
+    DRA_GROUP,
     METRICS_GROUP,
     READ_CALLS,
     ApiCall,
@@ -266,6 +267,26 @@ def list_pages(
         seen.add(token)
 
 
+_DRA_UNSERVED_SAID = False
+
+
+def skipped_optional(call: ApiCall, status: int, message: str, log: logging.Logger) -> None:
+    """Say that optional kind ``call`` was refused (``status`` 403/404). A cluster that does not
+    serve ``resource.k8s.io/v1`` (404: before Kubernetes 1.34) is said once per process for the
+    four DRA kinds, at info level: it is normal, not a fault."""
+    global _DRA_UNSERVED_SAID
+    if call.group == DRA_GROUP and status == 404:
+        if not _DRA_UNSERVED_SAID:
+            _DRA_UNSERVED_SAID = True
+            log.info(
+                "the cluster does not serve %s/v1 (Dynamic Resource Allocation): no ResourceSlices or "
+                "ResourceClaims are read; a pod with resource claims is never moved",
+                DRA_GROUP,
+            )
+        return
+    log.warning("skipping %s: %s", call.display, message)
+
+
 def _each_call(
     api: ApiClient, page_size: int, timeout_seconds: float, decode: Callable[[ApiCall, bytes], DecodedList]
 ) -> Iterator[list[Any]]:
@@ -275,14 +296,17 @@ def _each_call(
         raise ValueError(f"page_size must be >= 1, got {page_size}")
     if timeout_seconds <= 0:
         raise ValueError(f"timeout_seconds must be > 0, got {timeout_seconds}")
+    unserved: set[str] = set()
     for call in READ_CALLS:
-        if call.verb != "list":
+        if call.verb != "list" or call.group in unserved:
             continue
         try:
             yield list_pages(api, call, page_size, timeout_seconds, decode)[0]
         except _HttpStatusError as e:
             if call.optional and e.status in (403, 404):
-                logger.warning("skipping %s: %s", call.display, e.describe(call))
+                skipped_optional(call, e.status, e.describe(call), logger)
+                if call.group == DRA_GROUP and e.status == 404:
+                    unserved.add(call.group)  # the group is not served: no request for its other kinds
                 continue
             raise LiveSourceError(e.describe(call)) from None
 

@@ -74,6 +74,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from scaler.kube.client import (
+    DRA_GROUP,
     METRICS_GROUP,
     READ_CALLS,
     ApiCall,
@@ -88,7 +89,7 @@ from scaler.model.layout import REBUILD_FRACTION, PodLayout
 from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.revisions import RevisionCounter
-from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
+from scaler.model.snapshot import CONTROLLER_KINDS, DRA_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 from scaler.model.unreadable import Unreadable
 from scaler.sources.kube import (
     _HttpStatusError,
@@ -97,6 +98,7 @@ from scaler.sources.kube import (
     _one_line,
     _status_message,
     list_pages,
+    skipped_optional,
     snapshot_with_unreadable,
 )
 
@@ -277,7 +279,7 @@ class WatchCache:
         self._pod_layout: PodLayout | None = None
         self._pod_changes: set[tuple[str, str]] | None = None
         self._layout_lock = threading.Lock()
-        self._revisions = RevisionCounter(CONTROLLER_KINDS)  # numbers every change (under _lock)
+        self._revisions = RevisionCounter(CONTROLLER_KINDS, DRA_KINDS)  # numbers every change (under _lock)
         self.revisions: RevisionCounter | None = None
         """The numbers of the records of the last :meth:`records` (its snapshots carry them)."""
 
@@ -460,7 +462,9 @@ class WatchCache:
         self._synced[call.kind].set()
         base = min(self.optional_retry_max, self.optional_retry_initial * 2.0 ** min(state.refusals - 1, 30))
         delay = base * random.uniform(0.75, 1.0)
-        if state.refusals == 1:
+        if state.refusals == 1 and call.group == DRA_GROUP and "HTTP 404" in message:
+            skipped_optional(call, 404, message, logger)  # said once for the whole API group
+        elif state.refusals == 1:
             logger.warning(
                 "skipping %s: %s; listing it again in %.0fs, then less and less often (at most every %.0fs)",
                 call.display, message, delay, self.optional_retry_max,

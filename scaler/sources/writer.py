@@ -10,6 +10,8 @@ file                   content
 ``workloads.json``     every controller kind: ReplicaSets, StatefulSets, … (``v1 List``)
 ``volumes.json``       PersistentVolumes and PersistentVolumeClaims, only if there are any
 ``namespaces.json``    Namespaces (their labels, for ``namespaceSelector``), only if listed
+``dra.json``           ResourceSlices, ResourceClaims, ResourceClaimTemplates and DeviceClasses
+                       (Dynamic Resource Allocation), only if there are any
 ``node-metrics.json``  ``metrics.k8s.io/v1beta1 NodeMetricsList`` (items without ``kind``)
 ``pod-metrics.json``   ``metrics.k8s.io/v1beta1 PodMetricsList`` (items without ``kind``)
 =====================  =====================================================================
@@ -32,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scaler.model.snapshot import CONTROLLER_KINDS
+from scaler.model.snapshot import CONTROLLER_KINDS, DRA_KINDS
 
 __all__ = ["LAST_APPLIED_ANNOTATION", "SNAPSHOT_FILES", "redact", "write_snapshot"]
 
@@ -53,12 +55,13 @@ SNAPSHOT_FILES: dict[str, tuple[str, str, frozenset[str]]] = {
     "workloads.json": ("v1", "List", CONTROLLER_KINDS),
     "volumes.json": ("v1", "List", frozenset({"PersistentVolume", "PersistentVolumeClaim"})),
     "namespaces.json": ("v1", "List", frozenset({"Namespace"})),
+    "dra.json": ("v1", "List", DRA_KINDS),
     "node-metrics.json": (_METRICS_API, "NodeMetricsList", frozenset({"NodeMetrics"})),
     "pod-metrics.json": (_METRICS_API, "PodMetricsList", frozenset({"PodMetrics"})),
 }
 """Snapshot file name -> (List ``apiVersion``, List ``kind``, object kinds it holds)."""
 
-_OPTIONAL_FILES = frozenset({"volumes.json", "namespaces.json"})  # written only when non-empty
+_OPTIONAL_FILES = frozenset({"volumes.json", "namespaces.json", "dra.json"})  # written only when non-empty
 
 _API_VERSIONS = {
     "Node": "v1",
@@ -74,6 +77,7 @@ _API_VERSIONS = {
     "Deployment": "apps/v1",
     "Job": "batch/v1",
     "CronJob": "batch/v1",
+    **dict.fromkeys(DRA_KINDS, "resource.k8s.io/v1"),
 }
 _FILE_OF_KIND = {kind: name for name, (_, _, kinds) in SNAPSHOT_FILES.items() for kind in kinds}
 

@@ -159,6 +159,12 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("CronJob", "batch", "v1", "cronjobs", True),
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True),
     Resource("Event", "events.k8s.io", "v1", "events", True),
+    # Dynamic Resource Allocation, resource.k8s.io/v1 (k8s.io/api/resource/v1/register.go):
+    # ResourceSlices and DeviceClasses are cluster-scoped, claims and templates namespaced.
+    Resource("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", False),
+    Resource("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", True),
+    Resource("ResourceClaimTemplate", "resource.k8s.io", "v1", "resourceclaimtemplates", True),
+    Resource("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", False),
     Resource("NodeMetrics", "metrics.k8s.io", "v1beta1", "nodes", False, writable=False),
     Resource("PodMetrics", "metrics.k8s.io", "v1beta1", "pods", True, writable=False),
 )
@@ -195,6 +201,8 @@ EVICTION_PATH = re.compile(r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<n
 POD_SUBRESOURCE_PATH = re.compile(
     r"^/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<name>[^/]+)/(?P<sub>resize|status)$"
 )
+DISCOVERY_PATH = re.compile(r"^/apis(?:/(?P<group>[^/]+)(?:/(?P<version>[^/]+))?)?/?$")
+DRA_GROUP = "resource.k8s.io"
 ACCESS_REVIEW_PATH = re.compile(r"^/apis/authorization\.k8s\.io/v1/selfsubjectaccessreviews$")
 
 
@@ -438,6 +446,8 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
             ``ERROR`` event.
         default_watch_timeout: seconds a watch without ``timeoutSeconds`` stays open.
         clock: the wall clock used for timestamps (``time.time``).
+        serve_dra: serve ``resource.k8s.io/v1`` (Dynamic Resource Allocation; on by default, as
+            Kubernetes 1.34+ does); off, its paths answer ``404`` as on an older cluster.
         authorizer: answers ``SelfSubjectAccessReview`` s: called with the review's
             ``spec.resourceAttributes`` (group, resource, subresource, verb, namespace, name),
             returns whether the caller may; ``None`` allows everything. Only the reviews consult
@@ -466,8 +476,10 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         self.default_watch_timeout = 1800.0
         self.clock: Callable[[], float] = time.time
         self.authorizer: Callable[[Mapping[str, str]], bool] | None = None
+        self.serve_dra = True
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = [
             ("POST", ACCESS_REVIEW_PATH, self._handle_access_review),
+            ("GET", DISCOVERY_PATH, self._handle_discovery),
             ("GET", OBJECT_PATH, self._handle_get),
             ("POST", EVICTION_PATH, self._handle_eviction),
             ("GET", POD_SUBRESOURCE_PATH, self._handle_pod_subresource_get),
@@ -780,8 +792,38 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
 
     # -- reads -----------------------------------------------------------------------------------
 
+    def _served(self, res: Resource | None) -> Resource | None:
+        return None if res is not None and res.group == DRA_GROUP and not self.serve_dra else res
+
+    def _handle_discovery(self, req: RecordedRequest, m: re.Match[str]) -> Response:
+        """``GET /apis`` (an ``APIGroupList``) and ``GET /apis/<group>/<version>`` (an
+        ``APIResourceList``), as the real server's aggregated-less discovery answers, for the
+        groups of :data:`RESOURCES` (``resource.k8s.io`` only while :attr:`serve_dra`)."""
+        served = [r for r in RESOURCES if r.group and self._served(r) is not None]
+        group, version = m["group"], m["version"]
+        if group is None:
+            groups: dict[str, list[str]] = {}
+            for r in served:
+                if r.version not in groups.setdefault(r.group, []):
+                    groups[r.group].append(r.version)
+            return Response(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+                {"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                 "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+                for g, vs in groups.items()
+            ]})  # fmt: skip
+        mine = [r for r in served if r.group == group and (version is None or r.version == version)]
+        if not mine or version is None:
+            return _not_found()
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        return Response(200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+            "resources": [
+                {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced, "kind": r.kind,
+                 "verbs": verbs if r.writable else ["get", "list"]}
+                for r in mine
+            ]})  # fmt: skip
+
     def _handle_get(self, req: RecordedRequest, m: re.Match[str]) -> Response:
-        res = _BY_PATH.get(f"{m['prefix']}/{m['plural']}")
+        res = self._served(_BY_PATH.get(f"{m['prefix']}/{m['plural']}"))
         ns, name = m["namespace"], m["name"]
         if res is None or (ns is not None and not res.namespaced):
             return _not_found()
@@ -1062,7 +1104,10 @@ class FakeKubeAPI(LoopbackServer[RecordedRequest]):
         if not isinstance(attributes, dict):
             raise _ApiError(400, "spec.resourceAttributes is required")
         allowed = self.authorizer is None or self.authorizer(attributes)
-        out = {**body, "status": {"allowed": allowed, **({} if allowed else {"reason": "denied by the fake"})}}
+        out = {
+            **body,
+            "status": {"allowed": allowed, **({} if allowed else {"reason": "denied by the fake"})},
+        }
         return Response(201, out)
 
     def _handle_eviction(self, req: RecordedRequest, m: re.Match[str]) -> Response:
