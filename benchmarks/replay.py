@@ -299,7 +299,7 @@ def markdown(saved: dict[str, Any]) -> str:
         "cluster are its busiest: a third of its nodes are underused, and each removal re-checks the node on a",
         "fresh view of the world and re-places its pods, so a measurement of the first steps overstates the time",
         "per step of a whole week or month. Between removals a step re-checks only what changed",
-        "(`scaler.simulator.reuse`).",
+        "(`scaler.simulator.cache`).",
         "",
         "| nodes | pods | steps measured | time per step | steps/s | full evaluation | step / evaluation | week | month | peak RSS |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -340,11 +340,12 @@ def _profile_lines(saved: dict[str, Any]) -> list[str]:
 WHAT_BOUNDS = (
     "What bounds a step on a large cluster: every loop simulates again the removal of every node",
     "it may remove (as cluster-autoscaler does: a node stays unneeded only while a simulation on the",
-    "loop's state says so, and real usage moves every step), and each removal is checked once more on",
-    "a fresh view before its drain; both place every pod of the node through the scheduler filters",
-    "and TargetUsage. What the replay keeps from step to step is what real usage cannot change: failed",
-    "checks decided by the pods and the cluster's shape alone, and each node's pod facts while its",
-    "pods stay the same.",
+    "loop's state says so, and real usage moves every step), placing every pod of the node through the",
+    "scheduler filters and TargetUsage. Before its drain each removal is checked once more on a fresh",
+    "view, first by checking the planned destinations alone (a full simulation only when the plan no",
+    "longer holds). What the replay keeps from step to step is what real usage cannot change, keyed by",
+    "the revision numbers of what changed: failed checks decided by the pods, the PDBs and the",
+    "cluster's shape alone, each node's pod facts, and the index of the pods by label.",
 )
 """The paragraph under the profile table (static: it explains the table's large phases)."""
 

@@ -78,7 +78,8 @@ class TargetUsage:
 
     ``filter_nodes`` gives the same verdicts for many nodes at once from the state's node table
     (NumPy int64, still exact integer arithmetic; it falls back to :meth:`filter` node by node
-    if a product could overflow 63 bits). With per-pool targets each row is compared with its
+    if a product could overflow 63 bits), and ``fit_mask`` whether the pod passes on every row
+    at once (the simulator's fast path). With per-pool targets each row is compared with its
     own pool's fraction (per-row numerator and denominator columns, still exact).
     """
 
@@ -111,10 +112,10 @@ class TargetUsage:
             *(f"memory usage at or above target {_target(t)}" for t in self._mem_targets),
         )
         self._mem_code0 = 4 + len(self._cpu_targets)
-        self._rooms_key = (
+        self._rooms_key = (  # integers: a Fraction's hash is slow, and the key is hashed per pod
             "TargetUsage.rooms",
-            tuple(self._cpu_targets),
-            tuple(self._mem_targets),
+            tuple((t.numerator, t.denominator) for t in self._cpu_targets),
+            tuple((t.numerator, t.denominator) for t in self._mem_targets),
             tuple(sorted(self._pool_targets.items())),
         )
 
@@ -218,3 +219,16 @@ class TargetUsage:
         codes[mem_over] = mem_code[nodes[mem_over]]
         codes[cpu_over] = cpu_code[nodes[cpu_over]]
         return codes, self._reasons
+
+    def fit_mask(self, pod: Pod, state: ClusterState) -> npt.NDArray[np.bool_] | None:
+        """Per table row, whether :meth:`filter` passes ``pod`` there: each row's moved load
+        plus the pod's against its rooms (:meth:`_rooms`), exact as :meth:`filter_nodes`;
+        ``None`` when a value is too large for exact int64 arithmetic."""
+        tab = state.table
+        load_cpu, load_mem = state.load(pod)
+        if tab.magnitude + abs(load_cpu) + abs(load_mem) >= 2**62:
+            return None
+        cpu_room, _, mem_room, _, _ = self._rooms(state)
+        ok: npt.NDArray[np.bool_] = tab.moved_cpu + load_cpu <= cpu_room
+        ok &= tab.moved_mem + load_mem < mem_room
+        return ok

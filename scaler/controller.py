@@ -26,6 +26,7 @@ that have stayed under both waterlines for ``--hot-node-time``.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -77,8 +78,9 @@ from scaler.planner import (
 from scaler.prices import PriceTable, load_price_table
 from scaler.reasons import NodeStatus, UnremovableReason
 from scaler.relief import ReliefPlan, hot_nodes, plan_relief
+from scaler.simulator.cache import EvaluationCache
 from scaler.simulator.registry import Plugins, resolve_plugins
-from scaler.simulator.reuse import VerdictCache
+from scaler.usage_history import PodUsageHistory
 
 __all__ = ["NO_STATUS", "Controller", "StatusSink", "WriterStatus"]
 
@@ -227,12 +229,12 @@ class Controller:
         self._node_labels: dict[str, str] = {}  # node -> status label last written
         self.node_status_writes_per_loop = NODE_STATUS_WRITES_PER_LOOP
         self._prices: PriceTable | None = None
+        self.cache = EvaluationCache()
+        """What one loop's evaluation keeps for the next (:mod:`scaler.simulator.cache`), keyed
+        by the revisions the snapshot source gives; it changes no decision, only its cost."""
         self.history_status: Callable[[float], Mapping[str, object]] | None = None
         """The background history's state for the status ConfigMap's ``history`` section
         (``scaler run`` with ``--history``), ``None``: no such section."""
-        self.verdicts: VerdictCache | None = None
-        """Failed removal checks reused from loop to loop (:mod:`scaler.simulator.reuse`);
-        ``None`` (live) re-checks every candidate each loop. The replay sets one."""
         self.actuator = actuator_factory(
             config,
             writer,
@@ -323,9 +325,12 @@ class Controller:
             }
             return {k: s for k, s in kept.items() if s}
 
-        self.state = replace(
-            state, usage_history=trim(state.usage_history), pod_usage_history=trim(state.pod_usage_history)
-        )
+        pods = state.pod_usage_history
+        if isinstance(pods, PodUsageHistory):  # kept as arrays: trimmed in place
+            pods.trim(horizon if window > 0 else math.inf)
+        else:
+            pods = trim(pods)
+        self.state = replace(state, usage_history=trim(state.usage_history), pod_usage_history=pods)
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run_once(self) -> ScaleDownPlan:
@@ -384,7 +389,7 @@ class Controller:
             scorers=scorers,
             recently_unremovable=self.state.recently_unremovable(now),
             disrupted={*in_flight, *self.actuator.relieving},
-            verdicts=self.verdicts,
+            cache=self.cache,
         )
         # Pods whose usage history the next loops keep: those of the nodes that may be candidates
         # (and of the hot nodes, whose pods relief may evict by that usage).

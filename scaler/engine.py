@@ -42,9 +42,9 @@ pod is ever proposed to move onto a node that is itself reported removable.
 Speed (``docs/benchmarks.md``): destinations are :class:`~scaler.simulator.removal.Tier` values of
 node-table rows, a candidate's PDB charges are journaled and reverted rather than copying the
 tracker, and the cyclic garbage collector is paused for the evaluation
-(:mod:`scaler.model.gcpause`). With ``verdicts``, failed checks whose inputs did not move are
-answered again (:mod:`scaler.simulator.reuse`) and each node's pod facts are kept while its
-pods are the same objects (:class:`scaler.simulator.cluster.NodeMemo`).
+(:mod:`scaler.model.gcpause`). With a ``cache`` (:mod:`scaler.simulator.cache`), each node's pod
+facts are kept while its revision is the same, and failed checks whose inputs did not move are
+answered again.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ from scaler.model.gcpause import no_cycle_collector
 from scaler.model.records import Node, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import NodeStatus, UnremovableReason
+from scaler.simulator.cache import EvaluationCache
 from scaler.simulator.cluster import NodeRemoval, RemovalContext, counted_pods, simulate_node_removal
 from scaler.simulator.registry import load_filters, load_scorers
 from scaler.simulator.removal import Tier
-from scaler.simulator.reuse import VerdictCache
 from scaler.simulator.state import FilterPlugin, ScorePlugin
 from scaler.utilization import NodeUtilization
 
@@ -150,7 +150,7 @@ def evaluate(
     scorers: Sequence[ScorePlugin] | None = None,
     recently_unremovable: Collection[str] = (),
     disrupted: Collection[str] = (),
-    verdicts: VerdictCache | None = None,
+    cache: EvaluationCache | None = None,
 ) -> Evaluation:
     """Decide, for every node of ``snapshot`` at ``snapshot.now``, whether it can be removed.
 
@@ -163,15 +163,15 @@ def evaluate(
         disrupted: nodes whose removal or relief is under way (live mode): the disruption
             budgets count them as disrupted, beside the NotReady nodes and those tainted
             ``ToBeDeletedByClusterAutoscaler``.
-        verdicts: failed checks kept from the previous evaluations of the same controller,
-            reused where their inputs are unchanged (:mod:`scaler.simulator.reuse`); the result
-            is the same with or without.
+        cache: what the previous evaluations of the same controller kept, reused where the
+            snapshot's revisions say its inputs are unchanged (:mod:`scaler.simulator.cache`);
+            the result is the same with or without.
 
     Raises:
         scaler.simulator.registry.PluginError: a configured plugin name is unknown.
     """
     with no_cycle_collector():
-        return _evaluate(snapshot, config, filters, scorers, recently_unremovable, disrupted, verdicts)
+        return _evaluate(snapshot, config, filters, scorers, recently_unremovable, disrupted, cache)
 
 
 def _evaluate(
@@ -181,15 +181,14 @@ def _evaluate(
     scorers: Sequence[ScorePlugin] | None,
     recently_unremovable: Collection[str],
     disrupted: Collection[str],
-    verdicts: VerdictCache | None = None,
+    cache: EvaluationCache | None = None,
 ) -> Evaluation:
     if filters is None:
         filters = load_filters(config)
     if scorers is None:
         scorers = load_scorers(config)
     now = snapshot.now
-    memo = verdicts.memo if verdicts is not None else None
-    ctx = RemovalContext(snapshot, config, filters, scorers, memo)
+    ctx = RemovalContext(snapshot, config, filters, scorers, cache)
     utils = ctx.utils
     limits = node_group_limits(config, snapshot.nodes)
     group_sizes = Counter(limits.group_key(n) for n in snapshot.nodes if n.node_group)
@@ -216,14 +215,14 @@ def _evaluate(
     }
     while True:
         ledger = budgets.copy()
-        results, newly_held = _simulate(ctx, candidates, held, ledger, group_sizes, limits, verdicts)
+        results, newly_held = _simulate(ctx, candidates, held, ledger, group_sizes, limits, cache)
         if not newly_held:
             break
         # A budget spent by this pass's removals held more candidates: simulate again with them
         # held from the start, so that they are destinations as any node that stays is, and no
         # removal found before them counted on them being gone.
         held |= newly_held
-        ctx = RemovalContext(snapshot, config, filters, scorers, memo)
+        ctx = RemovalContext(snapshot, config, filters, scorers, cache)
     results |= ineligible
     if snapshot.gpu_usage_unknown:  # a GPU node judged by its requests alone says why
         note = snapshot.gpu_usage_unknown
@@ -320,13 +319,13 @@ def _simulate(
     ledger: BudgetLedger,
     group_sizes: Counter[tuple[str, str, str]],
     limits: GroupLimits,
-    verdicts: VerdictCache | None = None,
+    cache: EvaluationCache | None = None,
 ) -> tuple[dict[str, NodeResult], dict[str, BudgetHold]]:
     """One pass over ``candidates`` in removal order, the nodes of ``held`` held by the budgets
     (not simulated, destinations like the nodes that are not candidates). Returns the verdicts,
     and the candidates a budget held that were not in ``held`` (when there are any, the pass's
-    removals are not final: the caller simulates again). ``verdicts`` answers the checks run
-    before the pass commits its first removal (:mod:`scaler.simulator.reuse`, rule 2)."""
+    removals are not final: the caller simulates again). ``cache`` answers the checks whose
+    inputs did not change (:mod:`scaler.simulator.cache`)."""
     utils = ctx.utils
     state = ctx.state
     movable = [n for n in candidates if n.name not in held]
@@ -374,8 +373,8 @@ def _simulate(
             unremovable(UnremovableReason.ScaleDownBudgetExhausted, hold.detail)
             continue
         tiers = (non_candidates, reverse_candidates.without(node.name))
-        if verdicts is not None:  # rank: the removals committed in this pass (rule 2 of reuse)
-            removal = verdicts.removal(ctx, node.name, tiers, committed=rank > 0)
+        if cache is not None:  # rank: the removals committed earlier in this pass
+            removal = cache.removal(ctx, node.name, tiers, committed=rank > 0)
         else:
             removal = simulate_node_removal(ctx, node.name, tiers)
         if not removal.removable:

@@ -20,13 +20,17 @@ from functools import cache
 from operator import attrgetter
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
+from scaler.model.pod_usage import PodMetricsColumns
 from scaler.model.records import NodeMetrics, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
 
 __all__ = [
     "AggregatedPodMetrics",
     "Aggregation",
+    "PodUsageHistory",
     "UsageSample",
     "aggregate_usage",
     "record_pod_usage",
@@ -91,7 +95,7 @@ def record_pod_usage(
     window_seconds: float,
     nodes: Collection[str] | None = None,
     pool_windows: Mapping[str, float] | None = None,
-) -> dict[tuple[str, str], tuple[UsageSample, ...]]:
+) -> Mapping[tuple[str, str], tuple[UsageSample, ...]]:
     """Append the snapshot's PodMetrics of the pods on ``nodes`` to ``history`` and drop samples
     older than the window (their node's pool's in ``pool_windows``, else ``window_seconds``), as
     :func:`record_usage` does for nodes.
@@ -100,27 +104,227 @@ def record_pod_usage(
     evaluation did not find ``NotUnderutilized``: only their pods can be moved soon, and keeping
     every pod's samples would cost memory in proportion to the cluster (a pod without history is
     judged by its newest reading alone). Pods elsewhere, or gone, are forgotten.
+
+    A :class:`PodUsageHistory` is updated in place and returned (the controller keeps one);
+    any other mapping is copied into a new one first.
     """
-    out: dict[tuple[str, str], tuple[UsageSample, ...]] = {}
-    wanted = None if nodes is None else set(nodes)
-    windows = pool_windows or {}
-    metrics = snapshot.pod_metrics
-    for node_name, pods in snapshot.pods_by_node.items():
-        if wanted is not None and node_name not in wanted:
-            continue
-        node = snapshot.node_by_name.get(node_name)
-        horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
-        for p in pods:  # called every loop for most pods: the checks inline
-            key = (p.namespace, p.name)
-            past = history.get(key, ())
-            if past and past[0].timestamp < horizon:
-                past = _within(past, horizon)
-            m = metrics.get(key)
-            if m is not None and (not past or past[-1].timestamp < m.timestamp):
-                past = (*past, UsageSample(m.timestamp, m.cpu_millicores, m.memory_bytes))
-            if past:
-                out[key] = past
-    return out
+    kept = history if isinstance(history, PodUsageHistory) else PodUsageHistory.of(history)
+    kept.record(snapshot, window_seconds, nodes, pool_windows)
+    return kept
+
+
+PodKey = tuple[str, str]
+IntArray = npt.NDArray[np.int64]
+
+
+class PodUsageHistory(Mapping[PodKey, tuple[UsageSample, ...]]):
+    """Pods' usage samples within the unneeded window, as a ring buffer per pod: one row per
+    pod key (kept once made), the newest ``capacity`` samples of each in arrays (timestamps,
+    CPU millicores, memory bytes), oldest first when read.
+
+    Read as the mapping :func:`record_pod_usage` gives (``(namespace, name)`` → samples, only
+    pods with samples); :meth:`record` appends a loop's readings. When the snapshot gives its
+    PodMetrics as columns (:class:`~scaler.model.pod_usage.PodMetricsColumns`) and carries
+    revision numbers, a node's rows are kept while its revision and the columns' layout are the
+    same, so a loop costs array operations over the sampled pods, not a Python step per pod.
+    The capacity grows when a window holds more samples than it.
+    """
+
+    def __init__(self, capacity: int = 4) -> None:
+        self._row: dict[PodKey, int] = {}
+        self._keys: list[PodKey] = []
+        self._ts = np.zeros((0, capacity), dtype=np.float64)
+        self._cpu = np.zeros((0, capacity), dtype=np.int64)
+        self._mem = np.zeros((0, capacity), dtype=np.int64)
+        self._len = np.zeros(0, dtype=np.int64)  # valid samples, the newest ones
+        self._head = np.zeros(0, dtype=np.int64)  # where the next sample goes
+        self._nodes: dict[str, tuple[int, object, IntArray, IntArray]] = {}  # kept per node, see record
+
+    @classmethod
+    def of(cls, history: Mapping[PodKey, Sequence[UsageSample]]) -> PodUsageHistory:
+        """A history holding ``history``'s samples (each pod's oldest first)."""
+        out = cls(max([4, *(len(v) for v in history.values())]))
+        rows = out._rows([k for k, v in history.items() if v])
+        for row, (_, samples) in zip(rows.tolist(), ((k, v) for k, v in history.items() if v), strict=True):
+            n = len(samples)
+            out._ts[row, :n] = [x.timestamp for x in samples]
+            out._cpu[row, :n] = [x.cpu_millicores for x in samples]
+            out._mem[row, :n] = [x.memory_bytes for x in samples]
+            out._len[row], out._head[row] = n, n % out._ts.shape[1]
+        return out
+
+    # ---- the mapping --------------------------------------------------------------------------
+    def __getitem__(self, key: PodKey) -> tuple[UsageSample, ...]:
+        row = self._row[key]
+        n = int(self._len[row])
+        if n == 0:
+            raise KeyError(key)
+        cap = self._ts.shape[1]
+        at = [(int(self._head[row]) - n + i) % cap for i in range(n)]
+        ts, cpu, mem = self._ts[row, at].tolist(), self._cpu[row, at].tolist(), self._mem[row, at].tolist()
+        return tuple(UsageSample(t, c, m) for t, c, m in zip(ts, cpu, mem, strict=True))
+
+    def __contains__(self, key: object) -> bool:
+        row = self._row.get(key)  # type: ignore[call-overload]
+        return row is not None and bool(self._len[row])
+
+    def __iter__(self) -> Iterator[PodKey]:
+        keys = self._keys
+        return (keys[i] for i in np.flatnonzero(self._len).tolist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self._len))
+
+    # ---- updates ------------------------------------------------------------------------------
+    def _rows(self, keys: Sequence[PodKey]) -> IntArray:
+        """The rows of ``keys``, made for the keys without one."""
+        rows = self._row
+        new: list[PodKey] = []
+        out = np.empty(len(keys), dtype=np.int64)
+        for i, k in enumerate(keys):
+            r = rows.get(k)
+            if r is None:
+                r = rows[k] = len(self._keys) + len(new)
+                new.append(k)
+            out[i] = r
+        if new:
+            self._keys.extend(new)
+            extra, cap = len(new), self._ts.shape[1]
+            self._ts = np.concatenate([self._ts, np.zeros((extra, cap))])
+            self._cpu = np.concatenate([self._cpu, np.zeros((extra, cap), dtype=np.int64)])
+            self._mem = np.concatenate([self._mem, np.zeros((extra, cap), dtype=np.int64)])
+            self._len = np.concatenate([self._len, np.zeros(extra, dtype=np.int64)])
+            self._head = np.concatenate([self._head, np.zeros(extra, dtype=np.int64)])
+        return out
+
+    def _grow(self, capacity: int) -> None:
+        """Lay every ring out again, oldest first, in ``capacity`` columns."""
+        old = self._ts.shape[1]
+        at = (self._head[:, None] - old + np.arange(old)[None, :]) % old  # oldest first
+        pad = capacity - old
+        for name in ("_ts", "_cpu", "_mem"):
+            a = getattr(self, name)
+            laid = np.take_along_axis(a, at, axis=1)
+            setattr(self, name, np.concatenate([laid, np.zeros((len(a), pad), dtype=a.dtype)], axis=1))
+        self._head = np.zeros_like(self._len) + old
+        self._head %= capacity
+
+    def _gather(
+        self,
+        snapshot: ClusterSnapshot,
+        window_seconds: float,
+        nodes: Collection[str] | None,
+        windows: Mapping[str, float],
+    ) -> tuple[
+        IntArray, npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.float64], IntArray, IntArray
+    ]:
+        """The rows of the pods to record, each one's horizon, whether it has a reading, and
+        the reading (timestamp, CPU millicores, memory bytes)."""
+        metrics = snapshot.pod_metrics
+        columns = metrics if isinstance(metrics, PodMetricsColumns) else None
+        layout = columns.layout if columns is not None else None
+        rev = (
+            snapshot.revisions
+            if snapshot.revisions is not None and snapshot.revisions.describes(snapshot)
+            else None
+        )
+        wanted = None if nodes is None else set(nodes)
+        kept: dict[str, tuple[int, object, IntArray, IntArray]] = {}
+        rows: list[IntArray] = []
+        horizons: list[npt.NDArray[np.float64]] = []
+        at: list[IntArray] = []  # with columns: each pod's row there (-1: no reading)
+        found: list[PodMetrics | None] = []  # without: each pod's reading
+        for node_name, pods in snapshot.pods_by_node.items():
+            if wanted is not None and node_name not in wanted:
+                continue
+            node = snapshot.node_by_name.get(node_name)
+            horizon = snapshot.now - windows.get(node.node_group if node is not None else "", window_seconds)
+            number = rev.nodes.get(node_name, -1) if rev is not None else -1
+            entry = self._nodes.get(node_name)
+            if entry is None or number < 0 or entry[0] != number or entry[1] is not layout:
+                keys = [(p.namespace, p.name) for p in pods]
+                where = (
+                    np.fromiter((columns.rows.get(k, -1) for k in keys), dtype=np.int64, count=len(keys))
+                    if columns is not None
+                    else np.zeros(0, dtype=np.int64)
+                )
+                entry = (number, layout, self._rows(keys), where)
+            if number >= 0:
+                kept[node_name] = entry
+            rows.append(entry[2])
+            horizons.append(np.full(len(entry[2]), horizon))
+            if columns is not None:
+                at.append(entry[3])
+            else:
+                found.extend(metrics.get((p.namespace, p.name)) for p in pods)
+        self._nodes = kept
+        row = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        horizon_of = np.concatenate(horizons) if horizons else np.zeros(0)
+        if columns is not None:
+            where = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+            has = where >= 0
+            pick = np.where(has, where, 0)
+            if not len(columns.cpu):  # no reading at all
+                return row, horizon_of, has, np.zeros(len(row)), where * 0, where * 0
+            return (
+                row,
+                horizon_of,
+                has,
+                np.full(len(row), columns.timestamp),
+                columns.cpu[pick],
+                columns.memory[pick],
+            )
+        has = np.fromiter((m is not None for m in found), dtype=np.bool_, count=len(found))
+        readings = [m for m in found if m is not None]
+        ts, cpu, mem = (
+            np.zeros(len(found)),
+            np.zeros(len(found), dtype=np.int64),
+            np.zeros(len(found), dtype=np.int64),
+        )
+        ts[has] = [m.timestamp for m in readings]
+        cpu[has] = [m.cpu_millicores for m in readings]
+        mem[has] = [m.memory_bytes for m in readings]
+        return row, horizon_of, has, ts, cpu, mem
+
+    def trim(self, horizon: float) -> None:
+        """Keep only the samples taken at or after ``horizon`` (Unix seconds)."""
+        cap = self._ts.shape[1]
+        back = (self._head[:, None] - 1 - np.arange(cap)[None, :]) % cap  # newest first
+        rows = np.arange(len(self._len))[:, None]
+        within = (np.arange(cap)[None, :] < self._len[:, None]) & (self._ts[rows, back] >= horizon)
+        self._len = within.sum(axis=1).astype(np.int64)
+
+    def record(
+        self,
+        snapshot: ClusterSnapshot,
+        window_seconds: float,
+        nodes: Collection[str] | None = None,
+        pool_windows: Mapping[str, float] | None = None,
+    ) -> None:
+        """Append ``snapshot``'s readings of the pods on ``nodes`` (every bound pod with
+        ``None``), each after dropping its samples older than its window, and forget every
+        other pod (:func:`record_pod_usage`)."""
+        row, horizon, has, ts, cpu, mem = self._gather(snapshot, window_seconds, nodes, pool_windows or {})
+        length = np.zeros_like(self._len)
+        cap = self._ts.shape[1]
+        n = self._len[row]
+        newest = (self._head[row] - 1) % cap
+        # Samples kept: the newest ones at or after the horizon (timestamps never decrease).
+        back = (self._head[row][:, None] - 1 - np.arange(cap)[None, :]) % cap  # newest first
+        within = (np.arange(cap)[None, :] < n[:, None]) & (self._ts[row[:, None], back] >= horizon[:, None])
+        n = within.sum(axis=1)
+        last = self._ts[row, newest]
+        add = has & ((n == 0) | (last < ts))
+        if len(n) and int((n + add).max()) > cap:
+            self._len[row] = n  # what stays, before the layout changes
+            self._grow(max(2 * cap, int((n + add).max())))
+            return self.record(snapshot, window_seconds, nodes, pool_windows)
+        put = row[add]
+        head = self._head[put]
+        self._ts[put, head], self._cpu[put, head], self._mem[put, head] = ts[add], cpu[add], mem[add]
+        self._head[put] = (head + 1) % cap
+        length[row] = n + add
+        self._len = length
 
 
 def _p95(values: Sequence[int]) -> int:

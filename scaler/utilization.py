@@ -264,7 +264,7 @@ class PodFacts:
 def pod_facts(node: Node, pods: Sequence[Pod], config: ScalerConfig, now: float) -> PodFacts:
     """The :class:`PodFacts` of ``node`` carrying ``pods`` (counted pods) at ``now``: they hold
     for any other time while the same node and pods are judged (``requests`` aside, ``None``
-    when a pod is terminating). :class:`scaler.simulator.cluster.NodeMemo` keeps them."""
+    when a pod is terminating). The evaluation cache keeps them (:mod:`scaler.simulator.cache`)."""
     keys: list[tuple[str, str]] = []
     newest = -math.inf
     terminating = False
@@ -461,32 +461,36 @@ def _pods_of_node(
     config: ScalerConfig,
     window_start: float,
     facts: PodFacts | None = None,
+    measured: tuple[int, int] | None = None,
 ) -> _PodsOfNode:
     """Walk the node's counted ``pods`` (expendable ones already dropped) once: the pods that
     started after ``window_start`` are summed with :func:`pod_load` (the first whose load is
     unknown is named); the others' newest fresh PodMetrics are summed (a reading lacking some
     containers counts for what it reports: a lower bound), for the check that the node's
-    NodeMetrics are not far below them."""
+    NodeMetrics are not far below them. ``measured``, when the caller summed them already
+    (:meth:`scaler.simulator.cache.EvaluationCache.pod_sums`), is that sum for all of
+    ``facts.keys``."""
     cpu = mem = count = 0
     readings = snapshot.newest_pod_metrics or snapshot.pod_metrics  # never aggregates a pod
     partial = snapshot.partial_pod_metrics
     oldest = snapshot.now - config.max_metrics_age
     if facts is not None and facts.newest_start <= window_start:  # every pod is in the window
-        return _PodsOfNode(0, 0, 0, "", *_sum_readings(facts.keys, readings, partial, oldest))
-    measured: list[tuple[str, str]] = []
+        summed = measured if measured is not None else _sum_readings(facts.keys, readings, partial, oldest)
+        return _PodsOfNode(0, 0, 0, "", *summed)
+    in_window: list[tuple[str, str]] = []
     for p in pods:
         if p.is_terminal:
             continue
         started = p.start_ts if p.start_ts is not None else p.creation_ts
         if started is None or started <= window_start:
-            measured.append((p.namespace, p.name))
+            in_window.append((p.namespace, p.name))
             continue
         c, m = pod_load(p, snapshot, config)
         if c is None or m is None:
             unknown = unknown_usage(p, snapshot, config, new=True)
-            return _PodsOfNode(0, 0, count, unknown, *_sum_readings(measured, readings, partial, oldest))
+            return _PodsOfNode(0, 0, count, unknown, *_sum_readings(in_window, readings, partial, oldest))
         cpu, mem, count = cpu + c, mem + m, count + 1
-    return _PodsOfNode(cpu, mem, count, "", *_sum_readings(measured, readings, partial, oldest))
+    return _PodsOfNode(cpu, mem, count, "", *_sum_readings(in_window, readings, partial, oldest))
 
 
 def _sum_readings(
@@ -544,6 +548,7 @@ def _measured_usage(
     snapshot: ClusterSnapshot,
     config: ScalerConfig,
     facts: PodFacts | None = None,
+    measured: tuple[int, int] | None = None,
 ) -> tuple[int | None, int | None, int | None, int | None, int, str]:
     """``node``'s real usage from its fresh NodeMetrics ``m`` and its pods' PodMetrics:
     ``(usage cpu millicores, usage memory bytes, destination cpu, destination memory, pods
@@ -551,7 +556,7 @@ def _measured_usage(
     is unknown (a pod of unknown usage, or NodeMetrics far below the sum of its pods')."""
     usage_cpu = usage_mem = dest_cpu = dest_mem = None
     newest = snapshot.newest_node_metric(node.name) or m
-    of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds, facts)
+    of = _pods_of_node(pods, snapshot, config, newest.timestamp - newest.window_seconds, facts, measured)
     pending, unknown = of.pending, of.unknown
     if not unknown and (
         _far_below(newest.cpu_millicores, of.measured_cpu, NODE_METRICS_SHORTFALL_CPU_MILLICORES)
@@ -604,10 +609,11 @@ def node_utilization(
     snapshot: ClusterSnapshot,
     config: ScalerConfig,
     facts: PodFacts | None = None,
+    measured: tuple[int, int] | None = None,
 ) -> NodeUtilization:
     """Compute the utilization of ``node`` carrying ``pods`` (terminal and expendable pods
-    already dropped by the caller) at ``snapshot.now``; ``facts`` are the pods'
-    :func:`pod_facts` when the caller kept them (:class:`scaler.simulator.cluster.NodeMemo`).
+    already dropped by the caller) at ``snapshot.now``; ``facts`` (their :func:`pod_facts`)
+    and ``measured`` (the sum of their newest fresh PodMetrics) when the caller kept them.
 
     Returns:
         A :class:`NodeUtilization`; usage fractions are ``None`` when the node is non-empty and
@@ -625,7 +631,7 @@ def node_utilization(
     pending, unknown = 0, ""
     if m is not None and status is MetricsStatus.OK:
         usage_cpu, usage_mem, dest_cpu, dest_mem, pending, unknown = _measured_usage(
-            node, m, pods, snapshot, config, facts
+            node, m, pods, snapshot, config, facts, measured
         )
     gpu, gpu_usage, gpus = _gpu_figures(node, pods, snapshot, config)
 
@@ -635,28 +641,10 @@ def node_utilization(
         if empty and source == "usage":
             resource = "cpu"
         return NodeUtilization(
-            cpu,
-            memory,
-            value,
-            resource,
-            source,
-            req_cpu,
-            req_mem,
-            req_value,
-            empty,
-            status,
-            usage_cpu,
-            usage_mem,
-            age,
-            dest_cpu,
-            dest_mem,
-            pending,
-            unknown,
-            gpu,
-            gpu_usage,
-            gpus,
+            cpu, memory, value, resource, source, req_cpu, req_mem, req_value, empty, status,
+            usage_cpu, usage_mem, age, dest_cpu, dest_mem, pending, unknown, gpu, gpu_usage, gpus,
             _dra_figures(node, pods, snapshot, gpus),
-        )
+        )  # fmt: skip
 
     if config.utilization_source == "requests":
         # A fraction of zero allocatable is unknown, not 0 (the node is UnexpectedError anyway).

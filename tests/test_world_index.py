@@ -1,22 +1,17 @@
 """The replay world's incremental indexes give what a full rebuild gives (property tests):
-:class:`WorldIndex` after any sequence of pod and node changes, and :class:`AntiAffinity`'s
-verdicts against the InterPodAffinity filter node by node."""
+:class:`WorldIndex` after any sequence of pod and node changes."""
 
 from __future__ import annotations
 
-import numpy as np
 from builders import make_node, make_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scaler.config import ScalerConfig
 from scaler.model.layout import PodLayout
-from scaler.model.records import LabelSelector, Pod, PodAffinityTerm
+from scaler.model.records import Pod
+from scaler.model.revisions import Revisions
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.replay.sim_affinity import AntiAffinity
 from scaler.replay.world_index import TrackedDict, WorldIndex
-from scaler.simulator.filters import InterPodAffinity
-from scaler.simulator.state import ClusterState
 
 NODES = ["n1", "n2", "n3", "n10"]
 NAMES = [f"p{i}" for i in range(10)]
@@ -66,7 +61,8 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
 
     for name, node in initial.items():
         add(name, node)
-    for step, round_ in enumerate(rounds):
+    before: tuple[ClusterSnapshot, Revisions] | None = None
+    for round_ in rounds:
         for what, name, node, phase in round_:
             uid = next((u for u, p in pods.items() if p.name == name), None)
             if what == "bind" and uid is not None:
@@ -91,14 +87,9 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
             assert index.pods_on(node) == [p for p in pods.values() if p.node_name == node]
         keys, bound_slots = index.bound()
         assert list(zip(keys, bound_slots.tolist(), strict=True)) == bound
-        # PodMetrics: the same at the same step whether made now or reused (two rounds a step).
-        at = (float(step // 2), step // 2)
-        usage = np.arange(len(slot_of), dtype=np.float64) * 1.5 + at[0]
-        metrics = index.pod_metrics(keys, bound_slots, at, usage, usage * 2)
-        assert list(metrics) == [k for k, _ in bound]
-        assert [
-            (m.namespace, m.name, m.timestamp, m.cpu_millicores, m.memory_bytes) for m in metrics.values()
-        ] == [(*k, at[0], int(usage[s]), int(usage[s] * 2)) for k, s in bound]
+        # The rows of PodMetricsColumns: every bound pod's slot, the same dict while no pod changed.
+        rows = index.bound_rows()
+        assert list(rows.items()) == bound and index.bound_rows() is rows
         layout, fresh = index.layout(), PodLayout.build(pods.values())
         assert [id(p) for p in layout.pods] == [id(p) for p in fresh.pods]
         assert {k: [id(p) for p in v] for k, v in layout.by_node.items()} == {
@@ -109,6 +100,15 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
         terminal = any(p.is_terminal for p in pods.values() if p.node_name)
         assert (counted is None) == terminal and (counted is None or counted is snap.pods_by_node)
         want = ClusterSnapshot.create(0.0, nodes.values(), pods.values())  # type: ignore[arg-type]
+        # Revisions: made for this snapshot, and a node whose object or pods changed has a new one.
+        rev = snap.revisions
+        assert rev is not None and rev.describes(snap)
+        if before is not None:
+            for name in want.node_by_name:
+                moved = before[0].pods_by_node.get(name) != want.pods_by_node.get(name)
+                if moved or before[0].node_by_name.get(name) != want.node_by_name[name]:
+                    assert rev.nodes[name] != before[1].nodes.get(name)
+        before = (want, rev)
         assert (snap.nodes, snap.pods, snap.pods_by_node, snap.node_by_name) == (
             want.nodes,
             want.pods,
@@ -129,55 +129,3 @@ def test_tracked_dict_records_every_change_and_the_order_of_new_keys() -> None:
     assert d.take() == ({"a", "b", "c", "d"}, ["b", "c", "d"])
     d.clear()
     assert d.take() == ({"a", "d"}, []) and d == {}
-
-
-# ---- AntiAffinity ------------------------------------------------------------------------------
-
-APPS = ["web", "db", "cache"]
-ZONES = ["z1", "z2"]
-
-
-def _term(app: str, key: str, namespaces: tuple[str, ...]) -> PodAffinityTerm:
-    return PodAffinityTerm(LabelSelector({"app": app}), key, namespaces)
-
-
-terms = st.lists(
-    st.builds(
-        _term,
-        st.sampled_from(APPS),
-        st.sampled_from(["kubernetes.io/hostname", "topology.kubernetes.io/zone", "rack"]),
-        st.sampled_from([(), ("default",), ("other", "default")]),
-    ),
-    max_size=2,
-)
-pods_st = st.lists(
-    st.tuples(st.sampled_from(APPS), st.sampled_from(["default", "other"]), st.integers(0, 5), terms),
-    max_size=14,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(existing=pods_st, pending=pods_st)
-def test_anti_affinity_gives_the_filters_verdicts(existing: list, pending: list) -> None:
-    nodes = [
-        make_node(f"n{i}", zone=ZONES[i % 2], labels={"rack": f"r{i // 3}"} if i != 5 else {})
-        for i in range(6)
-    ]
-    pods = [
-        make_pod(f"e{i}", namespace=ns, node=f"n{at}", labels={"app": app}, required_anti_affinity=tuple(ts))
-        for i, (app, ns, at, ts) in enumerate(existing)
-    ]
-    state = ClusterState(ClusterSnapshot.create(0.0, nodes, pods))
-    fast = AntiAffinity(state)
-    f = InterPodAffinity(ScalerConfig())
-    positions = state.positions(state.names)
-    for i, (app, ns, at, ts) in enumerate(pending):
-        pod = make_pod(f"q{i}", namespace=ns, node="", labels={"app": app}, required_anti_affinity=tuple(ts))
-        refused = fast.refused(pod, positions)
-        assert refused is not None
-        slow = [f.filter(pod, state.nodes[n], state) is not None for n in state.names]
-        assert refused.tolist() == slow
-        dest = f"n{at}"
-        state.place(pod, dest)  # as the scheduler does, whether or not the filter agrees
-        state.commit()
-        fast.placed(pod, dest)

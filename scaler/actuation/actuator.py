@@ -89,7 +89,7 @@ from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
 from scaler.relief import NodeRelief, ReliefPlan
-from scaler.simulator.cluster import NodeMemo
+from scaler.simulator.cache import EvaluationCache
 from scaler.simulator.registry import Plugins, resolve_plugins
 
 __all__ = ["ANNOTATION_ENABLE_DS_EVICTION", "Actuator", "Dispatcher", "NodeOutcome", "in_threads", "inline"]
@@ -243,7 +243,7 @@ class Actuator:
         self.writer = writer
         self.cloud = cloud
         self.fresh_snapshot = fresh_snapshot
-        self._memo = NodeMemo()  # per-node facts from one re-check to the next
+        self._cache = EvaluationCache()  # what one re-check keeps for the next
         self.metrics = metrics
         self.on_done = on_done
         self.registry = registry or default_registry()
@@ -315,7 +315,7 @@ class Actuator:
                 if is_drain:
                     self.drains.add(r.node.name)
         for r, is_drain in chosen:
-            self._dispatch(r.node, is_drain, disruption_reason(not is_drain, r.node.ready))
+            self._dispatch(r.node, is_drain, disruption_reason(not is_drain, r.node.ready), r.moves)
         return []
 
     def _dispatch_rollback(self, name: str) -> None:
@@ -325,9 +325,12 @@ class Actuator:
         self.metrics.rollbacks_pending.set(len(self.rollbacks))
         self._run(self._threads, f"rollback/{name}", "rollback", name, lambda: self._roll_back(name))
 
-    def _dispatch(self, node: Node, is_drain: bool, reason: str) -> None:
-        """Run one tainted node's removal through the dispatcher (live: in its own thread)."""
-        self._run(self._threads, node.name, "remove", node.name, lambda: self._remove(node, is_drain, reason))
+    def _dispatch(self, node: Node, is_drain: bool, reason: str, plan: tuple[tuple[Pod, str], ...]) -> None:
+        """Run one tainted node's removal through the dispatcher (live: in its own thread);
+        ``plan`` is the evaluation's moves of its pods, validated first by the re-check."""
+        self._run(
+            self._threads, node.name, "remove", node.name, lambda: self._remove(node, is_drain, reason, plan)
+        )
 
     def _run(
         self, registry: dict[str, threading.Thread], key: str, kind: str, node: str, work: Callable[[], None]
@@ -459,7 +462,7 @@ class Actuator:
                 return
         raise _Abort(f"{step}: the cluster view stayed stale for {FRESH_VIEW_WAIT_SECONDS:.0f}s ({why})")
 
-    def _remove(self, node: Node, is_drain: bool, reason: str) -> None:
+    def _remove(self, node: Node, is_drain: bool, reason: str, plan: tuple[tuple[Pod, str], ...]) -> None:
         def steps() -> None:
             self.sleep(self.config.node_delete_delay_after_taint)
             if self._stopping.is_set():
@@ -476,7 +479,8 @@ class Actuator:
                 excluded=others,
                 filters=filters,
                 scorers=scorers,
-                memo=self._memo,
+                cache=self._cache,
+                plan=plan,
             )
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")

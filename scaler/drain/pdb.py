@@ -150,6 +150,10 @@ class RemainingPdbTracker:
                 journal.append((key, remaining[key]))
                 remaining[key] -= 1
 
+    def remaining_of(self, key: PdbKey) -> int | None:
+        """The remaining allowance of the PDB ``(namespace, name)``, ``None`` if not tracked."""
+        return self._remaining.get(key)
+
     def remaining(self, pdb: PodDisruptionBudget) -> int:
         """The remaining allowance of ``pdb`` in pods (may be negative).
 

@@ -40,6 +40,7 @@ from scaler.model.records import (
     PodMetrics,
     missing_containers,
 )
+from scaler.model.revisions import Revisions
 
 __all__ = [
     "CONTROLLER_KINDS",
@@ -126,6 +127,10 @@ class ClusterSnapshot:
     concerns it (:func:`scaler.model.unreadable.unreadable_nodes`). Such a node is neither a
     candidate nor a destination (``UnreadableObject``). Empty for snapshot files, which are
     strict."""
+    revisions: Revisions | None = field(default=None, compare=False, repr=False)
+    """What changed since the source's previous snapshot (:mod:`scaler.model.revisions`), read
+    by the evaluation cache; ``None``: unknown (nothing kept is reused). Not part of the
+    snapshot's value."""
 
     @staticmethod
     def create(

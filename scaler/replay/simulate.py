@@ -65,7 +65,6 @@ from scaler.replay.actuation import ReplayActuation
 from scaler.replay.policies import Policy
 from scaler.replay.sim_cluster import SimCloud, SimWriter
 from scaler.replay.world import UsageTable, World
-from scaler.simulator.reuse import VerdictCache
 
 T = TypeVar("T")
 
@@ -509,7 +508,6 @@ def _build_policy(inp: ReplayInput, policy: Policy) -> tuple[World, SimWriter, C
         status_sink=NO_STATUS,
     )
     controller.leader.set()
-    controller.verdicts = VerdictCache()  # the world keeps its objects while nothing moved
     return world, writer, controller, actuation
 
 

@@ -72,7 +72,7 @@ drain rules have already charged PDB budgets; PDB status is the snapshot's throu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -93,6 +93,7 @@ from scaler.kube.writer import (
     WriteError,
 )
 from scaler.limits import GroupLimits, node_group_limits
+from scaler.model.pod_usage import PodMetricsColumns
 from scaler.model.records import (
     LABEL_HOSTNAME,
     LABEL_ZONE,
@@ -107,7 +108,6 @@ from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
 from scaler.replay import sim_dra
 from scaler.replay.kube_scheduler import kube_scheduler_choice
-from scaler.replay.sim_affinity import AntiAffinity
 from scaler.replay.sim_records import (
     LABEL_INSTANCE_TYPE,
     PoolTemplate,
@@ -123,9 +123,9 @@ from scaler.replay.sim_records import (
     start_reading,
 )
 from scaler.replay.world_index import TrackedDict, WorldIndex
-from scaler.simulator.filters import InterPodAffinity
+from scaler.simulator.pod_index import PodIndex
 from scaler.simulator.registry import load_filters, load_scorers
-from scaler.simulator.removal import placement_order, score_totals
+from scaler.simulator.removal import Prefilter, placement_order, score_totals
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin
 
 __all__ = [  # the records and the scheduler's choice re-exported from where they live
@@ -201,7 +201,6 @@ class World:
         self._cached: tuple[int, float, ClusterSnapshot] | None = None
         self._structure: tuple[int, ClusterSnapshot] | None = None
         self._arrays: tuple[int, IntArray, IntArray, list[str]] | None = None
-        self._bound: tuple[int, list[tuple[str, str]], IntArray] | None = None
         self._node_counter = 0
         self._facts: tuple[int, GroupLimits, dict[str, dict[str, int]], dict[str, int]] | None = None
         # Usage slots: one per pod (uid), a series row or a constant.
@@ -230,6 +229,9 @@ class World:
         self._sched_filters: list[FilterPlugin] = load_filters(ScalerConfig(filter_plugins=()))
         self._place_filters = load_filters(config) if scheduler_plugins else self._sched_filters
         self._place_scorers: list[ScorePlugin] = load_scorers(config) if scheduler_plugins else []
+        self._pod_index = PodIndex()  # the scheduler's pods indexed, updated node by node
+        self._sched_pass = Prefilter(self._sched_filters)
+        self._place_pass = Prefilter(self._place_filters) if scheduler_plugins else self._sched_pass
 
     # ---- set-up -------------------------------------------------------------------------------------
     def _add_slot(self, uid: str, row: int, const: tuple[float, float], pod: Pod) -> None:
@@ -389,22 +391,16 @@ class World:
         }
         pod_metrics: Mapping[tuple[str, str], PodMetrics] = {}
         partial: dict[tuple[str, str], tuple[PodMetrics, tuple[str, ...]]] = {}
-        if self.with_pod_metrics:
+        if self.with_pod_metrics:  # as columns: a PodMetrics is made when a pod is read
             cpu, mem = self._usage_now()
-            keys, slots = self._bound_slots()
-            pod_metrics = self._index.pod_metrics(keys, slots, (t, self.step), cpu, mem)
-            if self._covered:
+            rows = self._index.bound_rows()
+            layout = self._index.rows_token if self._index.exact else rows
+            pod_metrics = PodMetricsColumns(rows, cpu.astype(np.int64), mem.astype(np.int64), t, 30.0, layout)
+            if self._covered:  # readings lacking containers: split as a snapshot holds them
                 pod_metrics, partial = partial_readings(pod_metrics, self.pods, self._covered)
         snap = replace(structure, node_metrics=metrics, pod_metrics=pod_metrics, partial_pod_metrics=partial)
         self._cached = (self._version, t, snap)
         return snap
-
-    def _bound_slots(self) -> tuple[list[tuple[str, str]], IntArray]:
-        """``(namespace, name)`` of every pod bound to a node, in pod order, and its usage slot
-        (cached until the pods change)."""
-        if self._bound is None or self._bound[0] != self._version:
-            self._bound = (self._version, *self._index.bound())
-        return self._bound[1], self._bound[2]
 
     # ---- Kubernetes writes (through SimWriter) -----------------------------------------------------
     def mark_to_be_deleted(self, name: str, now: float, instance: str) -> None:
@@ -567,41 +563,14 @@ class World:
 
     # ---- the scheduler -----------------------------------------------------------------------------
     def _feasible(
-        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp], affinity: AntiAffinity
+        self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp]
     ) -> npt.NDArray[np.intp]:
-        found = self._passing(pod, state, positions, self._place_filters, affinity)
+        """The nodes at ``positions`` where ``pod`` may go: by the policy's filters, else (none
+        passing) by the built-in ones alone."""
+        found = self._place_pass.of(pod, state).rows(positions)
         if len(found) == 0 and self._place_filters is not self._sched_filters:
-            found = self._passing(pod, state, positions, self._sched_filters, affinity)
+            found = self._sched_pass.of(pod, state).rows(positions)
         return found
-
-    @staticmethod
-    def _passing(
-        pod: Pod,
-        state: ClusterState,
-        positions: npt.NDArray[np.intp],
-        filters: Sequence[FilterPlugin],
-        affinity: AntiAffinity,
-    ) -> npt.NDArray[np.intp]:
-        ok = np.ones(len(positions), dtype=np.bool_)
-        names = state.names
-        for f in filters:
-            idx = np.flatnonzero(ok)
-            if len(idx) == 0:
-                break
-            vector = getattr(f, "filter_nodes", None)
-            res = vector(pod, positions[idx], state) if callable(vector) else None
-            if res is not None:
-                ok[idx[res[0] != 0]] = False
-                continue
-            if type(f) is InterPodAffinity:  # all nodes at once, same verdicts
-                refused = affinity.refused(pod, positions[idx])
-                if refused is not None:
-                    ok[idx[refused]] = False
-                    continue
-            for j in idx.tolist():
-                if f.filter(pod, state.nodes[names[int(positions[j])]], state) is not None:
-                    ok[j] = False
-        return positions[ok]
 
     def schedule_pending(self) -> None:
         """Place pending pods as kube-scheduler would, by requests (see the module doc)."""
@@ -618,18 +587,20 @@ class World:
                 return max(p.requests.cpu_millicores, int(u[0])), max(p.requests.memory_bytes, int(u[1]))
 
         counted = self._index.counted_pods(snap)  # skips the terminal pods' scan when none
+        if counted is not None:
+            self._pod_index.follow({n.name: counted.get(n.name, ()) for n in snap.nodes})
         state = ClusterState(
             self.attach(snap) if self.attach is not None else snap,
             pods_by_node=counted,
             usage=usage,
             pod_load=pod_load,
             requested=None if counted is None else self._index.requested(snap.pods_by_node),
+            index=self._pod_index if counted is not None else None,
         )
         positions = np.arange(len(state.names), dtype=np.intp)
-        affinity = AntiAffinity(state)
         placed = False
         for pod in sorted((self.pods[u] for u in self.pending), key=placement_order):
-            feasible = self._feasible(pod, state, positions, affinity)
+            feasible = self._feasible(pod, state, positions)
             if len(feasible) == 0:
                 continue
             if self._place_scorers:
@@ -639,7 +610,6 @@ class World:
             dest = state.names[best]
             state.place(pod, dest)
             state.commit()
-            affinity.placed(pod, dest)
             self.pods[pod.uid] = replace_pod(pod, node_name=dest, start_ts=self.now)
             del self.pending[pod.uid]
             placed = True

@@ -22,7 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.model.layout import PodLayout
-from scaler.model.records import Node, Pod, PodMetrics, Resources
+from scaler.model.records import Node, Pod, Resources
+from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.state import sum_requests
 
@@ -108,11 +109,19 @@ class WorldIndex:
     """
 
     def __init__(
-        self, pods: TrackedDict[str, Pod], nodes: TrackedDict[str, Node], slot_of: Mapping[str, int]
+        self,
+        pods: TrackedDict[str, Pod],
+        nodes: TrackedDict[str, Node],
+        slot_of: Mapping[str, int],
+        revisions: RevisionCounter | None = None,
     ):
         self._pods = pods
         self._nodes = nodes
         self._slot_of = slot_of
+        self.revisions = revisions if revisions is not None else RevisionCounter()
+        """Numbers the changes of the pods and nodes (:mod:`scaler.model.revisions`); the
+        snapshots of :meth:`structure` carry its numbers."""
+        self._uid_node: dict[str, str] = {}  # pod uid -> the node it was bound to when last seen
         self.exact = True
         """False once slots no longer follow the dict's order: every answer is then rebuilt."""
         self._unique = True  # every (namespace, name) belongs to one pod: the layout can be updated
@@ -120,15 +129,17 @@ class WorldIndex:
         self._pod_rev = 0
         self._node_rev = 0
         # Per usage slot: node id of its pod when bound, not terminal (-1 otherwise); bound at all;
-        # its pod's (namespace, name); its PodMetrics at ``_pm_at``.
+        # its pod's (namespace, name).
         self._slot_node = np.full(0, -1, dtype=np.int64)
         self._slot_bound = np.zeros(0, dtype=np.bool_)
         self._slot_host = np.full(0, -1, dtype=np.int64)  # node id of its pod when bound at all
         self._slot_uid: list[str] = []
         self._slot_key: list[PodKey | None] = []
-        self._pm: list[PodMetrics | None] = []
-        self._pm_at: tuple[float, int] | None = None
-        self._pm_stale: set[int] = set()  # slots whose pod changed since their PodMetrics were made
+        self._rows: tuple[int, dict[PodKey, int]] | None = None  # bound pods' keys -> slots
+        self._key_slot: dict[PodKey, int] = {}  # every key ever seen -> its latest slot
+        self.rows_token: object = object()
+        """The same object while every pod key keeps its usage slot (a new one when a key
+        moves to another slot): the ``layout`` of the world's PodMetricsColumns."""
         self._node_id: dict[str, int] = {}
         # The layout: pods by (namespace, name), and the keys changed since the layout was made.
         self._uid_key: dict[str, PodKey] = {}
@@ -163,10 +174,26 @@ class WorldIndex:
             if want > n:
                 self._grow(want)
             for uid in changed:
+                self._count(uid)
                 self._update(uid)
         changed_nodes, added_nodes = self._nodes.take()
         if changed_nodes or added_nodes:
             self._node_rev += 1
+            self.revisions.nodes_changed(changed_nodes)
+            self.revisions.nodes_changed(added_nodes)
+
+    def _count(self, uid: str) -> None:
+        """Number the change of pod ``uid``: the node it left and the node it is on now."""
+        pod = self._pods.get(uid)
+        now = pod.node_name if pod is not None else ""
+        before = self._uid_node.pop(uid, "")
+        if now:
+            self._uid_node[uid] = now
+        for name in {before, now}:
+            if name:
+                self.revisions.node_changed(name)
+            else:
+                self.revisions.other_changed()
 
     def _grow(self, size: int) -> None:
         extra = size - len(self._slot_key)
@@ -175,7 +202,6 @@ class WorldIndex:
         self._slot_host = np.concatenate([self._slot_host, np.full(extra, -1, dtype=np.int64)])
         self._slot_uid.extend([""] * extra)
         self._slot_key.extend([None] * extra)
-        self._pm.extend([None] * extra)
 
     def _update(self, uid: str) -> None:
         pod = self._pods.get(uid)
@@ -195,14 +221,15 @@ class WorldIndex:
             self._key_uid[key] = uid
             self._by_key[key] = pod
         s = self._slot_of.get(uid)
+        if key is not None and s is not None and self._key_slot.setdefault(key, s) != s:
+            self._key_slot[key] = s
+            self.rows_token = object()
         if s is None:
             if pod is not None and pod.node_name:
                 self.exact = False  # a bound pod without usage: as the full rebuild does, fail there
             return
         if s >= len(self._slot_key):
             self._grow(s + 1)
-        self._pm[s] = None
-        self._pm_stale.add(s)
         if pod is None:
             self._slot_node[s], self._slot_host[s], self._slot_bound[s], self._slot_key[s] = (
                 -1,
@@ -284,38 +311,14 @@ class WorldIndex:
         slots = np.flatnonzero(self._slot_bound).astype(np.int64)
         return _pick(self._slot_key, slots.tolist()), slots  # type: ignore[arg-type]
 
-    def pod_metrics(
-        self, keys: Sequence[PodKey], slots: IntArray, at: tuple[float, int], cpu: FloatArray, mem: FloatArray
-    ) -> dict[PodKey, PodMetrics]:
-        """``keys`` → PodMetrics of their slots' usage (``cpu``, ``mem`` per slot, truncated to
-        integers), timestamped ``at[0]``, for the pods of :meth:`bound` (``keys``, ``slots``).
-        ``at`` = (time, step) names the usage: while it stays the same, the objects made for
-        pods that did not change since are reused."""
-        t = at[0]
-        chosen = slots.tolist()
-        if not self.exact or self._pm_at != at:
-            # int() of each float64, as truncation toward zero, for every pod at once.
-            cpu_i, mem_i = cpu[slots].astype(np.int64).tolist(), mem[slots].astype(np.int64).tolist()
-            made = [PodMetrics(k[0], k[1], t, 30.0, c, m) for k, c, m in zip(keys, cpu_i, mem_i, strict=True)]
-            if self.exact:
-                self._pm = [None] * len(self._slot_key)
-                for s, o in zip(chosen, made, strict=True):
-                    self._pm[s] = o
-                self._pm_at, self._pm_stale = at, set()
-            return dict(zip(keys, made, strict=True))
-        cache = self._pm
-        if self._pm_stale:
-            todo = [s for s in self._pm_stale if self._slot_bound[s]]
-            if todo:
-                at_ = np.asarray(todo, dtype=np.int64)
-                cpu_i, mem_i = cpu[at_].astype(np.int64).tolist(), mem[at_].astype(np.int64).tolist()
-                for s, c, m in zip(todo, cpu_i, mem_i, strict=True):
-                    k = self._slot_key[s]
-                    assert k is not None
-                    cache[s] = PodMetrics(k[0], k[1], t, 30.0, c, m)
-                self._pm_stale.difference_update(todo)
-        made = cast("list[PodMetrics]", _pick(cache, chosen))  # every bound slot has one now
-        return dict(zip(keys, made, strict=True))
+    def bound_rows(self) -> dict[PodKey, int]:
+        """``(namespace, name)`` → usage slot of every pod bound to a node (existing or not):
+        the same dict object while no pod changed (a :class:`PodMetricsColumns` layout)."""
+        self.sync()
+        if self._rows is None or self._rows[0] != self._pod_rev or not self.exact:
+            keys, slots = self.bound()
+            self._rows = (self._pod_rev, dict(zip(keys, slots.tolist(), strict=True)))
+        return self._rows[1]
 
     def layout(self) -> PodLayout:
         """The pods sorted and grouped as a snapshot holds them (:class:`PodLayout`)."""
@@ -342,6 +345,7 @@ class WorldIndex:
                 pods=fresh.pods,
                 pods_by_node=fresh.pods_by_node,
                 node_by_name=fresh.node_by_name,
+                revisions=self.revisions.stamp(fresh),
             )
             if self.exact:  # a bound pod is terminal where it has no node id
                 terminal = bool(np.any(self._slot_bound & (self._slot_node < 0)))

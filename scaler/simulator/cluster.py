@@ -14,16 +14,25 @@ the same PDB view.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import RemainingPdbTracker
-from scaler.drain.rules import BlockingPod, BlockingPodReason, DrainContext, DrainOptions, get_pods_to_move
-from scaler.model.records import Node, Pod, PodDisruptionBudget, Resources
+from scaler.drain.rules import (
+    BlockingPod,
+    BlockingPodReason,
+    DrainContext,
+    DrainOptions,
+    PodsToMove,
+    get_pods_to_move,
+)
+from scaler.model.records import Node, Pod, Resources
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.reasons import UnremovableReason
-from scaler.simulator.removal import PlacementFailure, RemovalSimulator
+from scaler.simulator.pod_index import PodIndex
+from scaler.simulator.removal import PlacementFailure, RemovalSimulator, placement_order
 from scaler.simulator.state import ClusterState, FilterPlugin, ScorePlugin, sum_requests
 from scaler.utilization import (
     NodeUtilization,
@@ -35,14 +44,18 @@ from scaler.utilization import (
 )
 
 __all__ = [
-    "NodeMemo",
+    "ContextCache",
+    "NodeFacts",
     "NodeRemoval",
     "PodMove",
     "RemovalContext",
     "counted_pods",
+    "counted_pods_of",
+    "node_facts",
     "simulate_node_removal",
     "simulate_pod_move",
     "undecidable_claim",
+    "validate_node_removal",
 ]
 
 
@@ -60,64 +73,56 @@ def counted_pods_of(pods: Sequence[Pod], config: ScalerConfig) -> list[Pod]:
 
 
 @dataclass(frozen=True, slots=True)
-class _NodeFacts:
-    source: tuple[Pod, ...]  # snapshot.pods_by_node[name], kept by identity
+class NodeFacts:
+    """What a node's pods give an evaluation besides usage: depends only on the node, its pods
+    and the configuration (the evaluation cache keeps it per node revision,
+    :mod:`scaler.simulator.cache`).
+
+    Attributes:
+        node: the node record.
+        counted: :func:`counted_pods_of` its pods.
+        requested: the sum of ``counted``'s requests.
+        pods: their :class:`~scaler.utilization.PodFacts` (requests fractions, whether only
+            DaemonSet and mirror pods are counted, the pods' keys and newest start).
+        anti_affinity: the counted pods with required anti-affinity terms.
+    """
+
     node: Node
     counted: tuple[Pod, ...]
     requested: Resources
     pods: PodFacts
-    anti_affinity: tuple[Pod, ...]  # the counted pods with required anti-affinity terms
+    anti_affinity: tuple[Pod, ...]
 
 
-class NodeMemo:
-    """Per-node facts that depend only on the node, its pods and the configuration, kept from
-    one evaluation to the next (one per controller, held by its
-    :class:`~scaler.simulator.reuse.VerdictCache`, and one per actuator for its re-checks): the
-    counted pods (:func:`counted_pods`), the sum of their requests, their
-    :class:`~scaler.utilization.PodFacts` (requests fractions, whether only DaemonSet and mirror
-    pods are counted, the pods' keys and newest start) and the counted pods with required
-    anti-affinity terms; and a PDB tracker per set of PDB objects (:meth:`tracker`).
+def node_facts(node: Node, pods: Sequence[Pod], config: ScalerConfig, now: float) -> NodeFacts:
+    """The :class:`NodeFacts` of ``node`` carrying ``pods`` (every pod bound to it) at ``now``."""
+    counted = tuple(counted_pods_of(pods, config))
+    anti = tuple([p for p in counted if p.required_anti_affinity])
+    return NodeFacts(node, counted, sum_requests(counted), pod_facts(node, counted, config, now), anti)
 
-    A node's facts are reused when the snapshot holds the very same node object and pods tuple
-    (``pods_by_node[name]``, compared by identity: the replay's world and a watch cache keep
-    them while nothing moved) and the configuration object is the same; the requests fractions
-    only while no counted pod is terminating (a long-terminating pod stops counting with the
-    clock alone). Anything else computes them again. The results are those of a computation
-    without the memo (``tests/test_verdict_reuse.py`` compares evaluations step by step).
-    """
 
-    def __init__(self) -> None:
-        self._config: ScalerConfig | None = None
-        self._facts: dict[str, _NodeFacts] = {}
-        self._pdbs: tuple[PodDisruptionBudget, ...] | None = None
-        self._tracker: RemainingPdbTracker | None = None
+class ContextCache(Protocol):
+    """What a :class:`RemovalContext` reads from the evaluation cache
+    (:class:`scaler.simulator.cache.EvaluationCache`)."""
 
-    def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, _NodeFacts]:
-        """Every node's facts for ``snapshot`` and ``config``; nodes gone are forgotten."""
-        if config is not self._config:
-            self._config, self._facts = config, {}
-        old = self._facts
-        out: dict[str, _NodeFacts] = {}
-        empty: tuple[Pod, ...] = ()
-        for node in snapshot.nodes:
-            name = node.name
-            source = snapshot.pods_by_node.get(name, empty)
-            f = old.get(name)
-            if f is None or f.source is not source or f.node is not node:
-                counted = tuple(counted_pods_of(source, config))
-                facts = pod_facts(node, counted, config, snapshot.now)
-                anti = tuple([p for p in counted if p.required_anti_affinity])
-                f = _NodeFacts(source, node, counted, sum_requests(counted), facts, anti)
-            out[name] = f
-        self._facts = out
-        return out
+    @property
+    def index(self) -> PodIndex:
+        """The counted pods of the last :meth:`facts`, indexed."""
+        ...
 
-    def tracker(self, pdbs: tuple[PodDisruptionBudget, ...]) -> RemainingPdbTracker:
-        """A fresh :class:`~scaler.drain.pdb.RemainingPdbTracker` of ``pdbs``: a copy of the one
-        kept while the snapshot holds the same PDB objects (its indexes are shared)."""
-        if self._pdbs is not pdbs or self._tracker is None:
-            self._pdbs, self._tracker = pdbs, RemainingPdbTracker(pdbs)
-        return self._tracker.copy()
+    def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> Mapping[str, NodeFacts]:
+        """Every node's :class:`NodeFacts`."""
+        ...
+
+    def tracker(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> RemainingPdbTracker:
+        """A fresh PDB tracker of ``snapshot.pdbs``."""
+        ...
+
+    def pod_sums(
+        self, snapshot: ClusterSnapshot, config: ScalerConfig, facts: Mapping[str, NodeFacts]
+    ) -> Mapping[str, tuple[int, int]] | None:
+        """Per node, the summed newest fresh PodMetrics of its counted pods, when known."""
+        ...
 
 
 class RemovalContext:
@@ -125,7 +130,7 @@ class RemovalContext:
 
     Attributes:
         snapshot, config: the cluster state and the settings.
-        pods_by_node: :func:`counted_pods` (lists, or the memo's tuples: read them, never change them).
+        pods_by_node: :func:`counted_pods` (lists, or the cache's tuples: read them, never change them).
         utils: every node's :class:`~scaler.utilization.NodeUtilization`.
         state: the simulation state: counted pods, each node's destination usage
             (``NodeUtilization.destination_cpu_millicores``), moved pods loaded with
@@ -134,8 +139,10 @@ class RemovalContext:
         tracker: the PDB budgets left, shared by the removals committed in this context.
         options: the drain rules' settings.
 
-    ``memo`` keeps per-node facts from one context to the next (:class:`NodeMemo`); the
-    context is the same with or without it.
+    ``cache`` keeps per-node facts from one context to the next (:class:`ContextCache`); the
+    context is the same with or without it. With ``only``, the utilization (and so the usage
+    the state knows) is computed for those nodes alone: a node outside has unknown usage, so
+    TargetUsage refuses it; :func:`validate_node_removal` reads no other.
     """
 
     def __init__(
@@ -144,30 +151,36 @@ class RemovalContext:
         config: ScalerConfig,
         filters: Sequence[FilterPlugin],
         scorers: Sequence[ScorePlugin] = (),
-        memo: NodeMemo | None = None,
+        cache: ContextCache | None = None,
+        only: Collection[str] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.config = config
         requested: dict[str, Resources] | None = None
         anti: dict[str, tuple[Pod, ...]] | None = None
         self.pods_by_node: dict[str, Sequence[Pod]] = {}
-        if memo is None:  # one context: nothing to keep
+        if cache is None:  # one context: nothing to keep
             self.pods_by_node.update(counted_pods(snapshot, config))
             self.utils: dict[str, NodeUtilization] = {
                 n.name: node_utilization(n, self.pods_by_node[n.name], snapshot, config)
                 for n in snapshot.nodes
+                if only is None or n.name in only
             }
         else:
-            facts = memo.facts(snapshot, config)
+            facts = cache.facts(snapshot, config)
             self.pods_by_node.update((name, f.counted) for name, f in facts.items())
             for name, pods in snapshot.pods_by_node.items():  # pods bound to nodes not listed
                 if name not in facts:
                     self.pods_by_node[name] = counted_pods_of(pods, config)
             requested = {name: f.requested for name, f in facts.items()}
             anti = {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity}
+            sums = cache.pod_sums(snapshot, config, facts) or {}
             self.utils = {
-                n.name: node_utilization(n, facts[n.name].counted, snapshot, config, facts[n.name].pods)
+                n.name: node_utilization(
+                    n, facts[n.name].counted, snapshot, config, facts[n.name].pods, sums.get(n.name)
+                )
                 for n in snapshot.nodes
+                if only is None or n.name in only
             }
         usage: dict[str, tuple[int, int]] = {}
         for name, u in self.utils.items():
@@ -179,9 +192,12 @@ class RemovalContext:
             # Unknown loads never reach a placement (simulate_node_removal refuses them first).
             return cpu or 0, mem or 0
 
-        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti)
+        index = cache.index if cache is not None else None
+        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti, index)
         self.simulator = RemovalSimulator(self.state, filters, scorers)
-        self.tracker = memo.tracker(snapshot.pdbs) if memo is not None else RemainingPdbTracker(snapshot.pdbs)
+        self.tracker = (
+            cache.tracker(snapshot, config) if cache is not None else RemainingPdbTracker(snapshot.pdbs)
+        )
         self.options = DrainOptions.from_config(config)
 
 
@@ -275,9 +291,10 @@ def simulate_node_removal(
         ctx.simulator.restore_rotation(rotation)
 
 
-def _simulate_node_removal(
-    ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], commit: bool
-) -> NodeRemoval:
+def _drain_stage(ctx: RemovalContext, node_name: str) -> NodeRemoval | tuple[PodsToMove, int]:
+    """The checks of a node-removal check before any placement: the drain rules with the
+    context's PDB budgets (charged: revert to the returned mark to undo), and a known load for
+    every pod to move. Returns the refusal (nothing charged), or the pods and the mark."""
     tracker = ctx.tracker
     mark = tracker.checkpoint()
     drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
@@ -291,13 +308,22 @@ def _simulate_node_removal(
     if unknown:
         tracker.revert(mark)
         return NodeRemoval(node_name, UnremovableReason.MetricsUnavailable, unknown, None, pods, ds)
-    keep = commit and not to_move.on_completion_pods
-    sim = ctx.simulator.simulate(node_name, pods, tiers, keep=keep)
-    if sim.failure is not None:
-        tracker.revert(mark)
-        return NodeRemoval(
-            node_name, UnremovableReason.NoPlaceToMovePods, nowhere_detail(sim.failure), None, pods, ds
-        )
+    return to_move, mark
+
+
+def _placed_stage(
+    ctx: RemovalContext,
+    node_name: str,
+    to_move: PodsToMove,
+    mark: int,
+    moves: tuple[tuple[Pod, str], ...],
+    keep: bool,
+) -> NodeRemoval:
+    """The end of a node-removal check whose pods all found a place (``moves``): a running
+    ``safe-to-evict: "on-completion"`` pod still keeps the node; else it can go, the PDB
+    charges kept with ``keep``."""
+    tracker = ctx.tracker
+    pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
     if to_move.on_completion_pods:
         tracker.revert(mark)
         first = to_move.on_completion_pods[0]
@@ -307,7 +333,77 @@ def _simulate_node_removal(
         tracker.commit()
     else:
         tracker.revert(mark)
-    return NodeRemoval(node_name, UnremovableReason.NoReason, "", None, pods, ds, sim.moves)
+    return NodeRemoval(node_name, UnremovableReason.NoReason, "", None, pods, ds, moves)
+
+
+def _simulate_node_removal(
+    ctx: RemovalContext, node_name: str, tiers: Sequence[Sequence[str]], commit: bool
+) -> NodeRemoval:
+    drained = _drain_stage(ctx, node_name)
+    if isinstance(drained, NodeRemoval):
+        return drained
+    to_move, mark = drained
+    pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
+    keep = commit and not to_move.on_completion_pods
+    sim = ctx.simulator.simulate(node_name, pods, tiers, keep=keep)
+    if sim.failure is not None:
+        ctx.tracker.revert(mark)
+        return NodeRemoval(
+            node_name, UnremovableReason.NoPlaceToMovePods, nowhere_detail(sim.failure), None, pods, ds
+        )
+    return _placed_stage(ctx, node_name, to_move, mark, sim.moves, keep)
+
+
+def validate_node_removal(
+    ctx: RemovalContext, node_name: str, plan: Sequence[tuple[Pod, str]], excluded: Collection[str] = ()
+) -> NodeRemoval | None:
+    """Does the ``plan`` of ``node_name``'s removal (its pods and their destinations, as an
+    evaluation found them) still hold in ``ctx``? Leaves ``ctx`` as it was.
+
+    The checks of :func:`simulate_node_removal` before any placement run as they do there
+    (drain rules with the context's PDB budgets, known loads): a refusal by them is the answer.
+    Then the pods to move must be the plan's pods (by UID), and each, in placement order,
+    must pass every filter on its planned destination (not the node, not in ``excluded``,
+    still in the cluster), with the pods placed before it: the plan is then a placement that
+    still holds, and the node can go (unless an ``on-completion`` pod still runs). This is
+    Karpenter's validation of a disruption command on fresh state before it acts
+    (``kubernetes-sigs/karpenter``, ``pkg/controllers/disruption/validation.go``:
+    ``ValidateCommand`` simulates scheduling again and keeps the command only when the
+    result is the one it planned), reduced to the destinations planned.
+
+    Returns:
+        The :class:`NodeRemoval` (removable, or refused before placement); ``None`` when the
+        plan no longer holds (the caller then checks the node in full).
+    """
+    drained = _drain_stage(ctx, node_name)
+    if isinstance(drained, NodeRemoval):
+        return drained
+    to_move, mark = drained
+    planned = {p.uid: dest for p, dest in plan}
+    if len(planned) != len(plan) or {p.uid for p in to_move.pods} != planned.keys():
+        ctx.tracker.revert(mark)
+        return None
+    state = ctx.state
+    filters = ctx.simulator.filters
+    undo = state.checkpoint()
+    state.set_flags(node_name, ghost=True)
+    state.unschedule_all(to_move.pods, node_name)
+    moves: list[tuple[Pod, str]] = []
+    try:
+        for pod in sorted(to_move.pods, key=placement_order):
+            dest = planned[pod.uid]
+            ns = state.nodes.get(dest)
+            if ns is None or dest == node_name or dest in excluded or ns.ghost or ns.removed:
+                return None
+            if any(f.filter(pod, ns, state) is not None for f in filters):
+                return None
+            state.place(pod, dest)
+            moves.append((pod, dest))
+    finally:
+        state.revert(undo)
+        if len(moves) != len(to_move.pods):
+            ctx.tracker.revert(mark)
+    return _placed_stage(ctx, node_name, to_move, mark, tuple(moves), False)
 
 
 def nowhere_detail(failure: PlacementFailure) -> str:

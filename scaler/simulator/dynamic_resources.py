@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from scaler.model.records import Pod
 from scaler.simulator.filter_base import BaseFilter, _no_fail
-from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
+from scaler.simulator.state import ClusterState, Codes, Mask, NodeState, Positions
 
 __all__ = ["DynamicResources"]
 
@@ -32,6 +32,10 @@ class DynamicResources(BaseFilter):
         if not pod.resource_claims:
             return None
         return state.dra.fits(pod, node.node)
+
+    def fit_mask(self, pod: Pod, state: ClusterState) -> Mask | bool | None:
+        """``True`` (every row) for a pod without claims; ``None`` otherwise (node by node)."""
+        return None if pod.resource_claims else True
 
     def filter_nodes(
         self, pod: Pod, nodes: Positions, state: ClusterState

@@ -5,9 +5,10 @@ the taint and node-affinity matching kube-scheduler's helpers do (``v1helper``,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from scaler.config import ScalerConfig
 from scaler.model.records import (
@@ -132,3 +133,78 @@ def _label_positions(state: ClusterState, key: str) -> dict[str, Positions]:
         return {v: np.array(p, dtype=np.intp) for v, p in out.items()}
 
     return state.static(("label-positions", key), compute)
+
+
+def _all_rows(state: ClusterState) -> Positions:
+    """Every row of the state's node table, in order."""
+    return state.static(("all-rows",), lambda: np.arange(len(state.names), dtype=np.intp))
+
+
+def _taint_groups(state: ClusterState) -> dict[tuple[Taint, ...], list[int]]:
+    """Table rows grouped by the node's taints (memoized per state)."""
+
+    def groups() -> dict[tuple[Taint, ...], list[int]]:
+        out: dict[tuple[Taint, ...], list[int]] = {}
+        for ns in state.nodes.values():
+            out.setdefault(ns.node.taints, []).append(ns.position)
+        return out
+
+    return state.static(("taint-groups",), groups)
+
+
+def _taint_codes(pod: Pod, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
+    """``TaintToleration``'s codes and reasons for every table node (the first untolerated
+    ``NoSchedule``/``NoExecute`` taint of each), memoized per set of tolerations."""
+
+    def compute() -> tuple[Codes, tuple[str, ...]]:
+        codes = np.zeros(len(state.names), dtype=np.int16)
+        interned = _Reasons()
+        for taints, positions in _taint_groups(state).items():
+            t = untolerated_taint(taints, pod.tolerations)
+            if t is not None:
+                codes[positions] = interned.code(f"untolerated taint {_fmt_taint(t)}")
+        return codes, tuple(interned.reasons)
+
+    return state.static(("TaintToleration", pod.tolerations), compute)
+
+
+def _affinity_codes(pod: Pod, state: ClusterState) -> Codes:
+    """``NodeAffinity``'s code for every table node (0 matches, 1 not:
+    :func:`node_matches_pod_node_affinity`), memoized per distinct node selector and required
+    affinity; ``nodeSelector`` pairs through the label index."""
+    key = ("NodeAffinity", tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
+
+    def compute() -> Codes:
+        ok = np.ones(len(state.names), dtype=np.bool_)
+        for k, v in pod.node_selector.items():
+            match = np.zeros(len(state.names), dtype=np.bool_)
+            match[_label_positions(state, k).get(v, np.zeros(0, dtype=np.intp))] = True
+            ok &= match
+        terms = pod.required_node_affinity
+        if terms is not None:
+            names = state.names
+            for i in np.flatnonzero(ok).tolist():
+                node = state.nodes[names[i]].node
+                ok[i] = any(t.matches(node.name, node.labels) for t in terms)
+        return np.where(ok, 0, 1).astype(np.int16)
+
+    return state.static(key, compute)
+
+
+def _namespace_labels(state: ClusterState) -> Mapping[str, Mapping[str, str]] | None:
+    """The namespaces' labels (``None`` when the snapshot lists no Namespace), computed once."""
+    return state.static("namespace-labels", lambda: state.snapshot.namespace_labels)
+
+
+def _domain_ids(state: ClusterState, key: str) -> tuple[npt.NDArray[np.intp], list[str]]:
+    """Per node, the id of its value of label ``key`` (-1 without it), and the values by id."""
+
+    def compute() -> tuple[npt.NDArray[np.intp], list[str]]:
+        ids = np.full(len(state.names), -1, dtype=np.intp)
+        values: list[str] = []
+        for v, positions in _label_positions(state, key).items():
+            ids[positions] = len(values)
+            values.append(v)
+        return ids, values
+
+    return state.static(("domain-ids", key), compute)

@@ -30,19 +30,11 @@ The base class and the helpers the filters share are in :mod:`scaler.simulator.f
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-
 import numpy as np
-import numpy.typing as npt
 
 from scaler.model.records import (
     TAINT_TO_BE_DELETED,
-    LabelSelector,
-    LabelSelectorRequirement,
     Pod,
-    PodAffinityTerm,
-    Taint,
-    TopologySpreadConstraint,
 )
 from scaler.simulator.filter_base import (
     _ANY_IP,
@@ -50,14 +42,16 @@ from scaler.simulator.filter_base import (
     _VOLUME_TOPOLOGY_LABELS,
     TAINT_UNSCHEDULABLE,
     BaseFilter,
+    _affinity_codes,
     _fmt_taint,
-    _label_positions,
     _no_fail,
     _Reasons,
+    _taint_codes,
     node_matches_pod_node_affinity,
     untolerated_taint,
 )
-from scaler.simulator.state import ClusterState, Codes, NodeState, Positions
+from scaler.simulator.pod_filters import InterPodAffinity, PodTopologySpread
+from scaler.simulator.state import ClusterState, Codes, Mask, NodeState, Positions
 
 __all__ = [
     "TAINT_UNSCHEDULABLE",
@@ -121,6 +115,12 @@ class NodeUnschedulable(BaseFilter):
         codes[t.removed[nodes]] = 2
         codes[t.ghost[nodes]] = 1
         return codes, self._REASONS
+
+    def fit_mask(self, pod: Pod, state: ClusterState) -> Mask:
+        """Per table row, whether :meth:`filter` passes a pod there (the same for every pod)."""
+        t = state.table
+        static = state.static(("NodeUnschedulable.fit",), lambda: ~(t.to_be_deleted | t.cordoned))
+        return state.per_flags(("NodeUnschedulable.fit",), lambda: static & ~(t.ghost | t.removed))
 
 
 # ---- NodeResourcesFit -------------------------------------------------------------------------
@@ -193,6 +193,22 @@ class NodeResourcesFit(BaseFilter):
                     break
         return codes, tuple(interned.reasons)
 
+    def fit_mask(self, pod: Pod, state: ClusterState) -> Mask | None:
+        """Per table row, whether :meth:`filter` passes ``pod`` there; ``None`` for a pod with
+        extended resources (not tabled: :meth:`filter_nodes` checks them)."""
+        req = pod.placement_requests
+        if any(v > 0 for v in req.extended.values()):
+            return None
+        t = state.table
+        ok = t.pod_count + 1 <= t.alloc_pods
+        if req.cpu_millicores > 0:
+            ok &= t.req_cpu + req.cpu_millicores <= t.alloc_cpu
+        if req.memory_bytes > 0:
+            ok &= t.req_mem + req.memory_bytes <= t.alloc_mem
+        if req.ephemeral_storage_bytes > 0:
+            ok &= t.req_eph + req.ephemeral_storage_bytes <= t.alloc_eph
+        return ok
+
 
 # ---- TaintToleration --------------------------------------------------------------------------
 
@@ -217,21 +233,12 @@ class TaintToleration(BaseFilter):
         codes, reasons = _taint_codes(pod, state)
         return codes[nodes], reasons
 
-    @staticmethod
-    def _all(pod: Pod, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
-        def groups() -> dict[tuple[Taint, ...], list[int]]:
-            out: dict[tuple[Taint, ...], list[int]] = {}
-            for ns in state.nodes.values():
-                out.setdefault(ns.node.taints, []).append(ns.position)
-            return out
-
-        codes = np.zeros(len(state.names), dtype=np.int16)
-        interned = _Reasons()
-        for taints, positions in state.static(("taint-groups",), groups).items():
-            t = untolerated_taint(taints, pod.tolerations)
-            if t is not None:
-                codes[positions] = interned.code(f"untolerated taint {_fmt_taint(t)}")
-        return codes, tuple(interned.reasons)
+    def fit_mask(self, pod: Pod, state: ClusterState) -> Mask:
+        """Per table row, whether :meth:`filter` passes ``pod`` there (memoized per set of
+        tolerations)."""
+        return state.static(
+            ("TaintToleration.fit", pod.tolerations), lambda: _taint_codes(pod, state)[0] == 0
+        )
 
 
 # ---- NodeAffinity -----------------------------------------------------------------------------
@@ -257,33 +264,12 @@ class NodeAffinity(BaseFilter):
         and affinity; ``nodeSelector`` pairs through the label index)."""
         return _affinity_codes(pod, state)[nodes], self._REASONS
 
-    @staticmethod
-    def _all(pod: Pod, state: ClusterState) -> Codes:
-        ok = np.ones(len(state.names), dtype=np.bool_)
-        for k, v in pod.node_selector.items():
-            match = np.zeros(len(state.names), dtype=np.bool_)
-            match[_label_positions(state, k).get(v, np.zeros(0, dtype=np.intp))] = True
-            ok &= match
-        terms = pod.required_node_affinity
-        if terms is not None:
-            names = state.names
-            for i in np.flatnonzero(ok).tolist():
-                node = state.nodes[names[i]].node
-                ok[i] = any(t.matches(node.name, node.labels) for t in terms)
-        return np.where(ok, 0, 1).astype(np.int16)
-
-
-def _affinity_codes(pod: Pod, state: ClusterState) -> Codes:
-    """:class:`NodeAffinity`'s code for every table node (0 matches, 1 not), memoized per
-    distinct node selector and required affinity."""
-    key = ("NodeAffinity", tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
-    return state.static(key, lambda: NodeAffinity._all(pod, state))
-
-
-def _taint_codes(pod: Pod, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
-    """:class:`TaintToleration`'s codes and reasons for every table node, memoized per set of
-    tolerations."""
-    return state.static(("TaintToleration", pod.tolerations), lambda: TaintToleration._all(pod, state))
+    def fit_mask(self, pod: Pod, state: ClusterState) -> Mask | bool:
+        """Per table row, whether :meth:`filter` passes ``pod`` there (``True``: everywhere)."""
+        if not pod.node_selector and pod.required_node_affinity is None:
+            return True
+        passes: Mask = _affinity_codes(pod, state) == 0
+        return passes
 
 
 # ---- NodePorts --------------------------------------------------------------------------------
@@ -323,6 +309,10 @@ class NodePorts(BaseFilter):
         if not pod.host_ports:
             return _no_fail(nodes)
         return None
+
+    def fit_mask(self, pod: Pod, state: ClusterState) -> bool | None:
+        """``True`` (passes everywhere) for a pod without host ports, else ``None``."""
+        return True if not pod.host_ports else None
 
 
 # ---- VolumeZone -------------------------------------------------------------------------------
@@ -394,339 +384,8 @@ class VolumeZone(BaseFilter):
             return _no_fail(nodes)
         return None
 
-
-# ---- InterPodAffinity -------------------------------------------------------------------------
-
-
-def _matches_all_terms(
-    terms: tuple[PodAffinityTerm, ...],
-    owner_namespace: str,
-    pod: Pod,
-    namespace_labels: Mapping[str, Mapping[str, str]] | None,
-) -> bool:
-    """``podMatchesAllAffinityTerms``: ``pod`` is selected by every (affinity) term (false for
-    no terms); a namespace selector with unknown namespace labels selects nothing."""
-    return bool(terms) and all(
-        t.selects(owner_namespace, pod, namespace_labels, unknown=False) for t in terms
-    )
-
-
-def _namespace_labels(state: ClusterState) -> Mapping[str, Mapping[str, str]] | None:
-    """The namespaces' labels (``None`` when the snapshot lists no Namespace), computed once."""
-    return state.static("namespace-labels", lambda: state.snapshot.namespace_labels)
-
-
-class InterPodAffinity(BaseFilter):
-    """kube-scheduler ``InterPodAffinity`` (``interpodaffinity/filtering.go``), required terms only.
-
-    Three checks, on pods of live, non-ghost nodes (the incoming pod itself, by UID, excluded):
-
-    1. existing pods' anti-affinity (symmetry): a pod P with a term T that selects the incoming
-       pod, on a node whose ``T.topologyKey`` value equals the candidate's, rejects the candidate;
-    2. the incoming pod's anti-affinity: for each term whose topology key the candidate carries,
-       no pod in the candidate's domain may be selected by the term (nodes without the label pass);
-    3. the incoming pod's affinity: the candidate must carry every term's topology key and, for
-       each term, its domain must hold a pod matching *all* the terms (the scheduler counts only
-       pods that match every term). Special case, as in the scheduler: if no such pod exists
-       anywhere (on a node carrying any of the keys) and the incoming pod matches all its own
-       terms, the first pod of a self-affine group may go anywhere that has the keys.
-
-    Pods are looked up at each call through the state's indexes (topology domains, pods by
-    label), which follow every simulated move. A term's ``namespaceSelector`` is matched against
-    the labels of the snapshot's Namespaces (:meth:`PodAffinityTerm.selects`); when the snapshot
-    lists none, a selector is taken to select every namespace for anti-affinity and none for
-    affinity, the side that refuses more destinations.
-    """
-
-    name = "InterPodAffinity"
-
-    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
-        """Return ``None`` when placing the pod on the node breaks no required (anti-)affinity."""
-        labels = node.node.labels
-        ns_labels = _namespace_labels(state)
-        # 1. Existing pods' required anti-affinity towards the incoming pod: only pods on nodes
-        # of the candidate's domain, for each topology key any anti-affinity term uses.
-        holders = state.anti_affinity_pods  # nodes holding a pod with anti-affinity terms
-        for key in state.anti_affinity_keys:
-            v = labels.get(key)
-            if v is None:
-                continue
-            for name in state.domains(key).get(v, ()):
-                if name not in holders:
-                    continue
-                other = state.nodes[name]
-                if other.removed or other.ghost:
-                    continue
-                for p in other.pods:
-                    if not p.required_anti_affinity or p.uid == pod.uid:
-                        continue
-                    for t in p.required_anti_affinity:
-                        if t.topology_key == key and t.selects(p.namespace, pod, ns_labels):
-                            return "node didn't satisfy existing pods anti-affinity rules"
-        # 2. The incoming pod's required anti-affinity.
-        for t in pod.required_anti_affinity:
-            v = labels.get(t.topology_key)
-            if v is None:
-                continue
-            for p in state.pods_in_domain(t.topology_key, v):
-                if p.uid != pod.uid and t.selects(pod.namespace, p, ns_labels):
-                    return "node didn't match pod anti-affinity rules"
-        # 3. The incoming pod's required affinity.
-        terms = pod.required_affinity
-        if terms:
-            for t in terms:
-                if t.topology_key not in labels:
-                    return f"node didn't match pod affinity rules (no label {t.topology_key})"
-            satisfied = all(
-                any(
-                    p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p, ns_labels)
-                    for p in state.pods_in_domain(t.topology_key, labels[t.topology_key])
-                )
-                for t in terms
-            )
-            if not satisfied:
-                if _matches_all_terms(terms, pod.namespace, pod, ns_labels) and not self._any_affinity_match(
-                    pod, state
-                ):
-                    return None
-                return "node didn't match pod affinity rules"
+    def fit_mask(self, pod: Pod, state: ClusterState) -> bool | None:
+        """``True`` (passes everywhere) when there is no PV to check, else ``None``."""
+        if not state.snapshot.has_pvs or not any(v.kind == "persistentVolumeClaim" for v in pod.volumes):
+            return True
         return None
-
-    @staticmethod
-    def _any_affinity_match(pod: Pod, state: ClusterState) -> bool:
-        """True when the scheduler's ``affinityCounts`` would be non-empty: some pod matching all
-        of ``pod``'s affinity terms sits on a live, non-ghost node carrying one of their keys."""
-        terms = pod.required_affinity
-        keys = {t.topology_key for t in terms}
-        ns_labels = _namespace_labels(state)
-        for other in state.nodes.values():
-            if other.removed or other.ghost or not any(k in other.node.labels for k in keys):
-                continue
-            for p in other.pods:
-                if p.uid != pod.uid and _matches_all_terms(terms, pod.namespace, p, ns_labels):
-                    return True
-        return False
-
-
-# ---- PodTopologySpread ------------------------------------------------------------------------
-
-
-def _spread_selector(c: TopologySpreadConstraint, pod: Pod) -> LabelSelector | None:
-    """The constraint's selector with ``matchLabelKeys`` merged in as ``key In (pod's value)``
-    requirements (keys the pod lacks are skipped). ``None`` selects nothing, except that, as in
-    ``mergeLabelSetWithSelector``, a null selector plus match-label keys becomes those keys."""
-    extra = tuple(
-        LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in c.match_label_keys if k in pod.labels
-    )
-    if not extra:
-        return c.label_selector
-    if c.label_selector is None:
-        return LabelSelector({}, extra)
-    return LabelSelector(c.label_selector.match_labels, c.label_selector.match_expressions + extra)
-
-
-def _selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    return selector is not None and selector.matches(labels)
-
-
-def _domain_ids(state: ClusterState, key: str) -> tuple[npt.NDArray[np.intp], list[str]]:
-    """Per node, the id of its value of label ``key`` (-1 without it), and the values by id."""
-
-    def compute() -> tuple[npt.NDArray[np.intp], list[str]]:
-        ids = np.full(len(state.names), -1, dtype=np.intp)
-        values: list[str] = []
-        for v, positions in _label_positions(state, key).items():
-            ids[positions] = len(values)
-            values.append(v)
-        return ids, values
-
-    return state.static(("domain-ids", key), compute)
-
-
-def _selected_pods(
-    state: ClusterState, namespace: str, selector: LabelSelector | None
-) -> Iterator[tuple[NodeState, Pod]]:
-    """``(node state, pod)`` for the pods of ``namespace`` on any node that ``selector`` matches,
-    looked up by the selector's first ``matchLabels`` pair when it has one."""
-    if selector is None:
-        return
-    if selector.match_labels:
-        k, v = next(iter(selector.match_labels.items()))
-        candidates = state.pods_with_label(namespace, k, v)
-    else:
-        candidates = state.pods_with_label(namespace)
-    for ns, p in candidates:
-        if selector.matches(p.labels):
-            yield ns, p
-
-
-def _hard_constraints(pod: Pod) -> list[TopologySpreadConstraint]:
-    """The pod's ``whenUnsatisfiable: DoNotSchedule`` constraints, in order."""
-    return [c for c in pod.topology_spread if c.when_unsatisfiable == "DoNotSchedule"]
-
-
-def _missing_label(c: TopologySpreadConstraint) -> str:
-    return f"node didn't match pod topology spread constraints (missing label {c.topology_key})"
-
-
-def _too_skewed(c: TopologySpreadConstraint) -> str:
-    return f"node didn't match pod topology spread constraints ({c.topology_key}, maxSkew {c.max_skew})"
-
-
-class PodTopologySpread(BaseFilter):
-    """kube-scheduler ``PodTopologySpread`` (``podtopologyspread/filtering.go``, ``common.go``).
-
-    Only constraints with ``whenUnsatisfiable: DoNotSchedule`` filter. For each of them:
-
-    * eligible nodes carry the topology keys of *all* those constraints, are not removed, and —
-      per the node inclusion policies — match the pod's node selector/affinity
-      (``nodeAffinityPolicy: Honor``, the default) and have no untolerated
-      ``NoSchedule``/``NoExecute`` taint (``nodeTaintsPolicy: Honor``; default ``Ignore``);
-    * the ghost stays an eligible domain with zero pods (CA's "tainted ghost",
-      ``simulator/cluster.go``): under ``nodeTaintsPolicy: Honor`` it is treated as carrying
-      ``ToBeDeletedByClusterAutoscaler:NoSchedule``, as CA's ghost copy does;
-    * per domain, count pods in the pod's namespace matched by the selector (``matchLabelKeys``
-      merged in), terminating pods excluded;
-    * ``skew = count(candidate's domain) + (1 if the pod matches its own selector) − min``, where
-      ``min`` is the smallest count over eligible domains, or 0 when there are fewer domains than
-      ``minDomains`` (default 1); reject when ``skew > maxSkew``.
-
-    A candidate lacking a constraint's topology key is rejected.
-    """
-
-    name = "PodTopologySpread"
-
-    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
-        """Return ``None`` when placing the pod keeps every hard spread constraint's skew.
-
-        The missing-label check runs over all constraints first, then the skew checks in
-        constraint order; the first failure is returned. Counts come from :meth:`_skew_base`,
-        shared with :meth:`filter_nodes`."""
-        constraints = _hard_constraints(pod)
-        if not constraints:
-            return None
-        labels = node.node.labels
-        for c in constraints:
-            if c.topology_key not in labels:
-                return _missing_label(c)
-        keys = tuple(c.topology_key for c in constraints)
-        for c in constraints:
-            ids, values, counts, offset = self._skew_base(c, pod, keys, state)
-            if node.position >= 0:
-                here = int(ids[node.position])
-            else:
-                value = labels[c.topology_key]
-                here = values.index(value) if value in values else -1
-            skew = (int(counts[here]) if here >= 0 else 0) + offset
-            if skew > c.max_skew:
-                return _too_skewed(c)
-        return None
-
-    def filter_nodes(self, pod: Pod, nodes: Positions, state: ClusterState) -> tuple[Codes, tuple[str, ...]]:
-        """:meth:`filter` for the nodes at table positions ``nodes``, all at once: per hard
-        constraint the matching-pod counts per domain are computed once (:meth:`_skew_base`),
-        then each node's skew is an array lookup. A node's code is that of the first failing
-        check in :meth:`filter`'s order (missing labels over all constraints, then skews)."""
-        constraints = _hard_constraints(pod)
-        if not constraints:
-            return _no_fail(nodes)
-        reasons = _Reasons()
-        codes = np.zeros(len(nodes), dtype=np.int16)
-        for c in constraints:
-            missing = (codes == 0) & (_domain_ids(state, c.topology_key)[0][nodes] < 0)
-            if missing.any():
-                codes[missing] = reasons.code(_missing_label(c))
-        keys = tuple(c.topology_key for c in constraints)
-        for c in constraints:
-            open_ = codes == 0
-            if not open_.any():
-                break
-            ids, _, counts, offset = self._skew_base(c, pod, keys, state)
-            here = ids[nodes[open_]]  # every open node carries the key: ids >= 0
-            skewed = counts[here] + offset > c.max_skew
-            if skewed.any():
-                codes[np.flatnonzero(open_)[skewed]] = reasons.code(_too_skewed(c))
-        return codes, tuple(reasons.reasons)
-
-    def _skew_base(
-        self, c: TopologySpreadConstraint, pod: Pod, keys: tuple[str, ...], state: ClusterState
-    ) -> tuple[npt.NDArray[np.intp], list[str], npt.NDArray[np.intp], int]:
-        """What the skew of ``c`` on any candidate node depends on (the pod and the state, not
-        the candidate), computed once per call: per node its domain id (-1 without the key) and the values by id (as
-        :func:`_domain_ids`), the matching pods per domain id (pods in the pod's namespace
-        selected by ``c``'s selector, on eligible non-ghost nodes, neither terminating nor the
-        pod itself), and ``offset`` = (1 if the pod matches its own selector) − the global
-        minimum, so that a node's skew is ``counts[id] + offset`` (``offset`` alone for a value
-        no table node carries)."""
-        selector = _spread_selector(c, pod)
-        eligible, domains = self._eligible(c, pod, keys, state)
-        ids, values = _domain_ids(state, c.topology_key)
-        where = np.fromiter(
-            (
-                ns.position
-                for ns, p in _selected_pods(state, pod.namespace, selector)
-                if not ns.ghost and p.deletion_ts is None and p.uid != pod.uid
-            ),
-            dtype=np.intp,
-        )
-        counts = np.bincount(ids[where[eligible[where]]], minlength=len(values))
-        min_domains = c.min_domains if c.min_domains is not None else 1
-        # The smallest count over eligible domains; 0 with fewer domains than minDomains.
-        global_min = 0 if len(domains) < max(min_domains, 1) else int(counts[domains].min())
-        self_match = 1 if _selects(selector, pod.labels) else 0
-        return ids, values, counts, self_match - global_min
-
-    def _eligible(
-        self, c: TopologySpreadConstraint, pod: Pod, keys: tuple[str, ...], state: ClusterState
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
-        """Which nodes count for ``c`` (carry every key, not removed, pass the inclusion
-        policies; the ghost with its ``ToBeDeleted`` taint), and the ids of the domains they
-        form (sorted, distinct). Depends on the pod only through its node affinity and
-        tolerations, and on the state only through the ghost/removed flags: memoized per flag
-        change."""
-        honor_affinity = c.node_affinity_policy == "Honor"
-        honor_taints = c.node_taints_policy == "Honor"
-        key = (
-            "PodTopologySpread",
-            c.topology_key,
-            keys,
-            (tuple(sorted(pod.node_selector.items())), pod.required_node_affinity)
-            if honor_affinity
-            else None,
-            pod.tolerations if honor_taints else None,
-        )
-
-        def static() -> npt.NDArray[np.bool_]:
-            ok = np.ones(len(state.names), dtype=np.bool_)
-            for k in keys:
-                ok &= _domain_ids(state, k)[0] >= 0
-            if honor_affinity:  # shared with NodeAffinity's verdicts for the same pod
-                ok &= _affinity_codes(pod, state) == 0
-            if honor_taints:  # shared with TaintToleration's verdicts for the same pod
-                ok &= _taint_codes(pod, state)[0] == 0
-            return ok
-
-        def current() -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
-            ok = state.static(key, static) & ~state.table.removed
-            for i in np.flatnonzero(state.table.ghost).tolist():
-                if ok[i]:
-                    ok[i] = self._included(c, pod, state.nodes[state.names[i]])
-            ids, values = _domain_ids(state, c.topology_key)
-            present = np.zeros(len(values), dtype=np.bool_)
-            present[ids[ok]] = True  # every eligible node carries the key: ids >= 0
-            return ok, np.flatnonzero(present)  # the distinct ids, sorted (np.unique sorts: slower)
-
-        return state.per_flags(key, current)
-
-    @staticmethod
-    def _included(c: TopologySpreadConstraint, pod: Pod, ns: NodeState) -> bool:
-        """``matchNodeInclusionPolicies`` for one node."""
-        if c.node_affinity_policy == "Honor" and not node_matches_pod_node_affinity(pod, ns.node):
-            return False
-        if c.node_taints_policy == "Honor":
-            taints: tuple[Taint, ...] = ns.node.taints
-            if ns.ghost:
-                taints = (*taints, Taint(TAINT_TO_BE_DELETED, "", "NoSchedule"))
-            if untolerated_taint(taints, pod.tolerations) is not None:
-                return False
-        return True

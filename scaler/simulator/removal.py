@@ -14,21 +14,23 @@ wins, starting just after the node chosen last time in that tier (CA's ``lastInd
 round-robin, which spreads moved pods). With Score plugins enabled, every feasible node of the
 first tier that has one is scored and the best wins (ties keep the round-robin order).
 
-Speed: destinations are examined in chunks of growing size, in round-robin order. For a chunk,
-the filters that can (``filter_nodes``, :class:`~scaler.simulator.state.VectorFilterPlugin`)
-answer for all its nodes at once, those that refused the largest share of nodes so far first
-(a chunk refused whole skips the rest; since a node must pass every filter, their order changes
-no answer); the others run node by node, in order, only on the nodes the vectorized ones
-accepted, until one node passes. Only when a pod fits nowhere are the refusals
-counted, filter by filter in the configured order over every destination, so the reasons and
-their order are those of a node-by-node scan. A tier is best passed as a :class:`Tier`, which
-carries its nodes' table positions; any other sequence of names is looked up.
+Speed (the placement's fast path, :class:`Prefilter`): for each pod, every filter that can
+answer for the whole node table at once (``fit_mask``, e.g. resource fit from the table's
+request columns and TargetUsage from its usage and moved columns) is asked once, the others
+that can answer for many nodes (``filter_nodes``) once per tier on the nodes left, and the
+rest node by node, in round-robin order, only until one node passes; since a node must pass
+every filter, their order changes no answer. So a placement costs a few array operations over
+the table, whatever the number of nodes examined. Only when a pod fits nowhere are the
+refusals counted, filter by filter in the configured order over every destination, so the
+reasons and their order are those of a node-by-node scan. A tier is best passed as a
+:class:`Tier`, which carries its nodes' table positions; any other sequence of names is
+looked up.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -36,11 +38,13 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.model.records import Pod
-from scaler.simulator.state import ClusterState, Codes, FilterPlugin, NodeState, Positions, ScorePlugin
+from scaler.simulator.state import ClusterState, Codes, FilterPlugin, Mask, NodeState, Positions, ScorePlugin
 
 __all__ = [
     "STRUCTURAL_FILTERS",
+    "Passing",
     "PlacementFailure",
+    "Prefilter",
     "RemovalResult",
     "RemovalSimulator",
     "StructuralRefusal",
@@ -55,9 +59,6 @@ STRUCTURAL_FILTERS = frozenset(
 """The built-in filters whose answer depends on the cluster's structure alone (nodes, their
 allocatable, labels and taints, the pods bound to them and their requests, ports and volumes),
 never on usage or time. :func:`scaler.simulator.registry.load_filters` runs them first."""
-
-_FIRST_CHUNK = 256
-_MAX_CHUNK = 8192
 
 
 class Tier(Sequence[str]):
@@ -111,18 +112,6 @@ class Tier(Sequence[str]):
         return self._names[i + 1 if 0 <= self._skip <= i else i]
 
 
-def _rotation_chunks(start: int, n: int) -> Iterator[tuple[int, int]]:
-    """``[lo, hi)`` ranges covering ``start..n-1`` then ``0..start-1``, in growing sizes."""
-    size = _FIRST_CHUNK
-    for lo0, hi0 in ((start, n), (0, start)):
-        lo = lo0
-        while lo < hi0:
-            hi = min(hi0, lo + size)
-            yield lo, hi
-            lo = hi
-            size = min(size * 2, _MAX_CHUNK)
-
-
 def placement_order(pod: Pod) -> tuple[int, int, int, str]:
     """Sort key of the pods of one node: highest priority first (CA's hinting simulator), then
     largest CPU and memory request first (first-fit decreasing: big pods claim the room they
@@ -173,6 +162,80 @@ class StructuralRefusal:
     labels: tuple[str, ...]
 
 
+class Passing:
+    """The rows of a state where a pod may go, as far as the filters could answer for every
+    row at once (:class:`Prefilter`), and the filters left to ask."""
+
+    __slots__ = ("_mask", "_pod", "_scalar", "_state", "_vector")
+
+    def __init__(
+        self,
+        pod: Pod,
+        state: ClusterState,
+        mask: Mask,
+        vector: list[FilterPlugin],
+        scalar: list[FilterPlugin],
+    ) -> None:
+        self._pod, self._state, self._mask = pod, state, mask
+        self._vector, self._scalar = vector, scalar
+
+    def among(self, rows: Positions) -> tuple[npt.NDArray[np.intp], list[FilterPlugin]]:
+        """Indexes into ``rows`` (ascending) of the rows every filter with ``fit_mask`` or
+        ``filter_nodes`` passes, and the filters still to run node by node (``filter``) on
+        them."""
+        idx = np.flatnonzero(self._mask[rows])
+        scalar = self._scalar
+        for f in self._vector:
+            if len(idx) == 0:
+                break
+            res = f.filter_nodes(self._pod, rows[idx], self._state)  # type: ignore[attr-defined]
+            if res is None:
+                scalar = [*scalar, f]
+            else:
+                idx = idx[res[0] == 0]
+        return idx, scalar
+
+    def rows(self, rows: Positions) -> Positions:
+        """The rows of ``rows`` that every filter passes, in order."""
+        idx, scalar = self.among(rows)
+        if scalar and len(idx):
+            state, pod, names = self._state, self._pod, self._state.names
+            keep = [
+                j
+                for j in idx.tolist()
+                if all(f.filter(pod, state.nodes[names[int(rows[j])]], state) is None for f in scalar)
+            ]
+            idx = np.asarray(keep, dtype=np.intp)
+        return rows[idx]
+
+
+class Prefilter:
+    """Asks a list of filters where a pod may go: those with ``fit_mask`` for every row of the
+    state at once (one call each per pod), those with ``filter_nodes`` for the rows left, the
+    others node by node. Every answer is the one of running each filter's ``filter`` on each
+    node (their order changes no answer: a node must pass them all). A ghost or a removed node
+    is never a destination."""
+
+    def __init__(self, filters: Sequence[FilterPlugin]) -> None:
+        self._filters = [
+            (f, getattr(f, "fit_mask", None), callable(getattr(f, "filter_nodes", None))) for f in filters
+        ]
+
+    def of(self, pod: Pod, state: ClusterState) -> Passing:
+        """Where ``pod`` may go in ``state`` now."""
+        t = state.table
+        mask = ~(t.ghost | t.removed)
+        vector: list[FilterPlugin] = []
+        scalar: list[FilterPlugin] = []
+        for f, fit, has_vector in self._filters:
+            m = fit(pod, state) if fit is not None else None
+            if m is None:
+                (vector if has_vector else scalar).append(f)
+            elif m is not True:
+                mask &= m
+        return Passing(pod, state, mask, vector, scalar)
+
+
 class RemovalSimulator:
     """Re-places pods of nodes under removal on a :class:`ClusterState`.
 
@@ -190,12 +253,7 @@ class RemovalSimulator:
         self.scorers = tuple(scorers)
         self._offsets: dict[int, int] = {}
         self._vector = [f for f in self.filters if callable(getattr(f, "filter_nodes", None))]
-        self._scalar = tuple(f for f in self.filters if not callable(getattr(f, "filter_nodes", None)))
-        # Per vectorized filter (by id): nodes it was asked about and nodes it refused. _feasible
-        # runs the most refusing first, so that a chunk refused whole skips the others.
-        self._asked: dict[int, int] = {id(f): 1 for f in self._vector}
-        self._refused: dict[int, int] = {id(f): 0 for f in self._vector}
-        self._runs = 0
+        self._prefilter = Prefilter(self.filters)
 
     @staticmethod
     def _label(f: FilterPlugin, reason: str) -> str:
@@ -210,34 +268,6 @@ class RemovalSimulator:
 
     def _positions(self, tier: Sequence[str]) -> Positions:
         return tier.positions if isinstance(tier, Tier) else self.state.positions(tier)
-
-    def _feasible(self, pod: Pod, nodes: Positions) -> Iterator[int]:
-        """Indexes into ``nodes`` of the nodes passing every filter, in order (lazily: the
-        node-by-node filters run only until the caller stops)."""
-        state = self.state
-        t = state.table
-        idx = (~(t.ghost[nodes] | t.removed[nodes])).nonzero()[0]  # indexes into nodes still in
-        one_by_one = list(self._scalar)
-        asked, refused = self._asked, self._refused
-        self._runs += 1
-        if self._runs % 32 == 0:  # a node must pass every filter: their order changes no answer
-            self._vector.sort(key=lambda f: -refused[id(f)] / asked[id(f)])
-        for f in self._vector:
-            if len(idx) == 0:
-                return
-            res = f.filter_nodes(pod, nodes[idx], state)  # type: ignore[attr-defined]
-            if res is None:
-                one_by_one.append(f)
-            else:
-                before = len(idx)
-                idx = idx[res[0] == 0]
-                asked[id(f)] += before
-                refused[id(f)] += before - len(idx)
-        names = state.names
-        for j in idx.tolist():
-            ns = state.nodes[names[nodes[j]]]
-            if all(f.filter(pod, ns, state) is None for f in one_by_one):
-                yield j
 
     def _count_refusals(self, pod: Pod, tiers: list[Positions], reasons: Counter[str]) -> None:
         """Count, per reason, the live destinations refusing ``pod`` (each node under its first
@@ -359,24 +389,35 @@ class RemovalSimulator:
     ) -> str | None:
         state = self.state
         positions = [self._positions(tier) for tier in tiers]
+        passing = self._prefilter.of(pod, state)
         for t, pos in enumerate(positions):
             n = len(pos)
             if n == 0:
                 continue
             start = self._offsets.get(t, 0) % n
+            idx, scalar = passing.among(pos)  # indexes into pos, ascending
+            if len(idx) == 0:
+                continue
+            cut = int(np.searchsorted(idx, start))
+            if not scalar and not self.scorers:  # the first in round-robin order from start
+                j = int(idx[cut] if cut < len(idx) else idx[0])
+                self._offsets[t] = j + 1
+                return state.names[int(pos[j])]
             feasible: list[tuple[int, int]] = []
-            for lo, hi in _rotation_chunks(start, n):
-                for j in self._feasible(pod, pos[lo:hi]):
-                    if not self.scorers:
-                        self._offsets[t] = lo + j + 1
-                        return state.names[int(pos[lo + j])]
-                    feasible.append((lo + j, int(pos[lo + j])))
+            for j in (*idx[cut:].tolist(), *idx[:cut].tolist()):
+                row = int(pos[j])
+                if scalar:
+                    ns = state.nodes[state.names[row]]
+                    if not all(f.filter(pod, ns, state) is None for f in scalar):
+                        continue
+                if not self.scorers:
+                    self._offsets[t] = j + 1
+                    return state.names[row]
+                feasible.append((j, row))
             if feasible:
                 nodes = [state.nodes[state.names[i]] for _, i in feasible]
                 totals = score_totals(self.scorers, pod, nodes, state)
-                k = max(
-                    range(len(nodes)), key=totals.__getitem__
-                )  # first max keeps the round-robin tie-break
+                k = max(range(len(nodes)), key=totals.__getitem__)  # first max: round-robin tie-break
                 best_idx, best = feasible[k]
                 self._offsets[t] = best_idx + 1
                 return state.names[best]

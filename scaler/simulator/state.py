@@ -30,9 +30,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Resources
+from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, PodAffinityTerm, Resources
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.simulator.dra_state import DraState
+from scaler.simulator.pod_index import LabelKey, PodIndex
 
 __all__ = [
     "BatchScorePlugin",
@@ -40,6 +41,7 @@ __all__ = [
     "FilterPlugin",
     "NodeState",
     "NodeTable",
+    "PodTracker",
     "ScorePlugin",
     "VectorFilterPlugin",
 ]
@@ -49,6 +51,29 @@ Positions = npt.NDArray[np.intp]
 """Node positions in :attr:`ClusterState.names` (and rows of :class:`NodeTable`)."""
 Codes = npt.NDArray[np.int16]
 """Per-node filter verdicts: 0 fits, ``k`` > 0 is reason ``k - 1`` of the returned reasons."""
+Mask = npt.NDArray[np.bool_]
+"""Per table row: whether a pod passes a filter there."""
+Holder = tuple[Pod, PodAffinityTerm, str]
+"""A required anti-affinity term of a pod counted on a node: (the pod, the term, the node's name)."""
+
+
+class PodTracker(Protocol):
+    """What a stateful filter keeps in a :class:`ClusterState` and updates as pods move
+    (:meth:`ClusterState.tracker`): e.g. matching pods counted per node, devices in use per
+    node. The state calls :meth:`moved` after every place and unschedule, and after every
+    undo of one (with the opposite ``delta``), so a tracker follows moves and reverts without
+    a journal of its own.
+
+    Attributes:
+        pairs: the ``(label key, value)`` pairs a pod must carry one of for the tracker to be
+            told of its moves (``None``: every pod).
+    """
+
+    pairs: tuple[tuple[str, str], ...] | None
+
+    def moved(self, pod: Pod, row: int, delta: int) -> None:
+        """``pod`` arrived on (``delta`` 1) or left (-1) the node at table ``row``."""
+        ...
 
 
 @dataclass(slots=True)
@@ -118,6 +143,12 @@ class VectorFilterPlugin(FilterPlugin, Protocol):
 
     The simulator uses ``filter_nodes`` when a plugin has it and ``filter`` otherwise; both must
     agree exactly, node by node (same fit, same reason string).
+
+    A plugin may also have ``fit_mask(pod, state)``: per row of the whole :class:`NodeTable`,
+    whether ``filter`` passes ``pod`` there (a boolean array), ``True`` when it passes on every
+    row, or ``None`` when it cannot tell that way (the simulator then asks ``filter_nodes``).
+    The simulator finds a pod's destination with it (one call per pod, not per node), and
+    asks for reasons only when no node fits; it must agree with ``filter`` row by row.
     """
 
     def filter_nodes(
@@ -269,10 +300,13 @@ class ClusterState:
         pod_load: what a pod adds to the node it is moved to, ``(cpu millicores, memory
             bytes)`` (:meth:`load`); defaults to its requests.
         requested: the sum of each node's ``pods_by_node`` requests, when the caller knows it
-            already (:class:`scaler.simulator.cluster.NodeMemo`); computed otherwise.
+            already (the evaluation cache's node facts); computed otherwise.
         anti_affinity: with ``requested``, the pods of each node that have required
             anti-affinity terms (nodes without any absent), known to the caller likewise;
             found by a scan of every pod otherwise.
+        index: the :class:`PodIndex` of ``pods_by_node`` (the very sequences), when the
+            caller keeps one; the state reads it (never changes it) while it is at the
+            version it had here, and builds its own on first use otherwise.
     """
 
     def __init__(
@@ -283,6 +317,7 @@ class ClusterState:
         pod_load: Callable[[Pod], tuple[int, int]] | None = None,
         requested: Mapping[str, Resources] | None = None,
         anti_affinity: Mapping[str, Sequence[Pod]] | None = None,
+        index: PodIndex | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._pod_load = pod_load
@@ -292,23 +327,39 @@ class ClusterState:
         self._domain_index: dict[str, dict[str, list[str]]] = {}
         self._static: dict[Hashable, Any] = {}
         self._per_flags: dict[Hashable, Any] = {}
-        # Pods-by-label index (built on first use): id(pod) -> node, namespace -> pods,
-        # (namespace, label key) -> value -> pods.
-        self._pod_node: dict[int, str] = {}
-        self._pods_by_ns: dict[str, dict[int, Pod]] | None = None
-        self._by_label: dict[tuple[str, str], dict[str, dict[int, Pod]]] = {}
+        # The pods the state starts with, indexed (shared, never changed here), and the moves
+        # since: base pods taken off their node (by id), pods placed (by id, with their node).
+        self._index = index
+        self._initial: dict[str, Sequence[Pod]] = {}
+        self._gone: dict[int, int] = {}
+        self._extra: dict[int, tuple[Pod, str]] = {}
+        self._extra_by_label: dict[LabelKey, dict[int, tuple[Pod, str]]] = {}
+        self._extra_by_ns: dict[str, dict[int, tuple[Pod, str]]] = {}
+        self._extra_by_uid: dict[str, dict[int, tuple[Pod, str]]] = {}
+        self._trackers: dict[Hashable, PodTracker] = {}
+        self._tracked_pairs: dict[tuple[str, str], list[PodTracker]] = {}
+        self._tracked_all: list[PodTracker] = []
+        self.moves = 0
+        """Counts every pod placed or taken off a node, and every undo of one."""
         self.anti_affinity_keys: set[str] = set()
         """Topology keys of the required anti-affinity terms of every pod ever in the state."""
         self.anti_affinity_pods: dict[str, int] = {}
         """Node name → how many pods with required anti-affinity terms it holds now (absent: 0)."""
+        self._holders: dict[tuple[str, str], dict[tuple[int, int], Holder]] = {}
+        self._loose_holders: dict[tuple[int, int], Holder] = {}
         self._dra: DraState | None = None
         usage = usage or {}
+        use_index = index is not None
         for i, node in enumerate(snapshot.nodes):
-            pods = (
-                list(pods_by_node.get(node.name, ()))
-                if pods_by_node is not None
-                else [p for p in snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
-            )
+            source = pods_by_node.get(node.name, ()) if pods_by_node is not None else None
+            if source is not None:
+                pods = list(source)
+                if use_index and index is not None and index.pods_of(node.name) is not source:
+                    use_index = False  # not the index of these pods: build one if asked
+                self._initial[node.name] = source
+            else:
+                pods = [p for p in snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
+                self._initial[node.name] = list(pods)
             u = usage.get(node.name)
             req = requested.get(node.name) if requested is not None else None
             with_terms = (
@@ -320,6 +371,7 @@ class ClusterState:
                 for term in p.required_anti_affinity:
                     self.anti_affinity_keys.add(term.topology_key)
                 self._count_anti_affinity(node.name, 1)
+                self._hold(p, node.name, True)
             self.nodes[node.name] = NodeState(
                 node=node,
                 pods=pods,
@@ -329,6 +381,9 @@ class ClusterState:
                 position=i,
             )
             self.names.append(node.name)
+        if not use_index or (index is not None and len(index) != len(self.nodes)):
+            self._index = None
+        self._index_version = self._index.version if self._index is not None else -1
         self.table = NodeTable(list(self.nodes.values()))
 
     # ---- queries -------------------------------------------------------------------------
@@ -395,6 +450,25 @@ class ClusterState:
             value = self._per_flags[key] = compute()
         return value
 
+    def _base(self) -> PodIndex:
+        """The index of the pods the state started with (built on first use when not given)."""
+        if self._index is None or self._index.version != self._index_version:  # not given, or updated since
+            self._index = PodIndex.of(self._initial)
+            self._index_version = self._index.version
+        return self._index
+
+    def _base_pods(self, found: Mapping[str, list[Pod]]) -> Iterator[tuple[NodeState, Pod]]:
+        nodes, gone = self.nodes, self._gone
+        for name, pods in found.items():
+            ns = nodes[name]
+            if gone:
+                for p in pods:
+                    if id(p) not in gone:
+                        yield ns, p
+            else:
+                for p in pods:
+                    yield ns, p
+
     def pods_with_label(
         self, namespace: str, key: str = "", value: str = ""
     ) -> Iterator[tuple[NodeState, Pod]]:
@@ -402,71 +476,117 @@ class ClusterState:
         nodes included) in ``namespace`` whose label ``key`` is ``value``; with ``key`` empty,
         every pod of the namespace. In no particular order.
 
-        Backed by an index built on first use: pods by namespace, then, per label key asked
-        for, by value; both follow every simulated move."""
-        if self._pods_by_ns is None:
-            self._build_namespace_index()
-        assert self._pods_by_ns is not None
-        if not key:
-            found = self._pods_by_ns.get(namespace, {})
-        else:
-            by_value = self._by_label.get((namespace, key))
-            if by_value is None:
-                by_value = self._build_label_index(namespace, key)
-            found = by_value.get(value, {})
-        nodes, where = self.nodes, self._pod_node
-        for pid, p in found.items():
-            yield nodes[where[pid]], p
+        Backed by the index of the pods the state started with (:class:`PodIndex`, shared
+        with the other states of the same pods) and the moves made since."""
+        yield from self._base_pods(self._base().with_label(namespace, key, value))
+        extra = self._extra_by_label.get((namespace, key, value)) if key else self._extra_by_ns.get(namespace)
+        if extra:
+            nodes = self.nodes
+            for p, name in extra.values():
+                yield nodes[name], p
 
-    def _build_namespace_index(self) -> None:
-        by_ns: dict[str, dict[int, Pod]] = {}
-        where: dict[int, str] = {}
-        for name, ns in self.nodes.items():
-            for p in ns.pods:
-                pid = id(p)
-                where[pid] = name
-                entry = by_ns.get(p.namespace)
-                if entry is None:
-                    by_ns[p.namespace] = {pid: p}
-                else:
-                    entry[pid] = p
-        self._pods_by_ns, self._pod_node = by_ns, where
+    def pods_with_uid(self, uid: str) -> Iterator[tuple[NodeState, Pod]]:
+        """``(node state, pod)`` for every pod with UID ``uid`` now counted on any node."""
+        yield from self._base_pods(self._base().with_uid(uid))
+        extra = self._extra_by_uid.get(uid)
+        if extra:
+            for p, name in extra.values():
+                yield self.nodes[name], p
 
-    def _build_label_index(self, namespace: str, key: str) -> dict[str, dict[int, Pod]]:
-        assert self._pods_by_ns is not None
-        by_value: dict[str, dict[int, Pod]] = {}
-        for pid, p in self._pods_by_ns.get(namespace, {}).items():
-            v = p.labels.get(key)
-            if v is not None:
-                entry = by_value.get(v)
-                if entry is None:
-                    by_value[v] = {pid: p}
-                else:
-                    entry[pid] = p
-        self._by_label[(namespace, key)] = by_value
-        return by_value
+    def namespaces(self) -> set[str]:
+        """Every namespace that has a pod counted on a node, or had one."""
+        return set(self._base().namespaces()) | set(self._extra_by_ns)
 
     def _index_add(self, pod: Pod, node_name: str) -> None:
-        if self._pods_by_ns is None:
-            return
+        """``pod`` was placed on ``node_name``: it is listed beside the base pods."""
         pid = id(pod)
-        self._pod_node[pid] = node_name
-        self._pods_by_ns.setdefault(pod.namespace, {})[pid] = pod
+        entry = (pod, node_name)
+        self._extra[pid] = entry
+        self._extra_by_ns.setdefault(pod.namespace, {})[pid] = entry
+        self._extra_by_uid.setdefault(pod.uid, {})[pid] = entry
+        ns = pod.namespace
         for k, v in pod.labels.items():
-            by_value = self._by_label.get((pod.namespace, k))
-            if by_value is not None:
-                by_value.setdefault(v, {})[pid] = pod
+            self._extra_by_label.setdefault((ns, k, v), {})[pid] = entry
 
-    def _index_remove(self, pod: Pod, node_name: str) -> None:
-        if self._pods_by_ns is None:
+    def _index_remove(self, pod: Pod) -> bool:
+        """``pod`` left its node: a placed pod is unlisted, a base pod hidden. Returns whether
+        it was a placed pod (:meth:`_index_restore` undoes either)."""
+        pid = id(pod)
+        entry = self._extra.pop(pid, None)
+        if entry is None:
+            self._gone[pid] = self._gone.get(pid, 0) + 1
+            return False
+        del self._extra_by_ns[pod.namespace][pid]
+        del self._extra_by_uid[pod.uid][pid]
+        ns = pod.namespace
+        for k, v in pod.labels.items():
+            del self._extra_by_label[(ns, k, v)][pid]
+        return True
+
+    def _index_restore(self, pod: Pod, node_name: str, placed: bool) -> None:
+        """Undo :meth:`_index_remove` of ``pod`` from ``node_name``."""
+        if placed:
+            self._index_add(pod, node_name)
             return
         pid = id(pod)
-        del self._pod_node[pid]
-        del self._pods_by_ns[pod.namespace][pid]
-        for k, v in pod.labels.items():
-            by_value = self._by_label.get((pod.namespace, k))
-            if by_value is not None:
-                del by_value[v][pid]
+        n = self._gone[pid] - 1
+        if n:
+            self._gone[pid] = n
+        else:
+            del self._gone[pid]
+
+    # ---- pods followed through moves ---------------------------------------------------
+    def tracker(self, key: Hashable, build: Callable[[ClusterState], PodTracker]) -> PodTracker:
+        """The :class:`PodTracker` kept under ``key``, built by ``build(state)`` on first use
+        from the pods the state holds then; from then on it is told of every move (and of
+        every undo of one) of a pod carrying one of its ``pairs`` (every pod when ``pairs``
+        is ``None``), so it follows simulated moves and reverts."""
+        t = self._trackers.get(key)
+        if t is None:
+            t = self._trackers[key] = build(self)
+            if t.pairs is None:
+                self._tracked_all.append(t)
+            else:
+                for pair in t.pairs:
+                    self._tracked_pairs.setdefault(pair, []).append(t)
+        return t
+
+    def _moved(self, pod: Pod, row: int, delta: int) -> None:
+        self.moves += 1
+        if self._tracked_pairs:
+            pairs = self._tracked_pairs
+            for item in pod.labels.items():
+                found = pairs.get(item)
+                if found is not None:
+                    for t in found:
+                        t.moved(pod, row, delta)
+        for t in self._tracked_all:
+            t.moved(pod, row, delta)
+
+    def holders(self, pod: Pod) -> Iterator[Holder]:
+        """``(holder pod, its term, its node name)`` for every required anti-affinity term of a
+        pod now counted on a node that may select ``pod`` (its selector's first
+        ``matchLabels`` pair is one of ``pod``'s labels, or it has none)."""
+        for item in pod.labels.items():
+            found = self._holders.get(item)
+            if found:
+                yield from found.values()
+        yield from self._loose_holders.values()
+
+    def _hold(self, pod: Pod, node_name: str, add: bool) -> None:
+        """Add (or drop) ``pod``'s required anti-affinity terms to the holders on ``node_name``."""
+        for i, t in enumerate(pod.required_anti_affinity):
+            selector = t.label_selector
+            if selector is None:  # selects nothing
+                continue
+            if selector.match_labels:
+                table = self._holders.setdefault(next(iter(selector.match_labels.items())), {})
+            else:
+                table = self._loose_holders
+            if add:
+                table[(id(pod), i)] = (pod, t, node_name)
+            else:
+                del table[(id(pod), i)]
 
     def _count_anti_affinity(self, node_name: str, delta: int) -> None:
         n = self.anti_affinity_pods.get(node_name, 0) + delta
@@ -496,20 +616,24 @@ class ClusterState:
         removed_pod = ns.pods.pop(idx)
         old = ns.requested
         ns.requested = old - pod.requests
-        self._index_remove(removed_pod, node_name)
-        if pod.required_anti_affinity:
+        placed = self._index_remove(removed_pod)
+        if removed_pod.required_anti_affinity:
             self._count_anti_affinity(node_name, -1)
+            self._hold(removed_pod, node_name, False)
         self.table.sync(ns)
+        self._moved(removed_pod, ns.position, -1)
         if pod.resource_claims:
             self.dra.unschedule(pod)  # journals its own undo
 
         def undo() -> None:
-            ns.pods.insert(idx, pod)
+            ns.pods.insert(idx, removed_pod)
             ns.requested = old
-            self._index_add(pod, node_name)
-            if pod.required_anti_affinity:
+            self._index_restore(removed_pod, node_name, placed)
+            if removed_pod.required_anti_affinity:
                 self._count_anti_affinity(node_name, 1)
+                self._hold(removed_pod, node_name, True)
             self.table.sync(ns)
+            self._moved(removed_pod, ns.position, 1)
 
         self._journal.append(undo)
 
@@ -524,6 +648,7 @@ class ClusterState:
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
             self._count_anti_affinity(node_name, 1)
+            self._hold(pod, node_name, True)
         old = (ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes)
         cpu, mem = self.load(pod)
         ns.requested = old[0] + pod.placement_requests
@@ -531,14 +656,17 @@ class ClusterState:
         ns.moved_memory_bytes += mem
         self._index_add(pod, node_name)
         self.table.sync(ns)
+        self._moved(pod, ns.position, 1)
 
         def undo() -> None:
             ns.pods.pop()
             ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes = old
-            self._index_remove(pod, node_name)
+            self._index_remove(pod)
             if pod.required_anti_affinity:
                 self._count_anti_affinity(node_name, -1)
+                self._hold(pod, node_name, False)
             self.table.sync(ns)
+            self._moved(pod, ns.position, -1)
 
         self._journal.append(undo)
 

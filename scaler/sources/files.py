@@ -26,6 +26,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from scaler.model.decode import (
 from scaler.model.gcpause import no_cycle_collector
 from scaler.model.parse import ObjectError, Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
+from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot, RecordSet, SnapshotError
 from scaler.model.times import format_duration, format_time
 
@@ -230,6 +232,9 @@ def load_snapshot(
         now: evaluation time (Unix seconds); ``None`` takes the metrics timestamp.
         warn: called with each warning line (no trailing newline).
 
+    The snapshot carries revision numbers of its own (a new source each load:
+    :mod:`scaler.model.revisions`).
+
     Raises:
         SnapshotError: any bad file or object (the message names the file and the object); an
             object of a kind a snapshot does not use; the same object twice (names both places);
@@ -244,9 +249,10 @@ def load_snapshot(
             warn(skipped_pods_line(skipped))
         _check_metrics_times(records, named)
         try:
-            return records.snapshot(now)  # inside the pause: the records go to the oldest generation
+            snap = records.snapshot(now)  # inside the pause: the records go to the oldest generation
         except SnapshotError as e:
             raise SnapshotError(f"{named}: {e}") from None
+    return replace(snap, revisions=RevisionCounter().stamp(snap))  # a source of one snapshot
 
 
 def _load_records(paths: Sequence[str | Path]) -> RecordSet:

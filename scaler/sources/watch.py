@@ -88,7 +88,8 @@ from scaler.model.gcpause import no_cycle_collector
 from scaler.model.layout import REBUILD_FRACTION, PodLayout
 from scaler.model.parse import Record
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
-from scaler.model.snapshot import CONTROLLER_KINDS, ClusterSnapshot, RecordSet, SnapshotError
+from scaler.model.revisions import RevisionCounter
+from scaler.model.snapshot import CONTROLLER_KINDS, DRA_KINDS, ClusterSnapshot, RecordSet, SnapshotError
 from scaler.model.unreadable import Unreadable
 from scaler.sources.kube import (
     _HttpStatusError,
@@ -278,6 +279,9 @@ class WatchCache:
         self._pod_layout: PodLayout | None = None
         self._pod_changes: set[tuple[str, str]] | None = None
         self._layout_lock = threading.Lock()
+        self._revisions = RevisionCounter(CONTROLLER_KINDS, DRA_KINDS)  # numbers every change (under _lock)
+        self.revisions: RevisionCounter | None = None
+        """The numbers of the records of the last :meth:`records` (its snapshots carry them)."""
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -377,6 +381,7 @@ class WatchCache:
                 records = RecordSet()
                 records.by_kind = {c.kind: dict(self._store[c.kind]) for c in self.calls}
                 changed, self._pod_changes = self._pod_changes, set()
+                self.revisions = self._revisions.copy()
             pods: dict[tuple[str, str], Pod] | None = records.by_kind.get("Pod")  # type: ignore[assignment]
             if pods is None:
                 return records
@@ -516,6 +521,7 @@ class WatchCache:
             self._bad[call.kind] = bad
             if call.kind == "Pod":
                 self._pod_changes = None
+            self._revisions.restart()  # a relist may have missed changes: nothing kept is reused
             stats.resource_version = rv
             if stats.lists:
                 stats.relists += 1
@@ -617,6 +623,10 @@ class WatchCache:
                 changes.add(key)
                 if len(changes) * REBUILD_FRACTION > len(store):  # records() builds anew: stop counting
                     self._pod_changes = None
+            self._revisions.record(call.kind, store.get(key), event.record)
+            for u in (bad.get(key), event.unreadable):  # an unreadable object concerns its node
+                if u is not None and u.node:
+                    self._revisions.node_changed(u.node)
             if event.record is not None:
                 store[key] = event.record
                 bad.pop(key, None)
@@ -670,7 +680,10 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     Every controller kind the cache watches counts as listed (``workload_kinds``), as in
     :func:`~scaler.sources.kube.load_live_snapshot`. The objects the cache could not read
     (:meth:`WatchCache.unreadable`) are charged to the nodes they concern
-    (:func:`~scaler.sources.kube.snapshot_with_unreadable`); the rest is the snapshot.
+    (:func:`~scaler.sources.kube.snapshot_with_unreadable`); the rest is the snapshot. The
+    snapshot carries the numbers of the cache's changes (:mod:`scaler.model.revisions`; every
+    event numbered as it is applied, a relist starting a new source), which the evaluation
+    cache reads.
 
     Args:
         cache: a started, synced :class:`WatchCache`.
@@ -690,7 +703,9 @@ def snapshot_from_cache(cache: WatchCache, api: ApiClient, now: float) -> Cluste
     with no_cycle_collector():  # the metrics records and the snapshot go to the oldest generation
         for rec in fetch_metrics(api):
             records.add(rec)
-        return snapshot_with_unreadable(records, unreadable, now, kinds)
+        snap = snapshot_with_unreadable(records, unreadable, now, kinds)
+    numbers = cache.revisions
+    return replace(snap, revisions=numbers.stamp(snap)) if numbers is not None else snap
 
 
 # -- helpers ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Reusing failed removal checks from one evaluation to the next (scaler.simulator.reuse): an
-evaluation with a VerdictCache equals a full one at every step, whatever changes between steps
-(usage, the clock, a pod moved or deleted, a taint, a PDB), and the cache does answer."""
+"""The evaluation cache (scaler.simulator.cache): an evaluation with an EvaluationCache equals a
+full one at every step, whatever changes between steps (usage, the clock, a pod moved or
+deleted, a taint, a PDB), with the snapshots numbered by a source that compares them
+(RevisionCounter.follow) or by the live watch cache; and the cache does answer."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from hypothesis import strategies as st
 from scaler.config import ScalerConfig
 from scaler.engine import Evaluation, evaluate
 from scaler.model.records import LabelSelector, NodeMetrics, Pod, PodAffinityTerm, PodMetrics, Taint
+from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.simulator.reuse import VerdictCache
+from scaler.simulator.cache import EvaluationCache
 from tests.builders import GI, MI, make_node, make_pdb, make_pod
 
 NOW = 1_800_000_000.0
@@ -91,21 +93,19 @@ def _snapshot(
     )
 
 
-def _keeping_tuples(snap: ClusterSnapshot, before: ClusterSnapshot) -> ClusterSnapshot:
-    """``snap`` with the pods tuple of every node whose pods did not change taken from
-    ``before``, as the replay's world keeps them."""
-    kept = {
-        name: before.pods_by_node[name] if before.pods_by_node.get(name) == pods else pods
-        for name, pods in snap.pods_by_node.items()
-    }
-    return dataclasses.replace(snap, pods_by_node=kept)
-
-
 def _same(full: Evaluation, reused: Evaluation) -> None:
     assert reused.nodes == full.nodes
     assert reused.held == full.held
     assert full.context is not None and reused.context is not None
     assert reused.context.simulator.rotation() == full.context.simulator.rotation()
+
+
+def _both(snap: ClusterSnapshot, cache: EvaluationCache, counter: RevisionCounter) -> Evaluation:
+    """Evaluate ``snap`` without a cache, and numbered by ``counter`` with ``cache``; assert
+    both are the same and return the full one."""
+    full = evaluate(snap, CFG)
+    _same(full, evaluate(dataclasses.replace(snap, revisions=counter.follow(snap)), CFG, cache=cache))
+    return full
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -114,7 +114,7 @@ def test_incremental_evaluation_equals_a_full_one_at_every_step(
     cluster: tuple[list, list[Pod]], data: st.DataObject
 ) -> None:
     nodes, pods = cluster
-    cache = VerdictCache()
+    cache, counter = EvaluationCache(), RevisionCounter()
     pdb_allowed = 0
     usage = {p.name: data.draw(st.floats(0.05, 1.5)) for p in pods}
     structure = _snapshot(NOW, nodes, pods, pdb_allowed, usage)
@@ -141,8 +141,8 @@ def test_incremental_evaluation_equals_a_full_one_at_every_step(
                 )
             else:
                 pdb_allowed = 1 - pdb_allowed
-            snap = structure = _keeping_tuples(_snapshot(now, nodes, pods, pdb_allowed, usage), structure)
-        _same(evaluate(snap, CFG), evaluate(snap, CFG, verdicts=cache))
+            snap = structure = _snapshot(now, nodes, pods, pdb_allowed, usage)
+        _both(snap, cache, counter)
     event(f"checks answered from the cache: {'some' if cache.hits else 'none'}")
 
 
@@ -153,15 +153,14 @@ def test_a_packed_cluster_is_answered_from_the_cache_once_learnt() -> None:
     pods = [make_pod(f"n{k}-big", node=f"n{k}", cpu_m=1500, owner_name="a") for k in range(4)]
     usage = {p.name: 0.1 for p in pods}
     first = _snapshot(NOW, nodes, pods, 0, usage)
-    cache = VerdictCache()
-    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
+    cache, counter = EvaluationCache(), RevisionCounter()
+    _both(first, cache, counter)
     assert (cache.hits, cache.misses) == (0, 4)
     fresh = _snapshot(NOW + STEP, nodes, pods, 0, {p.name: 0.2 for p in pods})
     later = dataclasses.replace(
         first, now=NOW + STEP, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
     )
-    full = evaluate(later, CFG)
-    _same(full, evaluate(later, CFG, verdicts=cache))
+    full = _both(later, cache, counter)
     assert cache.hits == 4
     assert {r.reason.value for r in full.nodes} == {"NoPlaceToMovePods"}
 
@@ -182,24 +181,22 @@ def test_a_removal_earlier_in_the_pass_makes_later_checks_run_in_full() -> None:
     ]
     busy_a = {"a-q": 1.5, "b-big": 0.1, "c-p": 0.1}
     first = _snapshot(NOW, nodes, pods, 0, busy_a)
-    cache = VerdictCache()
-    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
+    cache, counter = EvaluationCache(), RevisionCounter()
+    _both(first, cache, counter)
     fresh = _snapshot(NOW + STEP, nodes, pods, 0, {**busy_a, "a-q": 0.1})
     later = dataclasses.replace(
         first, now=NOW + STEP, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
     )
-    full = evaluate(later, CFG)
-    _same(full, evaluate(later, CFG, verdicts=cache))
+    full = _both(later, cache, counter)
     by_name = {r.node.name: r for r in full.nodes}
     assert by_name["a"].removable
     assert by_name["c"].detail == "pod default/c-p fits nowhere: NodeResourcesFit: Insufficient cpu (1 node)"
 
 
-def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> None:
-    """A node keeps its facts while its node object and pods tuple are the same objects; a node
-    whose pods changed gets new ones, and the context's utilizations equal a context's without
-    the memo."""
-    from scaler.simulator.cluster import NodeMemo, RemovalContext
+def test_node_facts_are_kept_while_the_node_revision_holds() -> None:
+    """Rule 1: a node keeps its facts while its revision is the same; a node whose pods changed
+    gets new ones, and the context's utilizations equal a context's without the cache."""
+    from scaler.simulator.cluster import RemovalContext
     from scaler.simulator.registry import load_filters
 
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000)]
@@ -207,91 +204,84 @@ def test_the_node_memo_reuses_unchanged_nodes_and_recomputes_changed_ones() -> N
         make_pod("a-1", node="a", cpu_m=500, owner_name="x"),
         make_pod("b-1", node="b", cpu_m=700, owner_name="x", required_anti_affinity=(ANTI,)),
     ]
-    first = _snapshot(NOW, nodes, pods, 0, {"a-1": 0.5, "b-1": 0.5})
-    memo = NodeMemo()
-    kept = memo.facts(first, CFG)
+    counter = RevisionCounter()
+
+    def numbered(snap: ClusterSnapshot) -> ClusterSnapshot:
+        return dataclasses.replace(snap, revisions=counter.follow(snap))
+
+    first = numbered(_snapshot(NOW, nodes, pods, 0, {"a-1": 0.5, "b-1": 0.5}))
+    cache = EvaluationCache()
+    kept = cache.facts(first, CFG)
     bigger = msgspec.structs.replace(
         pods[0], requests=dataclasses.replace(pods[0].requests, cpu_millicores=1500)
     )
-    fresh_metrics = _snapshot(NOW + STEP, nodes, [bigger, pods[1]], 0, {"a-1": 0.5, "b-1": 0.5})
-    second = dataclasses.replace(
-        first,
-        now=NOW + STEP,
-        pods=(bigger, pods[1]),
-        pods_by_node={**first.pods_by_node, "a": (bigger,)},
-        node_metrics=fresh_metrics.node_metrics,
-        pod_metrics=fresh_metrics.pod_metrics,
-    )
-    facts = memo.facts(second, CFG)
+    second = numbered(_snapshot(NOW + STEP, nodes, [bigger, pods[1]], 0, {"a-1": 0.5, "b-1": 0.5}))
+    facts = cache.facts(second, CFG)
     assert facts["b"] is kept["b"]
     assert facts["a"] is not kept["a"]
     assert facts["a"].requested.cpu_millicores == 1500
+    assert cache.facts(dataclasses.replace(second, revisions=None), CFG)["b"] is not kept["b"]  # no numbers
     filters = load_filters(CFG)
-    with_memo, without = RemovalContext(second, CFG, filters, memo=memo), RemovalContext(second, CFG, filters)
-    assert with_memo.utils == without.utils
-    assert with_memo.utils["a"].request_cpu == 1500 / 4000
-    assert with_memo.state.anti_affinity_pods == without.state.anti_affinity_pods == {"b": 1}
-    assert with_memo.state.anti_affinity_keys == without.state.anti_affinity_keys == {"kubernetes.io/hostname"}
+    with_cache, without = RemovalContext(second, CFG, filters, cache=cache), RemovalContext(second, CFG, filters)
+    assert with_cache.utils == without.utils
+    assert with_cache.utils["a"].request_cpu == 1500 / 4000
+    assert with_cache.state.anti_affinity_pods == without.state.anti_affinity_pods == {"b": 1}
+    assert (
+        with_cache.state.anti_affinity_keys == without.state.anti_affinity_keys == {"kubernetes.io/hostname"}
+    )
     # A pod that started after the newest NodeMetrics window began counts by its load, not its
     # PodMetrics: the kept facts tell the two apart.
     fresh = msgspec.structs.replace(bigger, start_ts=NOW + STEP - 10)
-    third = dataclasses.replace(second, pods=(fresh, pods[1]), pods_by_node={**second.pods_by_node, "a": (fresh,)})
-    with_memo = RemovalContext(third, CFG, filters, memo=memo)
-    assert with_memo.utils == RemovalContext(third, CFG, filters).utils
-    assert with_memo.utils["a"].pods_not_in_metrics == 1
-    assert RemovalContext(second, CFG, filters, memo=memo).utils["a"].pods_not_in_metrics == 0
+    third = numbered(_snapshot(NOW + STEP, nodes, [fresh, pods[1]], 0, {"a-1": 0.5, "b-1": 0.5}))
+    with_cache = RemovalContext(third, CFG, filters, cache=cache)
+    assert with_cache.utils == RemovalContext(third, CFG, filters).utils
+    assert with_cache.utils["a"].pods_not_in_metrics == 1
 
 
 def _blocked_after_a_removal(guarded: bool) -> tuple[ClusterSnapshot, ClusterSnapshot, list[Pod]]:
     """Node a empties first (removal committed before b is checked); b's drain is blocked by a
-    bare pod, with or without a PDB covering its other pod; c is a roomy destination. The second
-    snapshot changes only c (a new pod), so b keeps its pods tuple."""
+    bare pod, with or without a PDB covering its other pod (a's pod is not covered); c is a
+    roomy destination. The second snapshot changes only c (a new pod)."""
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
     pods = [
         make_pod("a-1", node="a", cpu_m=100, owner_name="x"),
         make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
-        make_pod("b-app", node="b", cpu_m=500, **({"labels": {"app": "guarded"}} if guarded else {"owner_name": "y"})),
+        make_pod(
+            "b-app",
+            node="b",
+            cpu_m=500,
+            **({"labels": {"app": "guarded"}} if guarded else {"owner_name": "y"}),
+        ),
         make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
     ]
     usage = {p.name: 0.5 for p in pods} | {"c-big": 0.4}
     first = _snapshot(NOW, nodes, pods, 1, usage)
     more = [*pods, make_pod("c-new", node="c", cpu_m=100, owner_name="z")]
-    second = _keeping_tuples(_snapshot(NOW + STEP, nodes, more, 1, usage | {"c-new": 0.5}), first)
+    second = _snapshot(NOW + STEP, nodes, more, 1, usage | {"c-new": 0.5})
     return first, second, pods
 
 
-def test_a_blocked_drain_is_answered_after_a_removal_elsewhere() -> None:
-    """b's drain reads only its own pods: its verdict is learnt although a removal was committed
+@pytest.mark.parametrize("guarded", [False, True], ids=["no-pdb", "pdb-untouched"])
+def test_a_blocked_drain_is_answered_after_a_removal_elsewhere(guarded: bool) -> None:
+    """Rule 3: b's drain reads its own pods and the allowances of the PDBs covering them (none,
+    or one a's removal does not charge): its verdict is learnt although a removal was committed
     before it in the pass, and answered again after another node's pods changed."""
-    first, second, _ = _blocked_after_a_removal(guarded=False)
-    cache = VerdictCache()
-    full = evaluate(first, CFG)
+    first, second, _ = _blocked_after_a_removal(guarded)
+    cache, counter = EvaluationCache(), RevisionCounter()
+    full = _both(first, cache, counter)
     assert {r.node.name: r.reason.value for r in full.nodes}["b"] == "BlockedByPod"
     assert full.removable()[0].node.name == "a"
-    _same(full, evaluate(first, CFG, verdicts=cache))
     hits = cache.hits
-    assert second.pods_by_node["b"] is first.pods_by_node["b"]
-    _same(evaluate(second, CFG), evaluate(second, CFG, verdicts=cache))
+    _both(second, cache, counter)
     assert cache.hits == hits + 1
 
 
-def test_a_blocked_drain_a_pdb_covers_is_checked_again_after_a_committed_removal() -> None:
-    """A PDB covers one of b's pods: the allowances left by the removal committed before it may
-    change its drain, so its verdict is neither learnt nor answered there."""
-    first, second, _ = _blocked_after_a_removal(guarded=True)
-    cache = VerdictCache()
-    _same(evaluate(first, CFG), evaluate(first, CFG, verdicts=cache))
-    hits = cache.hits
-    _same(evaluate(second, CFG), evaluate(second, CFG, verdicts=cache))
-    assert cache.hits == hits
-
-
 @pytest.mark.parametrize("a_first", [35.0, 0.5], ids=["removal-later", "removal-first"])
-def test_a_blocked_drain_a_pdb_covers_is_kept_only_from_a_pass_without_removals(a_first: float) -> None:
-    """A PDB covers b's pod b-app. Without a removal before b, its drain is blocked by its bare
-    pod; after a's removal spends that PDB, b-app blocks first. Whichever comes first, a verdict
-    found in one pass must not answer the other (learnt after a removal, or answered after
-    one)."""
+def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first: float) -> None:
+    """A PDB covers b's pod b-app and a's pod. Without a removal before b, its drain is blocked
+    by its bare pod; after a's removal spends that PDB, b-app blocks first. Whichever comes
+    first, a verdict found in one pass must not answer the other (the allowance it read
+    differs)."""
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
     pods = [
         make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
@@ -300,7 +290,7 @@ def test_a_blocked_drain_a_pdb_covers_is_kept_only_from_a_pass_without_removals(
         make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
     ]
     usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
-    cache = VerdictCache()
+    cache, counter = EvaluationCache(), RevisionCounter()
     first = _snapshot(NOW, nodes, pods, 1, {**usage, "a-1": a_first})
     details = []
     for step, a_usage in enumerate((a_first, 35.5 - a_first)):  # a busy (35) or idle (0.5)
@@ -308,9 +298,81 @@ def test_a_blocked_drain_a_pdb_covers_is_kept_only_from_a_pass_without_removals(
         snap = dataclasses.replace(
             first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
         )
-        full = evaluate(snap, CFG)
-        _same(full, evaluate(snap, CFG, verdicts=cache))
+        full = _both(snap, cache, counter)
         details.append({r.node.name: r.detail for r in full.nodes}["b"])
     blocked_by = ["b-bare", "b-app: NotEnoughPdb"]
     order = blocked_by if a_first > 1 else blocked_by[::-1]
     assert [d.startswith(f"pod default/{w}") for d, w in zip(details, order, strict=True)] == [True, True]
+
+
+def test_a_kept_placement_failure_is_checked_again_when_a_reading_lacks_a_container() -> None:
+    """Rule 4 answers a kept ``NoPlaceToMovePods`` without checking loads again only while every
+    pod to move requests CPU and memory and no reading is partial: a pod whose PodMetrics come to
+    lack a container without a memory request has an unknown load whatever its own request, and
+    its node is ``MetricsUnavailable``, with the cache as without."""
+    nodes = [make_node(f"n{k}", cpu_m=2000) for k in range(4)]
+    pods = [
+        make_pod(
+            f"n{k}-big",
+            node=f"n{k}",
+            cpu_m=1500,
+            owner_name="a",
+            containers=("app", "log"),
+            container_requests=(("app", 1500, 256 * MI), ("log", 0, 0)),
+        )
+        for k in range(4)
+    ]
+    first = _snapshot(NOW, nodes, pods, 0, {p.name: 0.1 for p in pods})
+    cache, counter = EvaluationCache(), RevisionCounter()
+    _both(first, cache, counter)
+    fresh = _snapshot(NOW + STEP, nodes, pods, 0, {p.name: 0.2 for p in pods})
+    lacking = [
+        msgspec.structs.replace(m, containers=("app",)) if m.name == "n0-big" else m
+        for m in fresh.pod_metrics.values()
+    ]
+    later = ClusterSnapshot.create(
+        now=NOW + STEP,
+        nodes=nodes,
+        pods=first.pods,
+        pdbs=first.pdbs,
+        node_metrics=fresh.node_metrics.values(),
+        pod_metrics=lacking,
+    )
+    assert later.partial_pod_metrics
+    full = _both(later, cache, counter)
+    by_name = {r.node.name: r for r in full.nodes}
+    assert by_name["n0"].reason.value == "MetricsUnavailable", by_name["n0"]
+
+
+
+
+def test_a_kept_verdict_is_checked_again_when_only_the_dra_objects_change() -> None:
+    """Rule 3 with Dynamic Resource Allocation: gpu-1's pod holds a device through a claim of
+    its own, whose DeviceClass selects with a CEL function the simulation does not know: the
+    claim cannot be decided, so gpu-1 is ``BlockedByPod``. Then the DeviceClass is fixed (no
+    node, pod or PDB changed, only a DRA object): the kept verdict must not be answered again.
+    The evaluation with the cache equals the full one at both steps, and the full one no longer
+    finds the drain blocked."""
+    from dra_objects import CLASS, DRIVER, claim, device, device_class, local_slice, node, node_metrics, pod
+
+    from scaler.model.snapshot import build_snapshot
+
+    acc = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+
+    def objects(selector: str) -> list[dict[str, object]]:
+        return [
+            node("gpu-1", labels=acc), node("gpu-2", labels=acc), node("cpu-1", pool="cpu"),
+            local_slice("gpu-1", [device(f"gpu-{i}") for i in range(4)]),
+            local_slice("gpu-2", [device(f"gpu-{i}") for i in range(4)]),
+            device_class(CLASS, selector),
+            claim("infer-0-gpu", owner="infer-0", allocated=[("gpu", "gpu-1", "gpu-0")], node_name="gpu-1",
+                  reserved_for=["infer-0"]),
+            pod("infer-0", "gpu-1", template_claims={"gpu": "infer-0-gpu"}),
+            node_metrics("gpu-1"), node_metrics("gpu-2"), node_metrics("cpu-1"),
+        ]  # fmt: skip
+
+    cache, counter = EvaluationCache(), RevisionCounter()
+    first = _both(build_snapshot(objects(f'device.driver.frobnicate() == "{DRIVER}"')), cache, counter)
+    assert {r.node.name: r.reason.value for r in first.nodes}["gpu-1"] == "BlockedByPod"
+    later = _both(build_snapshot(objects(f'device.driver == "{DRIVER}"')), cache, counter)
+    assert {r.node.name: r.reason.value for r in later.nodes}["gpu-1"] != "BlockedByPod"
