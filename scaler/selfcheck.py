@@ -31,6 +31,8 @@ import sysconfig
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from scaler.errors import ScalerError
+
 __all__ = ["CONTROLLER_MODULES", "TUNE_MODULES", "check", "compile_loaded", "main"]
 
 CONTROLLER_MODULES: tuple[str, ...] = (
@@ -107,8 +109,9 @@ ENTRY_POINT_GROUPS = ("scaler.plugins", "scaler.eviction_metrics")
 """Entry-point groups whose every target ``scaler run`` may load (by its configuration)."""
 
 
-class SelfCheckError(Exception):
-    """A module could not be imported: the message names it and the error."""
+class SelfCheckError(ScalerError):
+    """A module could not be imported (the installation or the image is incomplete): the
+    message names it and the error."""
 
 
 def check(modules: Iterable[str], groups: Iterable[str] = ENTRY_POINT_GROUPS) -> int:
