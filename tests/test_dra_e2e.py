@@ -203,7 +203,8 @@ def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
     """``scaler replay`` over a snapshot with DRA objects: gpu-1's pod (one of its two devices)
     moves to gpu-2's free device when gpu-1 is removed, never to the CPU node; gpu-2 then holds
     both its devices and stays. With gpu-2's second device taken too, nothing moves (the CPU node
-    has room for the pod but no device)."""
+    has room for the pod but no device). ``scaler tune`` over the same snapshot replays its
+    defaults to the same evictions."""
     import dra_objects as d
 
     acc = {"cloud.google.com/gke-accelerator": "nvidia-l4"}
@@ -241,6 +242,13 @@ def test_replay_reads_dra_objects_and_moves_a_gpu_pod_only_onto_free_devices(
     (policy,) = report["policies"]
     assert (policy["nodesRemoved"], policy["podsEvicted"]) == ((0, 0) if gpu2_full else (1, 1))
     assert policy["unplaceablePods"] == 0 and policy["pendingPodMinutes"] == 0
+    # scaler tune replays its trials in the same world: a GPU pod is never moved without a device.
+    argv = ["tune", "--snapshot", str(snap), "--trace", str(trace), "-o", "json", "--workers", "1", "--trials", "2",
+            "--quiet", "--config", str(_config(tmp_path)), "--out", str(tmp_path / "tune")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    frontier = json.loads((tmp_path / "tune" / "frontier.json").read_text())
+    (defaults,) = [r for r in frontier["references"] if r["name"] == "scaler"]
+    assert defaults["evictions"] == policy["podsEvicted"] and len(frontier["trials"]) == 2
 
 
 def _config(tmp_path: Path) -> Path:
