@@ -4,6 +4,7 @@ cap are refused, so 300 idle clients never hold 300 threads; real sockets on loo
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -55,14 +56,18 @@ def test_300_idle_connections_hold_at_most_the_cap_and_are_closed_after_the_idle
     server: HealthServer,
 ) -> None:
     baseline = threading.active_count()
+    started = time.monotonic()
     clients = [connect(server.port) for _ in range(300)]
+    # A slot frees IDLE s after its connection was accepted: on a loaded machine, connecting
+    # all 300 takes several IDLE periods, and each period serves up to CAP more.
+    served_at_most = CAP * (1 + math.ceil((time.monotonic() - started) / IDLE))
     try:
         time.sleep(IDLE / 5)
         assert threading.active_count() <= baseline + CAP, "never more handler threads than the cap"
         # After the idle timeout every connection is closed and its thread gone.
         wait_for(lambda: all(closed_by_server(c) for c in clients), 10, "the server to close idle connections")
         wait_for(lambda: threading.active_count() <= baseline, 10, "the handler threads to end")
-        assert server.server.refused >= 300 - CAP
+        assert server.server.refused >= min(300 - served_at_most, 300 - CAP) and server.server.refused > 0
         assert healthz(server.port) == 200
     finally:
         for c in clients:
