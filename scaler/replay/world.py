@@ -93,6 +93,7 @@ from scaler.kube.writer import (
     WriteError,
 )
 from scaler.limits import GroupLimits, node_group_limits
+from scaler.model.dra import DraObjects
 from scaler.model.pod_usage import PodMetricsColumns
 from scaler.model.records import (
     LABEL_HOSTNAME,
@@ -189,7 +190,7 @@ class World:
         self.now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, self.now - snapshot.now))
         self._base = start
-        self.dra = start.dra  # the DRA objects now (claims follow pods, slices nodes: sim_dra)
+        self._dra = start.dra  # the DRA objects now (claims follow pods, slices nodes: sim_dra)
         self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)
         self.pods: TrackedDict[str, Pod] = TrackedDict((p.uid, p) for p in start.pods)
         self.pending: dict[str, float] = {
@@ -375,6 +376,17 @@ class World:
         cpu, mem = self._usage_now()
         return {uid: (float(cpu[s]), float(mem[s])) for uid, s in self._slot_of.items() if uid in self.pods}
 
+    @property
+    def dra(self) -> DraObjects:
+        """The DRA objects now (claims follow their pods, slices their nodes: :mod:`sim_dra`)."""
+        return self._dra
+
+    @dra.setter
+    def dra(self, value: DraObjects) -> None:
+        if value is not self._dra:  # numbered, so that no verdict that read them is reused
+            self._dra = value
+            self._index.revisions.dra_changed()
+
     def snapshot(self, now: float | None = None) -> ClusterSnapshot:
         """The cluster at the current step as the controller would read it: nodes, pods
         (pending ones unbound), and NodeMetrics from the trace timestamped now."""
@@ -382,7 +394,11 @@ class World:
         if self._cached is not None and self._cached[0] == self._version and self._cached[1] == t:
             return self._cached[2]
         if self._structure is None or self._structure[0] != self._version:
-            self._structure = (self._version, replace(self._index.structure(self._base), dra=self.dra))
+            structure = self._index.structure(self._base)
+            if structure.dra is not self.dra:  # stamped again: the numbers include the DRA objects'
+                structure = replace(structure, dra=self.dra)
+                structure = replace(structure, revisions=self._index.revisions.stamp(structure))
+            self._structure = (self._version, structure)
         structure = replace(self._structure[1], now=t)
         names, cpu, mem = self.node_usage()
         metrics = {
