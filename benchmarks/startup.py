@@ -51,13 +51,16 @@ PODMAN_FLAGS = ["--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-b
 TIMEOUT = 900.0
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _get(url: str) -> tuple[int, str]:
+def http_get(url: str) -> tuple[int, str]:
+    """GET ``url`` with no proxy, 5 s timeout: the status and the body (``(0, "")`` when it
+    could not connect)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(url, timeout=5) as r:
@@ -80,9 +83,9 @@ def _watch(port: int, start: float, alive: Callable[[], bool]) -> dict[str, floa
     while time.monotonic() - start < TIMEOUT:
         if not alive():
             raise RuntimeError("scaler run exited before its first loop")
-        if "healthz" not in out and _get(f"{base}/healthz")[0] == 200:
+        if "healthz" not in out and http_get(f"{base}/healthz")[0] == 200:
             out["healthz"] = time.monotonic() - start
-        code, text = _get(f"{base}/metrics")
+        code, text = http_get(f"{base}/metrics")
         if code == 200 and _first_loop_done(text):
             out["first_loop"] = time.monotonic() - start
             out.setdefault("healthz", out["first_loop"])
@@ -99,7 +102,7 @@ def _args(kubeconfig: str, port: int) -> list[str]:
 
 
 def _run_install(kubeconfig: Path) -> dict[str, float]:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -143,7 +146,7 @@ class _Image:
         return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600).stdout
 
     def run(self, kubeconfig: Path) -> dict[str, float]:
-        port = _free_port()
+        port = free_port()
         name = f"scaler-startup-{os.getpid()}-{port}"
         flags = [
             "run", "-d", "--name", name, "--rootfs", self.rootfs, "--read-only", "--user", self.user,

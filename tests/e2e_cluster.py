@@ -9,6 +9,7 @@ manual clock: :meth:`advance` moves it and refreshes the metrics timestamps.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +45,22 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class WallClock:
+    """The real clock (Unix seconds), for an :class:`E2ECluster` whose process under test reads
+    the real time: settable like :class:`Clock` in name only."""
+
+    @property
+    def now(self) -> float:
+        return time.time()
+
+    @now.setter
+    def now(self, value: float) -> None:
+        raise AssertionError("the wall clock cannot be moved")
+
+    def __call__(self) -> float:
+        return time.time()
 
 
 def node_json(

@@ -50,12 +50,10 @@ import os
 import platform
 import re
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,10 +61,11 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e_cluster import E2ECluster
+from e2e_cluster import E2ECluster, WallClock
 from waiting import wait_for
 
 import scaler
+from benchmarks.startup import free_port, http_get
 from scaler.cmdline import TUNE_EXTRA_MODULES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -420,36 +419,10 @@ def host_pip() -> Path:
 PIP_MOUNT = (host_pip(), "/opt/pip-check/pip")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
-class WallClock:
-    """The real clock, for :class:`E2ECluster` (the container reads the real time)."""
-
-    @property
-    def now(self) -> float:
-        return time.time()
-
-    @now.setter
-    def now(self, value: float) -> None:
-        raise AssertionError("the wall clock cannot be moved")
-
-    def __call__(self) -> float:
-        return time.time()
 
 
-def _get(url: str) -> tuple[int, str]:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, ""
-    except OSError:
-        return 0, ""
 
 
 def _first_loop_done(metrics: str) -> bool:
@@ -468,7 +441,7 @@ def controller(images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with E2ECluster(tmp, clock=WallClock()) as cluster:  # type: ignore[arg-type]
         kubeconfig = cluster.kube.write_kubeconfig(tmp / "kubeconfig")
         kubeconfig.chmod(0o644)  # readable by the image's user
-        port = _free_port()
+        port = free_port()
         args = [
             *deployment_container()["args"], "--kubeconfig=/etc/scaler-test/kubeconfig", f"--address=127.0.0.1:{port}",
             "--namespace=scaler-system", "--gke-project=acme", "--gke-location=europe-west1", "--gke-cluster=prod",
@@ -484,12 +457,12 @@ def controller(images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iter
             def ready() -> tuple[int, str] | None:
                 if c.podman("inspect", "--format", "{{.State.Running}}", name, check=False).stdout.strip() != "true":
                     raise AssertionError("scaler run exited:\n" + c.podman("logs", name, check=False).stderr[-4000:])
-                code, text = _get(f"{base}/metrics")
+                code, text = http_get(f"{base}/metrics")
                 return (code, text) if code == 200 and _first_loop_done(text) else None
 
             _, metrics = wait_for(ready, 600, "scaler run's first loop (scaler_last_activity{activity=\"main\"})", poll=1.0)
             c.timings["run: container start to first loop"] = round(time.monotonic() - started, 1)
-            health = _get(f"{base}/healthz")
+            health = http_get(f"{base}/healthz")
             stop = c.podman("stop", "--time", "60", name, timeout=120, check=False)
             exit_code = c.podman("inspect", "--format", "{{.State.ExitCode}}", name).stdout.strip()
             logs = c.podman("logs", name, check=False)

@@ -16,30 +16,13 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_cluster import E2ECluster
+from e2e_cluster import E2ECluster, WallClock
 from waiting import wait_for
 
 from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATUS
 from scaler.model.records import ANNOTATION_SCALE_DOWN_DISABLED, TAINT_TO_BE_DELETED
 from scaler.runner import Runner, StartupError, build_runner, default_identity
 from scaler.sources.watch import WATCHED_CALLS
-
-
-class WallClock:
-    """The real clock, settable like e2e_cluster.Clock (metrics follow it)."""
-
-    @property
-    def now(self) -> float:
-        return time.time()
-
-    @now.setter
-    def now(self, value: float) -> None:  # advance() is not used with the wall clock
-        raise AssertionError("the wall clock cannot be moved")
-
-    def __call__(self) -> float:
-        return time.time()
-
-
 
 
 def tainted(c: E2ECluster, name: str) -> bool:

@@ -16,11 +16,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from e2e_cluster import E2ECluster
+from e2e_cluster import E2ECluster, WallClock
 from waiting import wait_for
 
 from scaler.selfcheck import CONTROLLER_MODULES, TUNE_MODULES, main
@@ -39,19 +38,6 @@ to ``OUT`` when it exits."""
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy")
 
 
-class WallClock:
-    """The real clock, for :class:`E2ECluster` (the process under test reads the real time)."""
-
-    @property
-    def now(self) -> float:
-        return time.time()
-
-    @now.setter
-    def now(self, value: float) -> None:
-        raise AssertionError("the wall clock cannot be moved")
-
-    def __call__(self) -> float:
-        return time.time()
 
 
 def _env(**extra: str) -> dict[str, str]:
