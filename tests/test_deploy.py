@@ -773,7 +773,8 @@ def test_dockerfile_builds_two_locked_non_root_images_and_checks_them_as_their_u
         # Nothing but the project's own wheel is installed in a runtime stage (from the builder).
         for s in runtime:
             for pip in re.findall(r"pip (?:install|download) [^&]*", s):
-                assert pip.split()[-1] == "/wheels/gke_scaler-*.whl" and "from=builder" in s, pip
+                assert pip.split()[-1] == "/tmp/wheels/gke_scaler-*.whl", pip
+                assert "COPY --from=builder /wheels /tmp/wheels" in runtime, "the wheel comes from the builder"
         users = [i for i, s in enumerate(runtime) if s.startswith("USER ")]
         assert users and runtime[users[-1]] == "USER 65532:65532", "numeric non-root user, for runAsNonRoot"
         checks = [s for s in runtime[users[-1] :] if s.startswith("RUN ")]
@@ -1046,7 +1047,7 @@ def test_the_monitoring_page_patch_drops_the_managed_prometheus_objects(tmp_path
 def test_the_rayjob_runs_the_tune_image_by_digest_on_its_ray_version() -> None:
     """deploy/ray/rayjob.yaml: the Dockerfile's tune image, named by digest, whose Ray (the tune
     lock's) is the version the RayJob declares."""
-    job = yaml.safe_load((DEPLOY / "ray" / "rayjob.yaml").read_text())
+    (job,) = [d for d in yaml.safe_load_all((DEPLOY / "ray" / "rayjob.yaml").read_text()) if d["kind"] == "RayJob"]
     cluster = job["spec"]["rayClusterSpec"]
     pods = [cluster["headGroupSpec"]["template"], *(g["template"] for g in cluster["workerGroupSpecs"])]
     for pod in pods:
