@@ -328,6 +328,7 @@ class Runner:
             self.controller.history_status = self.history.status
         self.health: HealthServer | None = None
         self._threads: list[threading.Thread] = []
+        self._loop: threading.Thread | None = None  # the control loop's thread, once started
         self._unreadable_seen: dict[tuple[str, str, str], str] = {}  # object -> message logged
         self._unreadable_announced: dict[tuple[str, str, str], str] = {}  # object -> message of its Event
 
@@ -445,6 +446,7 @@ class Runner:
                 t.start()
         loop = threading.Thread(target=self.controller.run, args=(self.stop_event,), name="loop", daemon=True)
         self._threads.append(loop)
+        self._loop = loop
         loop.start()
         return self
 
@@ -454,6 +456,11 @@ class Runner:
         self.stop_event.set()
         if timeout is None:
             timeout = self.config.max_graceful_termination_sec + 60.0
+        # The loop ends its iteration first (starting no new drain): a node it tainted just now is
+        # handed to the actuator, whose shutdown then rolls it back while the lease is still held.
+        self.controller.stopping.set()
+        if self._loop is not None and self._loop is not threading.current_thread():
+            self._loop.join(timeout)
         self.controller.shutdown(timeout)
         if self.elector is not None:
             self.elector.stop()

@@ -99,13 +99,13 @@ def test_kill_mid_drain_then_restart_rolls_the_node_back(tmp_path: Path) -> None
 
 def test_sigterm_rolls_back_in_flight_drain_and_exits(tmp_path: Path) -> None:
     with E2ECluster(tmp_path, clock=WallClock()) as c:  # type: ignore[arg-type]
-        terminate(start_tainting(c, 2.0, "--leader-elect=true", "--namespace=scaler-system"))
+        out = terminate(start_tainting(c, 2.0, "--leader-elect=true", "--namespace=scaler-system"))
         lease = c.kube.get_object("Lease", "scaler", "scaler-system")
         assert lease is not None and not lease["spec"].get("holderIdentity"), "lease released"
         for name in c.underused:
             node = c.node(name)
             if node is not None and name not in c.gce.deleted_instances:
-                assert not tainted(c, name), f"{name} left tainted after SIGTERM"
+                assert not tainted(c, name), f"{name} left tainted after SIGTERM:\n{out[-6000:]}"
 
 
 def test_sigusr1_writes_every_threads_stack_and_the_process_goes_on(tmp_path: Path) -> None:
