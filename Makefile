@@ -28,9 +28,9 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 ## The suite runs on TEST_WORKERS processes (pytest-xdist), each test module on one (the real
-## control plane's tests on two: tests/conftest.py's xdist_group), the longest first: much of its
-## time is spent waiting on subprocesses, servers and image builds, not computing.
-TEST_WORKERS ?= 4
+## control plane's tests on two: tests/conftest.py's xdist_group): much of its time is spent
+## waiting on subprocesses, servers and image builds, not computing.
+TEST_WORKERS ?= 3
 unit: $(STAMP) test-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 

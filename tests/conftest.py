@@ -201,39 +201,14 @@ def xdist_group(module: str, test: str) -> str:
     return f"{module}:{prefix}" if prefix is not None and test.startswith(prefix) else module
 
 
-LONGEST_GROUPS = (
-    "test_image",
-    "test_real_apiserver",
-    "test_docs_commands",
-    "test_real_apiserver:test_fault_",
-    "test_replay_cli",
-    "test_golden_replay",
-    "test_tune",
-    "test_real_hardening",
-    "test_table",
-    "test_replay_prometheus",
-    "test_tune_halving",
-    "test_deploy",
-    "test_runner_e2e",
-)
-"""The :func:`xdist_group` s that take longest (minutes each, measured with ``pytest
---durations=0``), longest first: collected first, so that pytest-xdist hands them out first and
-the suite does not end waiting on one of them alone."""
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test as :func:`markers` says, and with its :func:`xdist_group`; the
-    :data:`LONGEST_GROUPS` first (the order of the others and within a group kept)."""
-    rank = {group: i for i, group in enumerate(LONGEST_GROUPS)}
-    groups: dict[str, str] = {}
+    """Mark every collected test as :func:`markers` says, and with its :func:`xdist_group`."""
     for item in items:
         module = Path(str(item.fspath)).stem
         test = getattr(item, "originalname", item.name)
         for name in markers(module, test):
             item.add_marker(getattr(pytest.mark, name))
-        groups[item.nodeid] = xdist_group(module, test)
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(module, test)))
 
 
 @pytest.fixture
