@@ -27,9 +27,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-## The suite runs on TEST_WORKERS processes (pytest-xdist), each test module on one (the real
-## control plane's tests on two: tests/conftest.py's xdist_group): much of its time is spent
-## waiting on subprocesses, servers and image builds, not computing.
+## The suite runs on TEST_WORKERS processes (pytest-xdist): the tests of a module that share a
+## fixture made once (a control plane, built images, a Prometheus) on one worker, every other
+## test on any free one (tests/conftest.py's xdist_group): much of its time is spent waiting on
+## subprocesses, servers and image builds, not computing.
 TEST_WORKERS ?= 3
 unit: $(STAMP) test-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25

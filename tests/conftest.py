@@ -193,22 +193,63 @@ SPLIT_MODULES = {"test_real_apiserver": "test_fault_"}
 """Modules whose tests run as two groups under pytest-xdist (each with its own module-scoped
 fixtures, a control plane here): the tests whose name starts with the prefix, and the others."""
 
+SHARED_SCOPES = frozenset({"module", "package", "session"})
+"""Scopes of a fixture made once for many tests."""
+
+
+def shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses, directly or through another fixture, a fixture of this suite
+    (a test module's or this file's, not pytest's or a plugin's) made once for many tests: a
+    control plane, a Prometheus, built images, a replay's report."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        d.scope in SHARED_SCOPES and d.baseid  # a plugin's or pytest's own fixture has no baseid
+        for defs in info.name2fixturedefs.values()
+        for d in defs
+    )
+
 
 def xdist_group(module: str, test: str) -> str:
-    """The pytest-xdist group of a test (``make test`` runs ``--dist loadgroup``): its module, so
-    that a module's fixtures are made once, except in :data:`SPLIT_MODULES`."""
+    """The pytest-xdist group of a test that shares a fixture (``make test`` runs ``--dist
+    loadgroup``): its module, so that the module's fixtures are made once, on one worker, except
+    in :data:`SPLIT_MODULES`. A test that shares none is a group of its own, for any free worker."""
     prefix = SPLIT_MODULES.get(module)
     return f"{module}:{prefix}" if prefix is not None and test.startswith(prefix) else module
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every collected test as :func:`markers` says, and with its :func:`xdist_group`."""
-    for item in items:
+    """Mark every collected test as :func:`markers` says, and with its :func:`xdist_group` where
+    it :func:`shares_a_fixture`, else with a group of its own (every test id then carries a
+    group, which :func:`pytest_xdist_node_collection_finished` checks). First of the hook's
+    implementations: pytest-xdist's own turns the ``xdist_group`` mark into the ``@group``
+    suffix of the test's id that ``--dist loadgroup`` schedules by, and must see the mark."""
+    for index, item in enumerate(items):
         module = Path(str(item.fspath)).stem
         test = getattr(item, "originalname", item.name)
         for name in markers(module, test):
             item.add_marker(getattr(pytest.mark, name))
-        item.add_marker(pytest.mark.xdist_group(xdist_group(module, test)))
+        group = xdist_group(module, test) if shares_a_fixture(item) else f"alone-{index}"
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under ``--dist loadgroup``, stop at once if a test id a worker collected carries no group
+    (every test has one: :func:`pytest_collection_modifyitems`): the grouping silently failed
+    (as with pytest 9.2 and pytest-xdist 3.8, pytest-dev/pytest-xdist#1386), and every worker
+    would make every module's fixtures.
+
+    Raises:
+        pytest.UsageError: a collected test id without its ``@group`` suffix.
+    """
+    lost = [i for i in ids if "@" not in i]
+    if node.config.getvalue("dist") == "loadgroup" and lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {lost[0]} (--dist loadgroup): pytest "
+            f"{pytest.__version__} with this pytest-xdist drops the groups; see pyproject.toml's pin"
+        )
 
 
 @pytest.fixture

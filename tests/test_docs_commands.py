@@ -141,7 +141,7 @@ def test_every_command_of_the_pages_is_classified() -> None:
     assert {s.page for s in runnable} == set(PAGES)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory where the pages' relative paths resolve: ``scaler/`` (the examples) and
     ``../shared`` (the trace); outputs (``tuned/``, ``replay.html``) land there."""
@@ -252,23 +252,36 @@ def _checked(kind: str) -> list[Step]:
     return [s for s in ALL if classify(s.command) == kind]
 
 
-@pytest.mark.parametrize("kind", ["day", "long"])
-def test_the_commands_run_and_give_the_figures_the_pages_quote(workdir: Path, kind: str) -> None:
-    if kind == "long" and not LONG:
-        pytest.skip("weeks of replay: run with SCALER_DOCS_LONG=1")
-    todo = _checked(kind)
-    assert todo
-    for step in todo:
+def check(steps: list[Step], workdir: Path) -> None:
+    """Run ``steps`` in order in ``workdir`` and compare what they print with what the page
+    quotes: a fenced block after its command, a table with all the commands of its block."""
+    for step in steps:
         if step.table:
             continue  # checked below with its block's other commands
         out = run(step, workdir)
         if step.quoted:
             same_output(step.quoted, out)
-    for step in (s for s in todo if s.table):
-        block = [s for s in todo if s.group == step.group and s.page == step.page]
-        json_flag = " -o json" if "-o json" not in step.command else ""
-        reports = [json.loads(run(s, workdir, json_flag)) for s in block]
+    for step in (s for s in steps if s.table):
+        block = [s for s in steps if s.group == step.group and s.page == step.page]
+        reports = [json.loads(run(s, workdir, "" if "-o json" in s.command else " -o json")) for s in block]
         same_table(step.table, reports)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_days_commands_run_and_give_the_figures_the_pages_quote(workdir: Path, page: str) -> None:
+    """A page's commands run in order (a later one reads what an earlier one wrote); each page a
+    test of its own, in a directory of its own, so that pytest-xdist's workers share them out."""
+    todo = [s for s in _checked("day") if s.page == page]
+    assert todo
+    check(todo, workdir)
+
+
+def test_weeks_of_commands_run_and_give_the_figures_the_pages_quote(workdir: Path) -> None:
+    if not LONG:
+        pytest.skip("weeks of replay: run with SCALER_DOCS_LONG=1")
+    todo = _checked("long")
+    assert todo
+    check(todo, workdir)
 
 
 def test_the_replay_page_explains_every_builtin_policy() -> None:
