@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-night-lowreq
 
-## Lint, type-check and run the whole test suite.
-test: lint typecheck unit
+## Lint, type-check and run the whole test suite: the three at once (the suite spends much of its
+## time waiting), each one's output printed a line at a time; make test fails if any fails.
+test: $(STAMP) test-deps
+	@$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck unit
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check scaler plugins tests benchmarks
@@ -31,7 +33,7 @@ typecheck: $(STAMP)
 ## fixture made once (a control plane, built images, a Prometheus) on one worker, every other
 ## test on any free one (tests/conftest.py's xdist_group): much of its time is spent waiting on
 ## subprocesses, servers and image builds, not computing.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 unit: $(STAMP) test-deps
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 

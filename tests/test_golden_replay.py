@@ -1,7 +1,10 @@
 """Golden replays (``tests/golden_replay.py``): every figure of every replay report of the pinned
-cases (the bundled example over a week for ``scaler``, ``seed`` and ``scaler-relief``; a
-generated 100-node cluster over a day; a generated 1,000-node cluster over its first three
-hours, removals and evictions included) is byte-identical to ``tests/data/golden-replay/``.
+cases (the bundled example over a day and over a week for ``scaler``, ``seed`` and
+``scaler-relief``; a generated 100-node cluster over a day; a generated 1,000-node cluster over
+its first three hours, removals and evictions included) is byte-identical to
+``tests/data/golden-replay/``. The week takes minutes of CPU: ``make test`` checks it only with
+``SCALER_GOLDEN_LONG=1`` (as does ``python -m tests.golden_replay``, always); run it before
+merging a change to the simulation, the planner or the replay.
 
 A change that should not change decisions keeps them identical; one that does regenerates
 them (``python -m tests.golden_replay --write``) and says why in its commit."""
@@ -9,6 +12,7 @@ them (``python -m tests.golden_replay --write``) and says why in its commit."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -19,6 +23,8 @@ pytestmark = pytest.mark.skipif(not TRACE.exists(), reason="the Bitbrains trace 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_replay_figures_are_the_golden_ones(case: Case) -> None:
+    if case.long and os.environ.get("SCALER_GOLDEN_LONG") != "1":
+        pytest.skip(f"{case.name} takes minutes: run with SCALER_GOLDEN_LONG=1")
     expected = path_of(case).read_text(encoding="utf-8")
     got = run_case(case)
     assert got == expected, first_difference(expected, got)
