@@ -18,8 +18,9 @@ demo: $(STAMP)
 	$(VENV)/bin/scaler dry-run --snapshot scaler/examples/bitbrains-gke-night-lowreq
 
 ## Lint, type-check and run the whole test suite: the three at once (the suite spends much of its
-## time waiting), each one's output printed a line at a time; make test fails if any fails.
-test: $(STAMP) test-deps
+## time waiting), each one's output printed a line at a time; make test fails if any fails. The
+## virtualenv is made first, not by the three at once.
+test: $(STAMP)
 	@$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck unit
 
 lint: $(STAMP)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -324,11 +325,13 @@ def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: 
 
     holds = [True]
     passed = [0]
+    counting = threading.Lock()  # the evictions' threads check the fence at once
 
     def fence() -> None:
         if not holds[0]:
             raise LeaseLost("replica test no longer holds the lease")
-        passed[0] += 1
+        with counting:
+            passed[0] += 1
 
     def writes(requests: list[Any]) -> list[str]:
         return [f"{r.method} {r.path}" for r in requests if r.method != "GET"]
@@ -341,7 +344,8 @@ def test_a_replica_that_loses_the_lease_mid_drain_writes_nothing_more(tmp_path: 
         target = decision.drain[0].node.name
         c.wait_cache(lambda: any(r.path.endswith("/eviction") for r in c.kube.requests), 10)
         holds[0] = False
-        checks_passed = passed[0]
+        with counting:
+            checks_passed = passed[0]
         since = len(c.kube.requests)
         in_flight = checks_passed - len(writes(c.kube.requests[:since]))
         c.wait_idle(ctl)

@@ -3,7 +3,7 @@ cases (the bundled example over a day and over a week for ``scaler``, ``seed`` a
 ``scaler-relief``; a generated 100-node cluster over a day; a generated 1,000-node cluster over
 its first three hours, removals and evictions included) is byte-identical to
 ``tests/data/golden-replay/``. The week takes minutes of CPU: ``make test`` checks it only with
-``SCALER_GOLDEN_LONG=1`` (as does ``python -m tests.golden_replay``, always); run it before
+``SCALER_GOLDEN_LONG=1``, ``python -m tests.golden_replay`` always; run one of them before
 merging a change to the simulation, the planner or the replay.
 
 A change that should not change decisions keeps them identical; one that does regenerates
