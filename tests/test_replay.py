@@ -230,6 +230,58 @@ def test_bitbrains_malformed_row_names_file_and_line(tmp_path: Path) -> None:
         load_trace(d)
 
 
+_BB_JUNK = st.sampled_from(["", " ", "x", "1e400", "nan", "-inf", "-1", "5e-324", "1e308"])
+_BB_NUMBER = st.one_of(
+    st.sampled_from(["0", "0.0", "-0.0", "1", "2", "4", "\t4", " 12 ", "1.6703488E7", "2600.0"]),
+    st.integers(0, 2_000_000_000).map(str),
+    st.floats(min_value=0, max_value=1e12).map(repr),
+)
+_BB_ROW = st.lists(
+    st.one_of(_BB_NUMBER, _BB_NUMBER, _BB_NUMBER, _BB_NUMBER, _BB_JUNK), min_size=7, max_size=11
+).map(";\t".join)
+_BB_LINE = st.one_of(
+    _BB_ROW,
+    _BB_ROW,
+    _BB_ROW,
+    st.lists(_BB_NUMBER, min_size=0, max_size=6).map(";".join),
+    st.sampled_from(["", "  ", BB_HEADER.rstrip("\n")]),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_BB_LINE, min_size=0, max_size=6), st.sampled_from(["\n", "\r\n"]), st.booleans())
+def test_bitbrains_columnar_reader_equals_the_row_reader(lines: list[str], newline: str, ended: bool) -> None:
+    """The columnar reader (pyarrow) gives exactly the row reader's series and skipped rows
+    whenever it accepts a file, and hands the file to the row reader otherwise, so that errors
+    still name the line and every accepted value is the same to the bit."""
+    from scaler.replay import traces
+
+    text = newline.join(lines) + (newline if ended else "")
+    fast = traces._parse_bitbrains_columnar(text.encode())
+    try:
+        slow: tuple[Series, int] | None = traces._parse_bitbrains(text, "t.csv")
+    except TraceError:
+        slow = None
+    if fast is None:
+        return  # the row reader decides (and names the line)
+    assert slow is not None, f"the columnar reader accepted what the row reader refuses: {text!r}"
+    assert fast[1] == slow[1]
+    for name in ("times", "cpu_millicores", "memory_bytes"):
+        a, b = getattr(fast[0], name), getattr(slow[0], name)
+        assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True), name
+
+
+def test_bitbrains_columnar_reader_takes_the_real_trace_and_the_row_reader_its_errors() -> None:
+    """A well-formed file goes the columnar way (not the row reader's); the malformed ones of
+    the test above go row by row."""
+    from scaler.replay import traces
+
+    good = BB_HEADER + _bb_row(1372629804, 2, 5200.0, 1300.0, 1024.0) + _bb_row(1372630104, 0, 0.0, 0.0, 1.0)
+    fast = traces._parse_bitbrains_columnar(good.encode())
+    assert fast is not None and fast[1] == 1 and fast[0].cpu_millicores.tolist() == [500.0]
+    assert traces._parse_bitbrains_columnar((good + "1372630104;\t2;\tx\n").encode()) is None
+
+
 def test_resample_holds_the_last_sample_and_the_first_before_it() -> None:
     s = Series(np.array([100.0, 200.0]), np.array([1.0, 2.0]), np.array([10.0, 20.0]))
     cpu, mem = resample(s, np.array([50.0, 100.0, 150.0, 200.0, 999.0]))

@@ -120,7 +120,7 @@ class Trace:
         return float(min(firsts)), float(max(lasts))
 
 
-def _series(times: list[float], cpu: list[float], mem: list[float], *, sum_duplicates: bool) -> Series:
+def _series(times: npt.ArrayLike, cpu: npt.ArrayLike, mem: npt.ArrayLike, *, sum_duplicates: bool) -> Series:
     """Sort by time and merge equal timestamps (sum, or keep the last row)."""
     t = np.asarray(times, dtype=np.float64)
     c = np.asarray(cpu, dtype=np.float64)
@@ -170,13 +170,62 @@ def _parse_bitbrains(text: str, where: str) -> tuple[Series, int]:
             raise TraceError(f"{where}:{lineno}: timestamp and usage must be finite numbers")
         if use_mhz < 0 or mem_kb < 0:
             raise TraceError(f"{where}:{lineno}: negative usage ({use_mhz} MHz, {mem_kb} KB)")
-        if cores <= 0 or cap_mhz <= 0:
+        if cores <= 0 or cap_mhz <= 0 or cap_mhz / cores <= 0:  # the last: a speed below 5e-324 MHz
             skipped += 1
             continue
+        millicores, memory = use_mhz / (cap_mhz / cores) * 1000.0, mem_kb * 1024.0
+        if not (math.isfinite(millicores) and math.isfinite(memory)):
+            raise TraceError(f"{where}:{lineno}: usage out of range ({use_mhz} MHz, {mem_kb} KB)")
         times.append(t)  # the "[ms]" column holds Unix seconds
-        cpu.append(use_mhz / (cap_mhz / cores) * 1000.0)
-        mem.append(mem_kb * 1024.0)
+        cpu.append(millicores)
+        mem.append(memory)
     return _series(times, cpu, mem, sum_duplicates=False), skipped
+
+
+def _parse_bitbrains_columnar(data: bytes) -> tuple[Series, int] | None:
+    """One VM file read columnar with pyarrow's CSV reader (no Python object per row), with the
+    same arithmetic and the same skipped rows as :func:`_parse_bitbrains`: about four times
+    faster over the July 2013 "Rnd" trace (455 MB of text). ``None`` when pyarrow is absent or a
+    row is not what the row reader accepts silently (a missing field, text, a non-finite or
+    negative value): the caller reads the file row by row, which names the line."""
+    try:
+        import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+        import pyarrow.csv as pacsv  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    line = data.split(b"\n", 1)[0].strip()
+    if not line:
+        return None  # a blank first line: the row reader decides what the next one is
+    first = line[:1]
+    columns = ["f0", "f1", "f2", "f3", "f6"]
+    try:
+        table = pacsv.read_csv(
+            pa.py_buffer(data if data.endswith(b"\n") else data + b"\n"),  # a last line unended
+            read_options=pacsv.ReadOptions(
+                autogenerate_column_names=True, skip_rows=0 if first.isdigit() else 1, use_threads=False
+            ),
+            parse_options=pacsv.ParseOptions(delimiter=";"),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=columns, column_types=dict.fromkeys(columns, pa.float64())
+            ),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    if table.num_columns != len(columns) or any(c.null_count for c in table.columns):
+        return None
+    t, cores, cap_mhz, use_mhz, mem_kb = (
+        np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in columns
+    )
+    values = np.stack([t, cores, cap_mhz, use_mhz, mem_kb])
+    if not np.isfinite(values).all() or (use_mhz < 0).any() or (mem_kb < 0).any():
+        return None  # the row reader names the row (it skips a non-finite capacity silently)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        keep = (cores > 0) & (cap_mhz > 0) & (cap_mhz / cores > 0)
+        t, cores, cap_mhz, use_mhz, mem_kb = (a[keep] for a in (t, cores, cap_mhz, use_mhz, mem_kb))
+        cpu, memory = use_mhz / (cap_mhz / cores) * 1000.0, mem_kb * 1024.0
+    if not (np.isfinite(cpu).all() and np.isfinite(memory).all()):
+        return None  # out of range: the row reader names the row
+    return _series(t, cpu, memory, sum_duplicates=False), int(keep.size - keep.sum())
 
 
 def _is_number(text: str) -> bool:
@@ -202,18 +251,19 @@ def csv_members(tar: tarfile.TarFile) -> Iterator[tuple[str, IO[bytes]]]:
             yield member.name, fh
 
 
-def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tuple[str, str, str]]:
-    """(series name, where, text) of every ``<id>.csv`` of an archive or directory."""
+def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tuple[str, str, bytes]]:
+    """(series name, where, UTF-8 bytes) of every ``<id>.csv`` of an archive or directory."""
     if path.is_dir():
         for p in sorted(path.rglob("*.csv")):
             name = p.stem
             if wanted is not None and name not in wanted:
                 continue
             try:
-                text = p.read_text(encoding="utf-8")
+                data = p.read_bytes()
+                data.decode("utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise TraceError(f"{p}: cannot read: {e}") from None
-            yield name, str(p), text
+            yield name, str(p), data
         return
     try:
         with tarfile.open(path) as tar:
@@ -222,11 +272,12 @@ def _bitbrains_files(path: Path, wanted: Collection[str] | None) -> Iterator[tup
                 if wanted is not None and name not in wanted:
                     continue
                 where = f"{path}:{member_name}"
+                data = fh.read()
                 try:
-                    text = fh.read().decode("utf-8")
+                    data.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise TraceError(f"{where}: not UTF-8 text: {e}") from None
-                yield name, where, text
+                yield name, where, data
     except (tarfile.TarError, OSError, EOFError) as e:
         raise TraceError(f"{path}: cannot read the archive: {e}") from None
 
@@ -244,8 +295,9 @@ def load_bitbrains(path: str | Path, wanted: Collection[str] | None = None) -> T
     p = Path(path)
     series: dict[str, Series] = {}
     skipped = 0
-    for name, where, text in _bitbrains_files(p, wanted):
-        s, k = _parse_bitbrains(text, where)
+    for name, where, data in _bitbrains_files(p, wanted):
+        parsed = _parse_bitbrains_columnar(data)
+        s, k = parsed if parsed is not None else _parse_bitbrains(data.decode("utf-8"), where)
         skipped += k
         if len(s.times):
             series[name] = s
