@@ -572,8 +572,14 @@ def test_the_tune_image_runs_tune_and_ray_as_kuberay_starts_them(images: Images)
 
 
 def test_the_controller_image_is_a_fraction_of_the_tune_image(images: Images) -> None:
+    """Half the tune image at most, and both sizes as the guide's table gives them (within 3%:
+    the base's packages move with Debian's point releases)."""
     controller, tune = images.sizes[CONTROLLER], images.sizes[TUNE]
     assert controller * 2 < tune, images.sizes
+    table = (REPO / "docs/getting-started/container-image.md").read_text(encoding="utf-8")
+    quoted = {m[0]: float(m[1].replace(",", "")) * 1e6 for m in re.findall(r"^\| `(\w+)`.*\| ([\d,]+) MB \|$", table, re.M)}
+    for target, size in (("controller", controller), ("tune", tune)):
+        assert abs(quoted[target] - size) <= 0.03 * size, f"the guide says {quoted[target] / 1e6:,.0f} MB for {target}, built {size / 1e6:,.0f} MB"
 
 
 # -- the lock file ------------------------------------------------------------------------------------------

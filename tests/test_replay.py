@@ -554,18 +554,6 @@ def test_replay_removes_idle_nodes_after_the_unneeded_time_and_counts_node_hours
     assert by["ca-requests"].nodes == scaler.nodes
 
 
-def test_replay_is_identical_serial_and_parallel_and_twice() -> None:
-    steps = 24
-    inp = replay_input(small_cluster(), idle_trace(steps), steps)
-    policies = parse_policies(["seed,scaler"])
-    a = run_policies(inp, policies, processes=1)
-    b = run_policies(inp, policies, processes=2)
-    c = run_policies(inp, policies, processes=1)
-    for x, y, z in zip(a, b, c, strict=True):
-        x.elapsed_seconds = y.elapsed_seconds = z.elapsed_seconds = 0.0
-        assert x == y == z
-
-
 def overload_input() -> ReplayInput:
     """12 steps of :func:`small_cluster`: batch uses 3.9 cores (n3 allocatable 4), above 100%
     with the DaemonSet pod and overhead, for 3 steps (4-6); web's memory reaches 8 GiB per pod
