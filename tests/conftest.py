@@ -128,8 +128,16 @@ SLOW = frozenset(
         "test_retry_after::test_a_read_waits_the_retry_after_in_the_client",
         "test_retry_after::test_the_permission_check_honours_it",
         "test_replay::test_cli_json_on_the_bundled_snapshot",
-        "test_replay::test_replay_is_identical_serial_and_parallel_and_twice",
         "test_spread_vector::test_filter_nodes_agrees_with_filter",
+        "test_filters_vector::test_every_way_of_asking_a_filter_agrees_through_moves_and_reverts",
+        "test_budgets::test_budgets_hold_nodes_exactly_as_scale_down_disabled_would",
+        "test_target_usage::test_moved_columns_are_the_sum_of_the_loads_placed_through_every_revert",
+        "test_sizes::test_no_function_over_80_lines",
+        "test_replay::test_bitbrains_columnar_reader_equals_the_row_reader",
+        "test_evaluation_cache::test_incremental_evaluation_equals_a_full_one_at_every_step",
+        "test_layout::test_unchanged_keys_may_be_listed_as_changed",
+        "test_engine::test_no_destination_ends_above_the_targets",
+        "test_world_index::test_world_index_answers_as_a_full_rebuild",
         "test_docs_commands",
         "test_tune_halving::test_a_rung_is_the_first_steps_of_the_whole_replay",
         "test_tune_halving::test_halving_replays_a_third_on_each_longer_window_and_says_which",
@@ -233,6 +241,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, name))
         group = xdist_group(module, test) if shares_a_fixture(item) else f"alone-{index}"
         item.add_marker(pytest.mark.xdist_group(group))
+    # The slow tests first, each set in collection order: pytest-xdist hands the groups out in
+    # this order (the largest groups first), so a long test does not start last and end the
+    # run alone (longest first: the classic rule for the shortest schedule on several workers).
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
