@@ -17,7 +17,11 @@ valid on a read-only file system whatever the files' times), and of no other: th
 image carries no bytecode for the thousands of modules of its dependencies it never imports,
 and pays no compilation at start for those it does.
 
-Exit status 0; 1 when a module cannot be imported (one line naming it and the error).
+It also reads the package's own files through their loaders (:data:`CONTROLLER_DATA`, and
+:data:`TUNE_DATA` with ``--tune``): a file left out of the wheel fails the build too.
+
+Exit status 0; 1 when a module cannot be imported or a file read (one line naming it and the
+error).
 """
 
 from __future__ import annotations
@@ -33,7 +37,15 @@ from pathlib import Path
 
 from scaler.errors import ScalerError
 
-__all__ = ["CONTROLLER_MODULES", "TUNE_MODULES", "check", "compile_loaded", "main"]
+__all__ = [
+    "CONTROLLER_DATA",
+    "CONTROLLER_MODULES",
+    "TUNE_DATA",
+    "TUNE_MODULES",
+    "check",
+    "compile_loaded",
+    "main",
+]
 
 CONTROLLER_MODULES: tuple[str, ...] = (
     # the command line (:func:`check` also builds its parser, which imports every sub-command's)
@@ -105,6 +117,17 @@ TUNE_MODULES: tuple[str, ...] = (
 """Modules ``scaler replay``, ``scaler tune`` and ``scaler history export`` load besides
 :data:`CONTROLLER_MODULES`: the ``tune`` extra's."""
 
+CONTROLLER_DATA: tuple[tuple[str, str], ...] = (
+    ("the bundled price table (prices.yaml)", "scaler.prices:load_price_table"),
+)
+"""(what, ``module:function`` called without arguments) for the package's own files that
+``scaler run`` and ``scaler dry-run`` read: read through their real loaders."""
+
+TUNE_DATA: tuple[tuple[str, str], ...] = (
+    ("the default search space (tune/default-space.yaml)", "scaler.tune.space:default_space_text"),
+)
+"""The same for ``scaler tune``'s own files."""
+
 ENTRY_POINT_GROUPS = ("scaler.plugins", "scaler.eviction_metrics")
 """Entry-point groups whose every target ``scaler run`` may load (by its configuration)."""
 
@@ -114,15 +137,28 @@ class SelfCheckError(ScalerError):
     message names it and the error."""
 
 
-def check(modules: Iterable[str], groups: Iterable[str] = ENTRY_POINT_GROUPS) -> int:
+def check(
+    modules: Iterable[str],
+    groups: Iterable[str] = ENTRY_POINT_GROUPS,
+    data: Iterable[tuple[str, str]] = CONTROLLER_DATA,
+) -> int:
     """Import ``modules``, build the command line's parser as every ``scaler`` command does
-    (it imports each sub-command's flags) and load every entry point of ``groups``; returns how
-    many modules are loaded in all (``sys.modules``).
+    (it imports each sub-command's flags), load every entry point of ``groups`` and read the
+    package's own files of ``data``; returns how many modules are loaded in all
+    (``sys.modules``).
 
     Raises:
-        SelfCheckError: a module or an entry point's target cannot be imported.
+        SelfCheckError: a module or an entry point's target cannot be imported, or a file of
+            the package cannot be read (not installed).
     """
     from importlib.metadata import entry_points
+
+    for what, target in data:
+        module, _, function = target.partition(":")
+        try:
+            getattr(importlib.import_module(module), function)()
+        except Exception as e:
+            raise SelfCheckError(f"cannot read {what}: {type(e).__name__}: {e}") from e
 
     for name in modules:
         try:
@@ -182,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     modules = CONTROLLER_MODULES + (TUNE_MODULES if args.tune else ())
     try:
-        loaded = check(modules)
+        loaded = check(modules, data=CONTROLLER_DATA + (TUNE_DATA if args.tune else ()))
     except SelfCheckError as e:
         sys.stderr.write(f"scaler selfcheck: {e}\n")
         return 1

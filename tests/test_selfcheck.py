@@ -119,3 +119,17 @@ def test_a_module_that_cannot_be_imported_is_one_line_and_exit_1(
     assert main([]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot import scaler.no_such_module: ModuleNotFoundError" in err
+
+
+def _no_such_file() -> None:
+    raise FileNotFoundError(2, "No such file or directory", "/opt/venv/lib/python3.11/site-packages/scaler/prices.yaml")
+
+
+def test_a_file_of_the_package_left_out_fails_the_check_naming_it() -> None:
+    """The image's build runs the check: a file the controller reads that the wheel left out
+    (pyproject.toml's package-data) stops the build, one line naming what and where."""
+    from scaler.selfcheck import CONTROLLER_DATA, SelfCheckError, check
+
+    assert check((), (), CONTROLLER_DATA) > 0  # the real files of this tree are read
+    with pytest.raises(SelfCheckError, match=r"^cannot read the price table: FileNotFoundError: .*scaler/prices.yaml'$"):
+        check((), (), (("the price table", "tests.test_selfcheck:_no_such_file"),))

@@ -246,31 +246,21 @@ def test_the_bundled_space_is_valid_and_printed(capsys: pytest.CaptureFixture[st
 # ---- the same frontier whatever ran the trials ------------------------------------------------------------
 
 
-def test_one_and_two_workers_give_the_same_frontier(trace: Path, one_worker: dict[str, object]) -> None:
-    proc = tune("--snapshot", DAY1, "--trace", str(trace), *SMALL, "--workers", "2")
-    assert proc.returncode == 0, proc.stderr
-    two = json.loads(proc.stdout)
-    assert without_run(two) == without_run(one_worker)
-    assert two["run"]["workers"] == 2 and all(two["run"]["trialNodes"]), "the trials ran as Ray tasks"
-    trials = one_worker["trials"]
-    assert isinstance(trials, list) and [t["number"] for t in trials] == [0, 1, 2, 3]
-    assert any(t["pareto"] for t in trials)
-    # Piped: nothing on stderr but the warning about this small trace.
-    assert proc.stderr == (
-        "scaler: warning: 6 of 1172 pods follow the trace; the other 1166 keep the usage of their "
-        "PodMetrics all along\n"
-    )
-
-
 def test_a_two_node_ray_cluster_runs_trials_on_both_nodes_with_the_same_results(
     trace: Path, one_worker: dict[str, object], ray_cluster: str
 ) -> None:
+    """The same frontier as in one process, the trials spread over both nodes. (With an
+    embedded Ray, ``--workers 2``: tests/test_tune_halving.py for the frontier,
+    tests/test_replay_cli.py for what the command prints.)"""
     proc = tune("--snapshot", DAY1, "--trace", str(trace), *SMALL, "--ray-address", ray_cluster, env=RAY_ENV)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert without_run(doc) == without_run(one_worker)
     nodes = doc["run"]["trialNodes"]
     assert len(set(nodes)) == 2 and all(nodes), nodes
+    trials = one_worker["trials"]
+    assert isinstance(trials, list) and [t["number"] for t in trials] == [0, 1, 2, 3]
+    assert any(t["pareto"] for t in trials)
 
 
 # ---- acceptance on the bundled example ---------------------------------------------------------------------
