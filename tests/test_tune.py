@@ -134,13 +134,19 @@ def ray_cluster() -> Iterator[str]:
                     stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 ))  # fmt: skip
             wait_listening(("127.0.0.2", client), procs[0], Path(tmp) / "head.log")
-            with open(Path(tmp) / "node.log", "wb") as log:
-                procs.append(subprocess.Popen(
-                    [str(RAY), "start", f"--address=127.0.0.2:{gcs}", "--node-ip-address=127.0.0.3",
-                     f"--dashboard-agent-listen-port={free_port()}", *common],
-                    stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                ))  # fmt: skip
-            wait_for_nodes(f"127.0.0.2:{gcs}", 2, procs[1], Path(tmp) / "node.log", env)
+            # `ray start` gives a raylet 30 s to register (ray/_private/node.py, not configurable)
+            # and exits past them: on a machine as busy as the suite keeps it, it once did. Up to
+            # three starts of the second node.
+            for attempt in range(3):
+                with open(Path(tmp) / "node.log", "wb") as log:
+                    procs.append(subprocess.Popen(
+                        [str(RAY), "start", f"--address=127.0.0.2:{gcs}", "--node-ip-address=127.0.0.3",
+                         f"--dashboard-agent-listen-port={free_port()}", *common],
+                        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                    ))  # fmt: skip
+                if wait_for_nodes(f"127.0.0.2:{gcs}", 2, procs[-1], Path(tmp) / "node.log", env, last=attempt == 2):
+                    break
+                stop_group(procs.pop())
             yield f"ray://127.0.0.2:{client}"
         finally:
             for p in reversed(procs):
@@ -166,13 +172,20 @@ def wait_listening(address: tuple[str, int], proc: subprocess.Popen[bytes], log:
         pytest.fail(f"{e}: {log.read_text()[-2000:]}")
 
 
-def wait_for_nodes(gcs: str, count: int, proc: subprocess.Popen[bytes], log: Path, env: dict[str, str]) -> None:
-    """Until ``ray status`` counts ``count`` active nodes; fails at once, with the log's end, if
-    ``ray start`` exits."""
+def wait_for_nodes(
+    gcs: str, count: int, proc: subprocess.Popen[bytes], log: Path, env: dict[str, str], last: bool = True
+) -> bool:
+    """Until ``ray status`` counts ``count`` active nodes (``True``). If ``ray start`` exits
+    first: ``False``, or with ``last`` the test fails at once with the log's end."""
+
+    class Exited(Exception):
+        pass
 
     def joined() -> bool:
         if proc.poll() is not None:
-            pytest.fail(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
+            if last:
+                pytest.fail(f"ray start exited {proc.returncode}: {log.read_text()[-2000:]}")
+            raise Exited
         status = subprocess.run(
             [str(RAY), "status", f"--address={gcs}"], capture_output=True, text=True, env=env, timeout=60, check=False
         )
@@ -181,8 +194,11 @@ def wait_for_nodes(gcs: str, count: int, proc: subprocess.Popen[bytes], log: Pat
 
     try:
         wait_for(joined, 120, f"{count} active Ray nodes", poll=1.0)
+    except Exited:
+        return False
     except AssertionError as e:
         pytest.fail(f"{e}: {log.read_text()[-2000:]}")
+    return True
 
 
 # ---- bad input ---------------------------------------------------------------------------------------
