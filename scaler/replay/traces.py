@@ -218,7 +218,7 @@ def _parse_bitbrains_columnar(data: bytes) -> tuple[Series, int] | None:
     )
     values = np.stack([t, cores, cap_mhz, use_mhz, mem_kb])
     if not np.isfinite(values).all() or (use_mhz < 0).any() or (mem_kb < 0).any():
-        return None  # the row reader names the row (it skips a non-finite capacity silently)
+        return None  # the row reader decides, and names the row it refuses
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         keep = (cores > 0) & (cap_mhz > 0) & (cap_mhz / cores > 0)
         t, cores, cap_mhz, use_mhz, mem_kb = (a[keep] for a in (t, cores, cap_mhz, use_mhz, mem_kb))
