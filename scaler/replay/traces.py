@@ -216,8 +216,8 @@ def _parse_bitbrains_columnar(data: bytes) -> tuple[Series, int] | None:
     t, cores, cap_mhz, use_mhz, mem_kb = (
         np.asarray(table.column(c).to_numpy(), dtype=np.float64) for c in columns
     )
-    values = np.stack([t, cores, cap_mhz, use_mhz, mem_kb])
-    if not np.isfinite(values).all() or (use_mhz < 0).any() or (mem_kb < 0).any():
+    finite = all(np.isfinite(a).all() for a in (t, cores, cap_mhz, use_mhz, mem_kb))
+    if not finite or (use_mhz < 0).any() or (mem_kb < 0).any():
         return None  # the row reader decides, and names the row it refuses
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         keep = (cores > 0) & (cap_mhz > 0) & (cap_mhz / cores > 0)
