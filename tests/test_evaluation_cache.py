@@ -139,8 +139,8 @@ def test_incremental_evaluation_equals_a_full_one_at_every_step(
                 nodes[k] = dataclasses.replace(
                     nodes[k], taints=(*nodes[k].taints, Taint(f"t{step}", "x", "NoSchedule"))
                 )
-            else:
-                pdb_allowed = 1 - pdb_allowed
+            else:  # 0 blocks; 1 lets one pod go, so a removal earlier in a pass may spend it; 2, 3 more
+                pdb_allowed = data.draw(st.integers(0, 3))
             snap = structure = _snapshot(now, nodes, pods, pdb_allowed, usage)
         _both(snap, cache, counter)
     event(f"checks answered from the cache: {'some' if cache.hits else 'none'}")
@@ -274,6 +274,91 @@ def test_a_blocked_drain_is_answered_after_a_removal_elsewhere(guarded: bool) ->
     hits = cache.hits
     _both(second, cache, counter)
     assert cache.hits == hits + 1
+
+
+def test_a_blocked_drain_is_answered_while_its_pdbs_stay_at_one_or_more() -> None:
+    """Rule 3 reads an allowance as "at least 1" only. First evaluation: a is idle and removed
+    before b is checked, charging the PDB covering a's and b's guarded pods; second: a is busy
+    and stays. With 3 allowed, b sees 2 then 3, both "at least 1": its verdict (blocked by its
+    bare pod, its guarded pod passed) answers the second evaluation. With 1 allowed, b sees 0
+    (its guarded pod blocks) then 1 (its bare pod blocks): checked again."""
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
+        make_pod("b-app", node="b", cpu_m=500, owner_name="y", labels={"app": "guarded"}),
+        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
+        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
+    ]
+    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+    for allowed, hit in ((3, True), (1, False)):
+        cache, counter = EvaluationCache(), RevisionCounter()
+        first = _snapshot(NOW, nodes, pods, allowed, {**usage, "a-1": 0.5})
+        details = []
+        for step, a_usage in enumerate((0.5, 35.0)):
+            fresh = _snapshot(NOW + step * STEP, nodes, pods, allowed, {**usage, "a-1": a_usage})
+            snap = dataclasses.replace(
+                first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
+            )
+            hits = cache.hits
+            full = _both(snap, cache, counter)
+            details.append({r.node.name: r.detail for r in full.nodes}["b"])
+        assert cache.hits == hits + hit
+        expected = ["b-bare", "b-bare"] if hit else ["b-app: NotEnoughPdb", "b-bare"]
+        assert [d.startswith(f"pod default/{w}") for d, w in zip(details, expected, strict=True)] == [True, True], (
+            details
+        )
+
+
+def test_a_nodes_drain_rules_are_answered_again_and_charge_its_pdbs() -> None:
+    """Rule 5: the second evaluation answers the drain rules of the removable node from the
+    cache (its pods, usage aside, unchanged) and charges the PDB covering its pod as the rules
+    do: a later node covered by the same PDB is blocked in both evaluations."""
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
+        make_pod("b-app", node="b", cpu_m=600, owner_name="y", labels={"app": "guarded"}),
+        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
+    ]
+    usage = {p.name: 0.5 for p in pods} | {"c-big": 0.4}
+    cache, counter = EvaluationCache(), RevisionCounter()
+    first = _snapshot(NOW, nodes, pods, 1, usage)
+    _both(first, cache, counter)
+    assert cache.drain_hits == 0
+    fresh = _snapshot(NOW + STEP, nodes, pods, 1, usage | {"a-1": 0.6})
+    full = _both(
+        dataclasses.replace(first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics),
+        cache,
+        counter,
+    )
+    assert cache.drain_hits >= 1
+    verdicts = {r.node.name: r.detail for r in full.nodes}
+    assert full.removable()[0].node.name == "a"
+    assert verdicts["b"].startswith("pod default/b-app: NotEnoughPdb"), verdicts
+
+
+def test_a_kept_drain_answer_is_not_used_for_a_node_whose_pods_moved_in_the_state() -> None:
+    """Rule 5 holds only while the simulation state holds the node's pods as the snapshot gave
+    them: with one pod taken off b and a bare pod put on it (the same count), b's drain rules
+    run again and the bare pod blocks."""
+    from scaler.simulator.cluster import RemovalContext, simulate_node_removal
+    from scaler.simulator.registry import load_filters
+
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000)]
+    pods = [
+        make_pod("b-1", node="b", cpu_m=100, owner_name="x"),
+        make_pod("b-2", node="b", cpu_m=100, owner_name="x"),
+    ]
+    counter = RevisionCounter()
+    first = _snapshot(NOW, nodes, pods, 1, {p.name: 0.5 for p in pods})
+    first = dataclasses.replace(first, revisions=counter.follow(first))
+    cache, filters = EvaluationCache(), load_filters(CFG)
+    ctx = RemovalContext(first, CFG, filters, cache=cache)
+    assert simulate_node_removal(ctx, "b", (["a"],), commit=False).removable
+    ctx = RemovalContext(first, CFG, filters, cache=cache)
+    ctx.state.unschedule(pods[1], "b")
+    ctx.state.place(make_pod("bare", node="b", cpu_m=100, owner_kind=None), "b")
+    removal = simulate_node_removal(ctx, "b", (["a"],), commit=False)
+    assert removal.reason.value == "BlockedByPod" and "default/bare" in removal.detail, removal
 
 
 @pytest.mark.parametrize("a_first", [35.0, 0.5], ids=["removal-later", "removal-first"])

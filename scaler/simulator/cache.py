@@ -26,11 +26,12 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    configuration and the clock, and, when a pod of the node has resource claims, the Dynamic
    Resource Allocation objects (a claim the simulation cannot decide blocks the drain). It is
    answered again while the node's revision, ``pdbs``, ``workloads``, ``dra`` (when it read
-   them) and the configuration are the same, **the allowance left of every PDB covering
-   one of the node's pods is the one it had** (so a removal committed earlier in the same pass
-   that charged none of them changes nothing, and one that charged any makes the check run), and
-   the clock is before the first instant a drain rule's answer may change with it alone (a
-   terminating pod becoming long-terminating, a kube-system pod passing
+   them) and the configuration are the same, **every PDB covering one of the node's pods is
+   at the allowance level it had** (:func:`pdb_level`: the drain rules read an allowance only
+   as "at least 1", and, for the PDB that blocks, as its number: a removal committed earlier in
+   the same pass that charged a PDB down to, say, 2 changes nothing, one that exhausted it makes
+   the check run), and the clock is before the first instant a drain rule's answer may change
+   with it alone (a terminating pod becoming long-terminating, a kube-system pod passing
    ``--blocking-system-pod-disruption-timeout``: :func:`clock_stable_until`) and not before
    the time it was learnt.
 4. *A failed placement* (``NoPlaceToMovePods``) where the first pod to place is refused by every
@@ -44,6 +45,16 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    per reason are the same; their order, which follows the round-robin scan, is recomputed for
    the current destination tiers
    (:meth:`~scaler.simulator.removal.RemovalSimulator.refusals_from`).
+
+5. *The drain rules' answer* on a node (:func:`~scaler.drain.rules.get_pods_to_move`: the pods
+   to move, the DaemonSet, on-completion and skipped pods, or the blocking pod) reads what rule
+   3's blocked drain reads but the DRA objects: it is answered again under the same conditions
+   (node revision, ``pdbs``, ``workloads``, configuration, allowance levels, clock window),
+   whatever the check that asks for it (an evaluation, a trial of a held node, the re-check of a
+   plan), only while the simulation state holds the node's pods as the snapshot gave them
+   (:attr:`~scaler.simulator.state.NodeState.edits` is 0: no pod moved onto it or off it), and
+   as the current pods at the same places in the node's list. A passing answer charges the
+   tracker as the rules would.
 
 A reused answer leaves the simulation state as the full check would have: a failed check
 reverts every change, and a first pod that fits nowhere moves no round-robin position.
@@ -60,14 +71,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from scaler.config import ScalerConfig
 from scaler.drain.pdb import PdbKey, RemainingPdbTracker
-from scaler.drain.rules import KUBE_SYSTEM, LONG_TERMINATING_EXTRA_SECONDS
+from scaler.drain.rules import (
+    KUBE_SYSTEM,
+    LONG_TERMINATING_EXTRA_SECONDS,
+    BlockingPod,
+    DrainContext,
+    PodsToMove,
+    get_pods_to_move,
+)
 from scaler.model.pod_usage import PodMetricsColumns
 from scaler.model.records import Pod
 from scaler.model.revisions import Revisions
@@ -85,7 +103,7 @@ from scaler.simulator.cluster import (
 from scaler.simulator.pod_index import PodIndex
 from scaler.simulator.removal import PlacementFailure, StructuralRefusal, placement_order
 
-__all__ = ["EvaluationCache", "clock_stable_until"]
+__all__ = ["EvaluationCache", "clock_stable_until", "pdb_level"]
 
 
 def clock_stable_until(pods: Sequence[Pod], now: float, system_pod_timeout: float) -> float:
@@ -103,6 +121,13 @@ def clock_stable_until(pods: Sequence[Pod], now: float, system_pod_timeout: floa
             if at >= now:
                 until = min(until, at)
     return until
+
+
+def pdb_level(remaining: int | None) -> int | None:
+    """What the drain rules can tell of a PDB's remaining allowance (pods): 1 for any allowance
+    of at least 1 (the PDB rule only asks whether one more disruption is allowed), the number
+    itself below 1 (a blocking PDB's detail names it), ``None`` for a PDB not tracked."""
+    return None if remaining is None else min(remaining, 1)
 
 
 class EvaluationCache:
@@ -124,8 +149,11 @@ class EvaluationCache:
         self._rows_layout: object = None
         self.index = PodIndex()
         self.verdicts = _Verdicts()
+        self._drains: dict[str, _Drained] = {}
+        self._pdb_keys: dict[str, tuple[int, int, int, tuple[PdbKey, ...]]] = {}
         self.hits = 0
         self.misses = 0
+        self.drain_hits = 0
 
     def revisions(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> Revisions | None:
         """``snapshot``'s numbers when this cache may reuse what it keeps for it (same source,
@@ -144,6 +172,8 @@ class EvaluationCache:
         self._facts.clear()
         self._pdbs = None
         self.verdicts = _Verdicts()
+        self._drains.clear()
+        self._pdb_keys.clear()
 
     def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, NodeFacts]:
         """Every node's :class:`NodeFacts` for ``snapshot`` and ``config`` (rule 1); nodes gone
@@ -163,6 +193,10 @@ class EvaluationCache:
             kept[name] = entry
             out[name] = entry[1]
         self._facts = kept
+        for gone in [n for n in self._drains if n not in kept]:
+            del self._drains[gone]
+        for gone in [n for n in self._pdb_keys if n not in kept]:
+            del self._pdb_keys[gone]
         self.index.follow({name: f.counted for name, f in out.items()})
         return out
 
@@ -176,6 +210,61 @@ class EvaluationCache:
         return self.verdicts.removal(
             self, ctx, self.revisions(ctx.snapshot, ctx.config), node_name, tiers, committed
         )
+
+    def pdb_levels(
+        self, rev: Revisions, tracker: RemainingPdbTracker, node_name: str, pods: Sequence[Pod], read: int
+    ) -> tuple[tuple[PdbKey, int | None], ...]:
+        """The :func:`pdb_level` of every PDB covering one of the first ``read`` of ``pods``
+        (the node's pods as the snapshot gives them: the drain rules stop at the blocking
+        pod), by PDB key; which PDBs cover them is kept per node while its revision, ``pdbs``
+        and ``read`` are the same."""
+        node = rev.nodes.get(node_name, -1)
+        kept = self._pdb_keys.get(node_name)
+        if kept is None or kept[:3] != (node, rev.pdbs, read) or node < 0:
+            found = {(pdb.namespace, pdb.name) for p in pods[:read] for pdb in tracker.matching(p)}
+            kept = self._pdb_keys[node_name] = (node, rev.pdbs, read, tuple(sorted(found)))
+        return tuple((k, pdb_level(tracker.remaining_of(k))) for k in kept[3])
+
+    def pods_to_move(self, ctx: RemovalContext, node_name: str) -> PodsToMove:
+        """:func:`~scaler.drain.rules.get_pods_to_move` on the node's pods in ``ctx`` (which
+        must be the snapshot's: ``NodeState.edits`` is 0) with ``ctx.tracker``, answered again
+        when rule 5 allows and learnt otherwise. Charges the tracker as the rules would."""
+        pods = ctx.state.nodes[node_name].pods
+        tracker = ctx.tracker
+        now = ctx.snapshot.now
+        rev = self.revisions(ctx.snapshot, ctx.config)
+        if rev is None:
+            return get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
+        number = rev.nodes.get(node_name, -1)
+        d = self._drains.get(node_name)
+        if (
+            d is not None
+            and number >= 0
+            and d.node == number
+            and d.pdbs == rev.pdbs
+            and d.workloads == rev.workloads
+            and d.learnt_at <= now <= d.until
+            and len(pods) == d.count
+            and d.levels == self.pdb_levels(rev, tracker, node_name, pods, d.read)
+        ):
+            self.drain_hits += 1
+            answer = d.answer(pods)
+            if answer.blocking is None:
+                tracker.remove_pods(answer.pods)
+            return answer
+        levels = self.pdb_levels(rev, tracker, node_name, pods, len(pods))  # before any charge
+        answer = get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
+        if number >= 0:
+            drained = _Drained.of(answer, pods, number, rev, levels, now)
+            if drained.read < len(
+                pods
+            ):  # blocked: the rules read the PDBs of the pods up to the blocking one
+                drained = replace(
+                    drained, levels=self.pdb_levels(rev, tracker, node_name, pods, drained.read)
+                )
+            until = clock_stable_until(pods, now, ctx.options.blocking_system_pod_disruption_timeout)
+            self._drains[node_name] = replace(drained, until=until)
+        return answer
 
     def pod_sums(
         self, snapshot: ClusterSnapshot, config: ScalerConfig, facts: Mapping[str, NodeFacts]
@@ -238,8 +327,53 @@ class EvaluationCache:
 
 
 @dataclass(frozen=True, slots=True)
+class _Drained:
+    """A kept drain-rule answer on a node (rule 5): the numbers and allowance levels it read,
+    and the answer as places in the node's pod list."""
+
+    node: int
+    pdbs: int
+    workloads: int
+    levels: tuple[tuple[PdbKey, int | None], ...]
+    learnt_at: float
+    until: float
+    count: int  # the node's pods
+    read: int  # the pods the rules read: up to the blocking one, else all
+    lists: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+    blocking: tuple[int, BlockingPod] | None
+
+    @classmethod
+    def of(
+        cls,
+        answer: PodsToMove,
+        pods: Sequence[Pod],
+        node: int,
+        rev: Revisions,
+        levels: tuple[tuple[PdbKey, int | None], ...],
+        now: float,
+    ) -> _Drained:
+        """``answer`` on ``pods`` kept, valid at ``now`` only (the caller sets ``until``)."""
+        place = {id(p): i for i, p in enumerate(pods)}  # the answer's pods are items of ``pods``
+        groups = (answer.pods, answer.daemonset_pods, answer.on_completion_pods, answer.skipped_pods)
+        moved, ds, waiting, skipped = (tuple(place[id(p)] for p in g) for g in groups)
+        b = answer.blocking
+        blocking = (place[id(b.pod)], b) if b is not None else None
+        read = blocking[0] + 1 if blocking is not None else len(pods)
+        lists = (moved, ds, waiting, skipped)
+        return cls(node, rev.pdbs, rev.workloads, levels, now, now, len(pods), read, lists, blocking)
+
+    def answer(self, pods: Sequence[Pod]) -> PodsToMove:
+        """The kept answer over ``pods``, the node's current pods (the same places)."""
+        if self.blocking is not None:
+            i, b = self.blocking
+            return PodsToMove(blocking=BlockingPod(pods[i], b.reason, b.detail))
+        moved, ds, waiting, skipped = (tuple(pods[i] for i in group) for group in self.lists)
+        return PodsToMove(moved, ds, waiting, skipped)
+
+
+@dataclass(frozen=True, slots=True)
 class _Blocked:
-    """A kept ``BlockedByPod`` answer (rule 3) and the numbers and allowances it read."""
+    """A kept ``BlockedByPod`` answer (rule 3) and the numbers and allowance levels it read."""
 
     node: int
     pdbs: int
@@ -291,7 +425,7 @@ class _Verdicts:
         cache.misses += 1
         removal = simulate_node_removal(ctx, node_name, tiers)
         if rev is not None:
-            self._learn(ctx, rev, node_name, removal, committed)
+            self._learn(cache, ctx, rev, node_name, removal, committed)
         return removal
 
     def _answer(
@@ -311,7 +445,7 @@ class _Verdicts:
             and b.pdbs == rev.pdbs
             and b.workloads == rev.workloads
             and (b.dra < 0 or b.dra == rev.dra)
-            and all(ctx.tracker.remaining_of(k) == left for k, left in b.allowances)
+            and all(pdb_level(ctx.tracker.remaining_of(k)) == level for k, level in b.allowances)
         ):
             return b.removal
         r = self.refused.get(node_name)
@@ -327,7 +461,13 @@ class _Verdicts:
         return NodeRemoval(kept.node, kept.reason, detail, None, kept.pods, kept.daemonset_pods)
 
     def _learn(
-        self, ctx: RemovalContext, rev: Revisions, node_name: str, removal: NodeRemoval, committed: bool
+        self,
+        cache: EvaluationCache,
+        ctx: RemovalContext,
+        rev: Revisions,
+        node_name: str,
+        removal: NodeRemoval,
+        committed: bool,
     ) -> None:
         self.blocked.pop(node_name, None)
         self.refused.pop(node_name, None)
@@ -335,9 +475,13 @@ class _Verdicts:
         now = ctx.snapshot.now
         until = clock_stable_until(pods, now, ctx.options.blocking_system_pod_disruption_timeout)
         if removal.reason is UnremovableReason.BlockedByPod:
-            tracker = ctx.tracker
-            keys = sorted({(pdb.namespace, pdb.name) for p in pods for pdb in tracker.matching(p)})
-            allowances = tuple((k, tracker.remaining_of(k)) for k in keys)
+            # Blocked by a drain rule (no pods listed), the rules read the pods up to the
+            # blocking one; by a resource claim (after the rules passed), all of them.
+            b = removal.blocking
+            read = len(pods)
+            if b is not None and not removal.pods and not removal.daemonset_pods:
+                read = next((i + 1 for i, p in enumerate(pods) if p is b.pod), len(pods))
+            allowances = cache.pdb_levels(rev, ctx.tracker, node_name, pods, read)
             node = rev.nodes.get(node_name, -1)
             dra = rev.dra if any(p.resource_claims for p in pods) else -1
             self.blocked[node_name] = _Blocked(

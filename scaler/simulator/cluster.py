@@ -124,6 +124,11 @@ class ContextCache(Protocol):
         """Per node, the summed newest fresh PodMetrics of its counted pods, when known."""
         ...
 
+    def pods_to_move(self, ctx: RemovalContext, node_name: str) -> PodsToMove:
+        """:func:`~scaler.drain.rules.get_pods_to_move` of the node's pods as ``ctx`` was built
+        with them, with ``ctx.tracker`` (charged as that function charges it)."""
+        ...
+
 
 class RemovalContext:
     """What every node-removal check of one evaluation (or one re-check) shares.
@@ -138,9 +143,10 @@ class RemovalContext:
         simulator: the removal simulator over ``state`` with the filters and scorers.
         tracker: the PDB budgets left, shared by the removals committed in this context.
         options: the drain rules' settings.
+        cache: the ``cache`` given, or ``None``.
 
-    ``cache`` keeps per-node facts from one context to the next (:class:`ContextCache`); the
-    context is the same with or without it. With ``only``, the utilization (and so the usage
+    ``cache`` keeps per-node facts and drain-rule answers from one context to the next
+    (:class:`ContextCache`); the context is the same with or without it. With ``only``, the utilization (and so the usage
     the state knows) is computed for those nodes alone: a node outside has unknown usage, so
     TargetUsage refuses it; :func:`validate_node_removal` reads no other.
     """
@@ -156,6 +162,7 @@ class RemovalContext:
     ) -> None:
         self.snapshot = snapshot
         self.config = config
+        self.cache = cache
         requested: dict[str, Resources] | None = None
         anti: dict[str, tuple[Pod, ...]] | None = None
         self.pods_by_node: dict[str, Sequence[Pod]] = {}
@@ -234,8 +241,14 @@ class NodeRemoval:
 def _unknown_load(ctx: RemovalContext, pods: Sequence[Pod]) -> str:
     """The first pod of ``pods`` whose load is unknown, worded (:func:`~scaler.utilization.
     unknown_usage`: the pod, and the container nobody measures); ``""`` when every load is
-    known."""
+    known. A pod that requests CPU and memory and has no reading lacking a container has a
+    known load whatever its PodMetrics say (:func:`~scaler.utilization.pod_load` falls back on
+    its requests): it is not looked up."""
+    partial = ctx.snapshot.partial_pod_metrics
     for p in pods:
+        r = p.placement_requests
+        if r.cpu_millicores > 0 and r.memory_bytes > 0 and not (partial and (p.namespace, p.name) in partial):
+            continue
         why = unknown_usage(p, ctx.snapshot, ctx.config)
         if why:
             return why
@@ -297,8 +310,13 @@ def _drain_stage(ctx: RemovalContext, node_name: str) -> NodeRemoval | tuple[Pod
     every pod to move. Returns the refusal (nothing charged), or the pods and the mark."""
     tracker = ctx.tracker
     mark = tracker.checkpoint()
-    drain = DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
-    to_move = get_pods_to_move(ctx.state.nodes[node_name].pods, drain)
+    ns = ctx.state.nodes[node_name]
+    if ctx.cache is not None and ns.edits == 0:  # its pods are the snapshot's: the cache may know
+        to_move = ctx.cache.pods_to_move(ctx, node_name)
+    else:
+        to_move = get_pods_to_move(
+            ns.pods, DrainContext(ctx.snapshot, ctx.options, ctx.snapshot.now, tracker)
+        )
     pods, ds = tuple(to_move.pods), tuple(to_move.daemonset_pods)
     b = to_move.blocking or undecidable_claim(ctx, pods)
     if b is not None:

@@ -93,6 +93,8 @@ class NodeState:
         ghost: the node is the one being simulated for removal: no pods, not a destination,
             but still a topology domain (CA's "tainted ghost", ``simulator/cluster.go``).
         removed: removal committed earlier in this evaluation: neither destination nor domain.
+        edits: pods put on or taken off the node by this state's changes still in effect (0: its
+            ``pods`` are the ones the state was built with).
         position: the node's row in the owning state's :class:`NodeTable` (-1 when standalone).
     """
 
@@ -103,6 +105,7 @@ class NodeState:
     usage_memory_bytes: int | None = None
     moved_cpu_millicores: int = 0
     moved_memory_bytes: int = 0
+    edits: int = 0
     ghost: bool = False
     removed: bool = False
     position: int = -1
@@ -614,6 +617,7 @@ class ClusterState:
         ns = self.nodes[node_name]
         idx = next(i for i, p in enumerate(ns.pods) if p.uid == pod.uid)
         removed_pod = ns.pods.pop(idx)
+        ns.edits += 1
         old = ns.requested
         ns.requested = old - pod.requests
         placed = self._index_remove(removed_pod)
@@ -627,6 +631,7 @@ class ClusterState:
 
         def undo() -> None:
             ns.pods.insert(idx, removed_pod)
+            ns.edits -= 1
             ns.requested = old
             self._index_restore(removed_pod, node_name, placed)
             if removed_pod.required_anti_affinity:
@@ -645,6 +650,7 @@ class ClusterState:
         if pod.resource_claims:
             self.dra.place(pod, ns.node)  # journals its own undo
         ns.pods.append(pod)
+        ns.edits += 1
         if pod.required_anti_affinity:
             self.anti_affinity_keys.update(t.topology_key for t in pod.required_anti_affinity)
             self._count_anti_affinity(node_name, 1)
@@ -660,6 +666,7 @@ class ClusterState:
 
         def undo() -> None:
             ns.pods.pop()
+            ns.edits -= 1
             ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes = old
             self._index_remove(pod)
             if pod.required_anti_affinity:
