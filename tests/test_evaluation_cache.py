@@ -276,39 +276,6 @@ def test_a_blocked_drain_is_answered_after_a_removal_elsewhere(guarded: bool) ->
     assert cache.hits == hits + 1
 
 
-def test_a_blocked_drain_is_answered_while_its_pdbs_stay_at_one_or_more() -> None:
-    """Rule 3 reads an allowance as "at least 1" only. First evaluation: a is idle and removed
-    before b is checked, charging the PDB covering a's and b's guarded pods; second: a is busy
-    and stays. With 3 allowed, b sees 2 then 3, both "at least 1": its verdict (blocked by its
-    bare pod, its guarded pod passed) answers the second evaluation. With 1 allowed, b sees 0
-    (its guarded pod blocks) then 1 (its bare pod blocks): checked again."""
-    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
-    pods = [
-        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
-        make_pod("b-app", node="b", cpu_m=500, owner_name="y", labels={"app": "guarded"}),
-        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
-        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
-    ]
-    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
-    for allowed, hit in ((3, True), (1, False)):
-        cache, counter = EvaluationCache(), RevisionCounter()
-        first = _snapshot(NOW, nodes, pods, allowed, {**usage, "a-1": 0.5})
-        details = []
-        for step, a_usage in enumerate((0.5, 35.0)):
-            fresh = _snapshot(NOW + step * STEP, nodes, pods, allowed, {**usage, "a-1": a_usage})
-            snap = dataclasses.replace(
-                first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
-            )
-            hits = cache.hits
-            full = _both(snap, cache, counter)
-            details.append({r.node.name: r.detail for r in full.nodes}["b"])
-        assert cache.hits == hits + hit
-        expected = ["b-bare", "b-bare"] if hit else ["b-app: NotEnoughPdb", "b-bare"]
-        assert [d.startswith(f"pod default/{w}") for d, w in zip(details, expected, strict=True)] == [True, True], (
-            details
-        )
-
-
 def test_a_nodes_drain_rules_are_answered_again_and_charge_its_pdbs() -> None:
     """Rule 5: the second evaluation answers the drain rules of the removable node from the
     cache (its pods, usage aside, unchanged) and charges the PDB covering its pod as the rules
@@ -361,12 +328,15 @@ def test_a_kept_drain_answer_is_not_used_for_a_node_whose_pods_moved_in_the_stat
     assert removal.reason.value == "BlockedByPod" and "default/bare" in removal.detail, removal
 
 
+@pytest.mark.parametrize("allowed", [1, 3], ids=["pdb-1", "pdb-3"])
 @pytest.mark.parametrize("a_first", [35.0, 0.5], ids=["removal-later", "removal-first"])
-def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first: float) -> None:
-    """A PDB covers b's pod b-app and a's pod. Without a removal before b, its drain is blocked
-    by its bare pod; after a's removal spends that PDB, b-app blocks first. Whichever comes
-    first, a verdict found in one pass must not answer the other (the allowance it read
-    differs)."""
+def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first: float, allowed: int) -> None:
+    """A PDB covers b's pod b-app and a's pod, a is busy (35) in one evaluation and idle (0.5,
+    removed before b is checked) in the other. Allowing 1, a's removal spends it and b-app blocks
+    b's drain; without that removal, b's bare pod blocks. Whichever comes first, a verdict found
+    in one pass must not answer the other (the allowance it read went below 1). Allowing 3, b
+    sees 2 or 3, both "at least 1", the only level the drain rules read (rule 3): its bare pod
+    blocks both times and the second evaluation answers it from the cache."""
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
     pods = [
         make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
@@ -376,18 +346,21 @@ def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first
     ]
     usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
     cache, counter = EvaluationCache(), RevisionCounter()
-    first = _snapshot(NOW, nodes, pods, 1, {**usage, "a-1": a_first})
+    first = _snapshot(NOW, nodes, pods, allowed, {**usage, "a-1": a_first})
     details = []
+    hits = 0
     for step, a_usage in enumerate((a_first, 35.5 - a_first)):  # a busy (35) or idle (0.5)
-        fresh = _snapshot(NOW + step * STEP, nodes, pods, 1, {**usage, "a-1": a_usage})
+        fresh = _snapshot(NOW + step * STEP, nodes, pods, allowed, {**usage, "a-1": a_usage})
         snap = dataclasses.replace(
             first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics
         )
+        hits = cache.hits
         full = _both(snap, cache, counter)
         details.append({r.node.name: r.detail for r in full.nodes}["b"])
-    blocked_by = ["b-bare", "b-app: NotEnoughPdb"]
+    blocked_by = ["b-bare", "b-app: NotEnoughPdb"] if allowed == 1 else ["b-bare", "b-bare"]
     order = blocked_by if a_first > 1 else blocked_by[::-1]
     assert [d.startswith(f"pod default/{w}") for d, w in zip(details, order, strict=True)] == [True, True]
+    assert cache.hits == hits + (allowed > 1)
 
 
 def test_a_kept_placement_failure_is_checked_again_when_a_reading_lacks_a_container() -> None:
