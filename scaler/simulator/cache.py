@@ -26,11 +26,11 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    configuration and the clock, and, when a pod of the node has resource claims, the Dynamic
    Resource Allocation objects (a claim the simulation cannot decide blocks the drain). It is
    answered again while the node's revision, ``pdbs``, ``workloads``, ``dra`` (when it read
-   them) and the configuration are the same, **every PDB covering one of the node's pods is
-   at the allowance level it had** (:func:`pdb_level`: the drain rules read an allowance only
-   as "at least 1", and, for the PDB that blocks, as its number: a removal committed earlier in
-   the same pass that charged a PDB down to, say, 2 changes nothing, one that exhausted it makes
-   the check run), and the clock is before the first instant a drain rule's answer may change
+   them) and the configuration are the same, **every PDB covering one of the node's pods the
+   rules read (those up to the blocking one) is at the allowance level it had**
+   (:func:`pdb_level`: the drain rules read an allowance only as "at least 1", and, for the PDB
+   that blocks, as its number: a removal committed earlier in the same pass that charged a PDB
+   down to, say, 2 changes nothing, one that exhausted it makes the check run), and the clock is before the first instant a drain rule's answer may change
    with it alone (a terminating pod becoming long-terminating, a kube-system pod passing
    ``--blocking-system-pod-disruption-timeout``: :func:`clock_stable_until`) and not before
    the time it was learnt.
@@ -256,12 +256,9 @@ class EvaluationCache:
         answer = get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
         if number >= 0:
             drained = _Drained.of(answer, pods, number, rev, levels, now)
-            if drained.read < len(
-                pods
-            ):  # blocked: the rules read the PDBs of the pods up to the blocking one
-                drained = replace(
-                    drained, levels=self.pdb_levels(rev, tracker, node_name, pods, drained.read)
-                )
+            if drained.read < len(pods):  # blocked: the rules read the pods up to the blocking one
+                levels = self.pdb_levels(rev, tracker, node_name, pods, drained.read)
+                drained = replace(drained, levels=levels)
             until = clock_stable_until(pods, now, ctx.options.blocking_system_pod_disruption_timeout)
             self._drains[node_name] = replace(drained, until=until)
         return answer

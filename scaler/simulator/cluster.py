@@ -146,9 +146,10 @@ class RemovalContext:
         cache: the ``cache`` given, or ``None``.
 
     ``cache`` keeps per-node facts and drain-rule answers from one context to the next
-    (:class:`ContextCache`); the context is the same with or without it. With ``only``, the utilization (and so the usage
-    the state knows) is computed for those nodes alone: a node outside has unknown usage, so
-    TargetUsage refuses it; :func:`validate_node_removal` reads no other.
+    (:class:`ContextCache`); the context is the same with or without it. With ``only``, the
+    utilization (and so the usage the state knows) is computed for those nodes alone: a node
+    outside has unknown usage, so TargetUsage refuses it; :func:`validate_node_removal` reads
+    no other.
     """
 
     def __init__(
