@@ -117,7 +117,7 @@ PHASES = (
     ("reading the world (the controller's view, the actuator's fresh views)", "replay/simulate.py", "source"),
     ("evaluation (engine.evaluate)", "scaler/engine.py", "evaluate"),
     ("re-check of each removal on a fresh view", "actuation/recheck.py", "recheck"),
-    ("placing pending pods (the world's scheduler)", "replay/world.py", "schedule_pending"),
+    ("placing pending pods (the world's scheduler)", "replay/world_scheduler.py", "schedule_pending"),
     ("usage history", "scaler/usage_history.py", "record_pod_usage"),
     ("usage history", "scaler/usage_history.py", "record_usage"),
     ("usage history", "scaler/usage_history.py", "with_aggregated_usage"),
