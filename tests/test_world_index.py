@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from builders import make_node, make_pod
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from scaler.model.layout import PodLayout
@@ -46,6 +46,14 @@ def _full(pods: dict[str, Pod], nodes: dict[str, object], slot_of: dict[str, int
 @given(
     initial=st.dictionaries(st.sampled_from(NAMES), st.sampled_from(["", *NODES])),
     rounds=st.lists(changes, max_size=4),
+)
+@example(  # a pod deleted and made again under its name: its key moves to a new usage slot
+    initial={"p0": "n1", "p1": "n1"},
+    rounds=[[("delete", "p0", "n1", "Running"), ("bind", "p0", "n2", "Running")]],
+)
+@example(  # evicted, then bound again in its own (earlier) slot: it cannot just go last
+    initial={"p0": "n1", "p1": "n1"},
+    rounds=[[("unbind", "p0", "", "Running")], [("bind", "p0", "n2", "Running")]],
 )
 def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: list[list]) -> None:
     nodes: TrackedDict[str, object] = TrackedDict((n, make_node(n)) for n in NODES[:3])
