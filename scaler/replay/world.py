@@ -41,6 +41,7 @@ from scaler.replay.sim_records import (
     pod_limits,
 )
 from scaler.replay.world_scaleup import ScaleUp
+from scaler.replay.world_store import WorldSpec
 
 __all__ = [  # the records and the scheduler's choice re-exported from where they live
     "LABEL_INSTANCE_TYPE",
@@ -93,15 +94,17 @@ class World(ScaleUp):
         now = float(usage.times[start_step])
         start = _unique_uids(_lifetime_shifted(snapshot, now - snapshot.now))
         super().__init__(
-            start,
-            config,
-            start_step,
-            usage=usage,
-            pod_series=pod_series,
-            with_pod_metrics=with_pod_metrics,
-            scheduler_plugins=scheduler_plugins,
-            attach=attach,
-            provision_delay=provision_delay,
+            WorldSpec(
+                start,
+                config,
+                start_step,
+                usage,
+                pod_series,
+                with_pod_metrics=with_pod_metrics,
+                scheduler_plugins=scheduler_plugins,
+                attach=attach,
+                provision_delay=provision_delay,
+            )
         )
 
     # ---- the clock ----------------------------------------------------------------------------------

@@ -17,20 +17,19 @@ pool's zones (new nodes go round its zones).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from msgspec.structs import replace as replace_pod
 
 from scaler.cloud.base import ZoneGroupInfo
-from scaler.config import ScalerConfig
 from scaler.kube.writer import ANNOTATION_OWNER, ANNOTATION_STATE, ANNOTATION_WAS_UNSCHEDULABLE
 from scaler.limits import GroupLimits, node_group_limits
 from scaler.model.records import LABEL_HOSTNAME, LABEL_ZONE, TAINT_TO_BE_DELETED, Node
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay import sim_dra
-from scaler.replay.sim_records import PoolTemplate, UsageTable, _short_hash, _with_objects
+from scaler.replay.sim_records import PoolTemplate, _short_hash, _with_objects
 from scaler.replay.world_scheduler import WorldScheduler
+from scaler.replay.world_store import WorldSpec
 from scaler.simulator.removal import placement_order
 from scaler.simulator.state import ClusterState
 
@@ -44,43 +43,21 @@ class ScaleUp(WorldScheduler):
     pools that grow for pods left pending.
 
     Args:
-        start, config, step, usage, pod_series, with_pod_metrics, scheduler_plugins, attach: as
-            the scheduler's.
-        provision_delay: seconds from a scale-up request to the node joining.
+        spec: what the world is built from (the cloud reads ``start``, whose pools' first nodes
+            are the templates, and ``provision_delay``).
 
     Attributes:
         templates: pool → its :class:`~scaler.replay.sim_records.PoolTemplate`.
         provisioning: (requested at, ready at, pool) of every node being provisioned.
     """
 
-    def __init__(
-        self,
-        start: ClusterSnapshot,
-        config: ScalerConfig,
-        step: int,
-        *,
-        usage: UsageTable,
-        pod_series: Mapping[str, str],
-        with_pod_metrics: bool,
-        scheduler_plugins: bool,
-        attach: Callable[[ClusterSnapshot], ClusterSnapshot] | None,
-        provision_delay: float,
-    ) -> None:
-        super().__init__(
-            start,
-            config,
-            step,
-            usage=usage,
-            pod_series=pod_series,
-            with_pod_metrics=with_pod_metrics,
-            scheduler_plugins=scheduler_plugins,
-            attach=attach,
-        )
-        self.provision_delay = provision_delay
+    def __init__(self, spec: WorldSpec) -> None:
+        super().__init__(spec)
+        self.provision_delay = spec.provision_delay
         self.provisioning: list[tuple[float, float, str]] = []  # (requested at, ready at, pool)
         self._node_counter = 0
         self._facts: tuple[int, GroupLimits, dict[str, dict[str, int]], dict[str, int]] | None = None
-        self.templates = self._templates(start)
+        self.templates = self._templates(spec.start)
 
     def _templates(self, start: ClusterSnapshot) -> dict[str, PoolTemplate]:
         out: dict[str, PoolTemplate] = {}

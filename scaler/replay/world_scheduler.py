@@ -32,18 +32,15 @@ the built-in filters alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-
 import numpy as np
 import numpy.typing as npt
 from msgspec.structs import replace as replace_pod
 
 from scaler.config import ScalerConfig
 from scaler.model.records import Pod
-from scaler.model.snapshot import ClusterSnapshot
 from scaler.replay import sim_dra
 from scaler.replay.kube_scheduler import kube_scheduler_choice
-from scaler.replay.sim_records import UsageTable
+from scaler.replay.world_store import WorldSpec
 from scaler.replay.world_usage import UsageModel
 from scaler.simulator.pod_index import PodIndex
 from scaler.simulator.registry import load_filters, load_scorers
@@ -58,33 +55,20 @@ class WorldScheduler(UsageModel):
     pending pods.
 
     Args:
-        start, config, step, usage, pod_series, with_pod_metrics: as the usage model's.
-        scheduler_plugins: the scheduler also runs the policy's Filter and Score plugins (see
-            the module doc).
-        attach: applied to each snapshot the scheduler reads (settable later as the ``attach``
-            attribute); identity by default.
+        spec: what the world is built from (the scheduler reads ``config``,
+            ``scheduler_plugins``, with which it also runs the policy's Filter and Score plugins
+            (see the module doc), and ``attach``, applied to each snapshot it reads and settable
+            later as the ``attach`` attribute).
 
     Raises:
         scaler.simulator.registry.PluginError: with ``scheduler_plugins``, a plugin of the
             policy cannot be loaded.
     """
 
-    def __init__(
-        self,
-        start: ClusterSnapshot,
-        config: ScalerConfig,
-        step: int,
-        *,
-        usage: UsageTable,
-        pod_series: Mapping[str, str],
-        with_pod_metrics: bool,
-        scheduler_plugins: bool,
-        attach: Callable[[ClusterSnapshot], ClusterSnapshot] | None,
-    ) -> None:
-        super().__init__(
-            start, config, step, usage=usage, pod_series=pod_series, with_pod_metrics=with_pod_metrics
-        )
-        self.attach = attach
+    def __init__(self, spec: WorldSpec) -> None:
+        super().__init__(spec)
+        config, scheduler_plugins = spec.config, spec.scheduler_plugins
+        self.attach = spec.attach
         self._sched_filters: list[FilterPlugin] = load_filters(ScalerConfig(filter_plugins=()))
         self._place_filters = load_filters(config) if scheduler_plugins else self._sched_filters
         self._place_scorers: list[ScorePlugin] = load_scorers(config) if scheduler_plugins else []

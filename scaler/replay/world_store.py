@@ -15,7 +15,8 @@ pods are not replaced.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from msgspec.structs import replace as replace_pod
@@ -36,19 +37,47 @@ from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Taint
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.model.times import format_micro_time as format_time
 from scaler.replay import sim_dra
-from scaler.replay.sim_records import StepStats
+from scaler.replay.sim_records import StepStats, UsageTable
 from scaler.replay.world_index import TrackedDict, WorldIndex
 
-__all__ = ["WorldStore"]
+__all__ = ["WorldSpec", "WorldStore"]
+
+
+@dataclass(frozen=True)
+class WorldSpec:
+    """What a world is built from: :class:`scaler.replay.world.World`'s arguments, its start
+    snapshot's times already moved to the replay clock. Each layer of the world reads its part.
+
+    Attributes:
+        start: the starting cluster, its times moved so that ``start.now`` is
+            ``usage.times[step]``.
+        config: the policy's configuration.
+        step: the grid index the replay starts at.
+        usage: the trace on the replay grid.
+        pod_series: ``namespace/name`` → series name, for the pods that follow the trace.
+        with_pod_metrics: also publish PodMetrics in snapshots.
+        scheduler_plugins: the scheduler also runs the policy's Filter and Score plugins.
+        attach: applied to each snapshot the scheduler reads; identity when ``None``.
+        provision_delay: seconds from a scale-up request to the node joining.
+    """
+
+    start: ClusterSnapshot
+    config: ScalerConfig
+    step: int
+    usage: UsageTable
+    pod_series: Mapping[str, str]
+    with_pod_metrics: bool = False
+    scheduler_plugins: bool = False
+    attach: Callable[[ClusterSnapshot], ClusterSnapshot] | None = None
+    provision_delay: float = 120.0
 
 
 class WorldStore:
     """The objects of the replayed cluster and the writes on them.
 
     Args:
-        start: the starting cluster, its times already moved to the replay clock.
-        config: the policy's configuration.
-        step, now: the grid index the replay starts at and its time (Unix seconds).
+        spec: what the world is built from (the store reads ``start``, ``config``, ``step`` and
+            the time of that step).
 
     Attributes:
         nodes, pods: by name and by uid (dicts whose changes the index follows: change them by
@@ -57,10 +86,11 @@ class WorldStore:
         stats: what happened so far (:class:`~scaler.replay.sim_records.StepStats`).
     """
 
-    def __init__(self, start: ClusterSnapshot, config: ScalerConfig, step: int, now: float) -> None:
-        self.config = config
-        self.step = step
-        self.now = now
+    def __init__(self, spec: WorldSpec) -> None:
+        start = spec.start
+        self.config = spec.config
+        self.step = spec.step
+        self.now = float(spec.usage.times[spec.step])
         self._base = start
         self._dra = start.dra  # the DRA objects now (claims follow pods, slices nodes: sim_dra)
         self.nodes: TrackedDict[str, Node] = TrackedDict((n.name, n) for n in start.nodes)

@@ -26,12 +26,11 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
-from scaler.config import ScalerConfig
 from scaler.model.pod_usage import PodMetricsColumns
 from scaler.model.records import NodeMetrics, Pod, PodMetrics
 from scaler.model.snapshot import ClusterSnapshot
-from scaler.replay.sim_records import UsageTable, node_overheads, partial_readings, pod_limits, start_reading
-from scaler.replay.world_store import WorldStore
+from scaler.replay.sim_records import node_overheads, partial_readings, pod_limits, start_reading
+from scaler.replay.world_store import WorldSpec, WorldStore
 
 __all__ = ["UsageModel"]
 
@@ -44,25 +43,15 @@ class UsageModel(WorldStore):
     nodes over the replay, and the snapshots the controller reads.
 
     Args:
-        start, config, step: as the store's.
-        usage: the trace on the replay grid (its time at ``step`` is the replay's start).
-        pod_series: ``namespace/name`` → series name, for the pods that follow the trace.
-        with_pod_metrics: also publish PodMetrics in snapshots.
+        spec: what the world is built from (the usage model reads ``start``, ``usage``,
+            ``pod_series`` and ``with_pod_metrics``).
     """
 
-    def __init__(
-        self,
-        start: ClusterSnapshot,
-        config: ScalerConfig,
-        step: int,
-        *,
-        usage: UsageTable,
-        pod_series: Mapping[str, str],
-        with_pod_metrics: bool,
-    ) -> None:
-        super().__init__(start, config, step, float(usage.times[step]))
+    def __init__(self, spec: WorldSpec) -> None:
+        super().__init__(spec)
+        start, usage, pod_series = spec.start, spec.usage, spec.pod_series
         self.usage = usage
-        self.with_pod_metrics = with_pod_metrics
+        self.with_pod_metrics = spec.with_pod_metrics
         self._cached: tuple[int, float, ClusterSnapshot] | None = None
         self._structure: tuple[int, ClusterSnapshot] | None = None
         self._arrays: tuple[int, IntArray, IntArray, list[str]] | None = None
