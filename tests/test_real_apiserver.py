@@ -669,7 +669,7 @@ def test_a_drain_stops_when_its_node_is_deleted_by_someone_else(w: World) -> Non
     """Mid-drain (an eviction refused by the PDB and retried every 10 s), someone else deletes the
     node: the drain stops (it reads its node every second), the failure names why, and no
     eviction follows, past the retry interval. Today's main went on evicting the pods of the
-    deleted node. (A retry already under way as the node goes may still reach the API server:
+    deleted node. (One retry already under way as the node goes may still reach the API server:
     the test sees the refusal in the audit log some time after it happened, so the delete may
     fall just before the next retry.)"""
     _, under, _ = stuck_drain(w, "gone")
@@ -680,9 +680,12 @@ def test_a_drain_stops_when_its_node_is_deleted_by_someone_else(w: World) -> Non
             "a refused eviction (drain in flight)",
         )
         w.cp.delete("Node", under)
+        deleted = w.cp.audit_offset()
         failed = wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 30, "the drain to stop")
         assert "deleted by someone else" in failed[0]["message"], failed
         offset = w.cp.audit_offset()
+        in_flight = [e.display for e in evictions(w.cp.audit(deleted, SA_USER))]
+        assert len(in_flight) <= 1, f"evictions after the node was deleted, before the drain stopped: {in_flight}"
         holds_for(lambda: not evictions(w.cp.audit(offset, SA_USER)), 11,
                   "no eviction after the drain stopped, past the eviction retry interval (10 s)",
                   poll=0.5)  # fmt: skip
