@@ -41,8 +41,9 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    configuration and the filters' types are the same, no removal was committed earlier in the
    pass (committed moves change what destinations hold), the clock is in the window of rule 3
    (the drain rules ran first), and the pods to move all still have a known load (checked
-   again unless each requests CPU and memory and no PodMetrics reading lacks a container). The counts
-   per reason are the same; their order, which follows the round-robin scan, is recomputed for
+   again: :func:`~scaler.simulator.cluster._unknown_load`, which needs no lookup for a pod
+   requesting CPU and memory without a reading that lacks a container). The counts per reason
+   are the same; their order, which follows the round-robin scan, is recomputed for
    the current destination tiers
    (:meth:`~scaler.simulator.removal.RemovalSimulator.refusals_from`).
 
@@ -255,12 +256,12 @@ class EvaluationCache:
         levels = self.pdb_levels(rev, tracker, node_name, pods, len(pods))  # before any charge
         answer = get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
         if number >= 0:
-            drained = _Drained.of(answer, pods, number, rev, levels, now)
+            until = clock_stable_until(pods, now, ctx.options.blocking_system_pod_disruption_timeout)
+            drained = _Drained.of(answer, pods, number, rev, levels, now, until)
             if drained.read < len(pods):  # blocked: the rules read the pods up to the blocking one
                 levels = self.pdb_levels(rev, tracker, node_name, pods, drained.read)
                 drained = replace(drained, levels=levels)
-            until = clock_stable_until(pods, now, ctx.options.blocking_system_pod_disruption_timeout)
-            self._drains[node_name] = replace(drained, until=until)
+            self._drains[node_name] = drained
         return answer
 
     def pod_sums(
@@ -348,8 +349,9 @@ class _Drained:
         rev: Revisions,
         levels: tuple[tuple[PdbKey, int | None], ...],
         now: float,
+        until: float,
     ) -> _Drained:
-        """``answer`` on ``pods`` kept, valid at ``now`` only (the caller sets ``until``)."""
+        """``answer`` on ``pods``, learnt at ``now`` and valid until ``until`` (Unix seconds)."""
         place = {id(p): i for i, p in enumerate(pods)}  # the answer's pods are items of ``pods``
         groups = (answer.pods, answer.daemonset_pods, answer.on_completion_pods, answer.skipped_pods)
         moved, ds, waiting, skipped = (tuple(place[id(p)] for p in g) for g in groups)
@@ -357,7 +359,7 @@ class _Drained:
         blocking = (place[id(b.pod)], b) if b is not None else None
         read = blocking[0] + 1 if blocking is not None else len(pods)
         lists = (moved, ds, waiting, skipped)
-        return cls(node, rev.pdbs, rev.workloads, levels, now, now, len(pods), read, lists, blocking)
+        return cls(node, rev.pdbs, rev.workloads, levels, now, until, len(pods), read, lists, blocking)
 
     def answer(self, pods: Sequence[Pod]) -> PodsToMove:
         """The kept answer over ``pods``, the node's current pods (the same places)."""
@@ -391,7 +393,6 @@ class _Refused:
     removal: NodeRemoval
     pod: Pod
     refusal: StructuralRefusal
-    requested: bool  # every pod to move requests CPU and memory: its load is known (no partial reading)
 
 
 class _Verdicts:
@@ -448,7 +449,7 @@ class _Verdicts:
         r = self.refused.get(node_name)
         if r is None or committed or not r.learnt_at <= now <= r.until:
             return None
-        if (not r.requested or ctx.snapshot.partial_pod_metrics) and _unknown_load(ctx, r.removal.pods):
+        if _unknown_load(ctx, r.removal.pods):
             return None
         reasons = ctx.simulator.refusals_from(r.refusal, tiers)
         if reasons is None:
@@ -493,8 +494,4 @@ class _Verdicts:
         refusal = ctx.simulator.structural_refusal(node_name, removal.pods, pod)
         if refusal is None:
             return
-        requested = all(
-            p.placement_requests.cpu_millicores > 0 and p.placement_requests.memory_bytes > 0
-            for p in removal.pods
-        )
-        self.refused[node_name] = _Refused(now, until, removal, pod, refusal, requested)
+        self.refused[node_name] = _Refused(now, until, removal, pod, refusal)
