@@ -1,12 +1,13 @@
 """The Actuator's steps against the loopback API server, through its public seams only: taint,
 re-check, drain through the Eviction API, verify, delete — or roll back — with the in-place
-dispatcher and no waits, then once with the live thread dispatcher. The cluster (three nodes, a
+dispatcher and no waits, then with the live thread dispatcher. The cluster (three nodes, a
 ReplicaSet's pods, their metrics) is read with the live source and evaluated by the engine, so the
 plan is the one a loop would make; faults are injected by the server, never by patching."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,11 +29,13 @@ from scaler.config import ScalerConfig
 from scaler.engine import evaluate
 from scaler.kube.leader import LeaseLost
 from scaler.kube.writer import ANNOTATION_OWNER, KubeWriter
-from scaler.model.records import TAINT_TO_BE_DELETED
+from scaler.model.records import TAINT_TO_BE_DELETED, Pod
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.observability import Metrics
 from scaler.planner import ScaleDownPlan
 from scaler.reasons import NodeStatus
+from scaler.simulator.registry import Plugins, resolve_plugins
+from scaler.simulator.state import ClusterState, NodeState
 from scaler.sources.kube import load_live_snapshot
 
 NOW = 1_780_000_000.0
@@ -215,6 +218,44 @@ def test_the_live_dispatcher_runs_the_removal_in_its_own_thread(fake: FakeKubeAP
     h.actuator.stop(timeout=30)
     assert started == ["remove-n1"] and [(o.node, o.ok) for o in h.outcomes] == [("n1", True)]
     assert fake.get_object("Node", "n1") is None
+
+
+class Slow:
+    """A filter that passes every node after 0.3 s and counts how many checks run it at once."""
+
+    name = "Slow"
+    lock = threading.Lock()
+    inside = most = calls = 0
+
+    def __init__(self, config: ScalerConfig) -> None:
+        pass
+
+    def filter(self, pod: Pod, node: NodeState, state: ClusterState) -> str | None:
+        with Slow.lock:
+            Slow.inside += 1
+            Slow.calls += 1
+            Slow.most = max(Slow.most, Slow.inside)
+        time.sleep(0.3)
+        with Slow.lock:
+            Slow.inside -= 1
+        return None
+
+
+def test_the_re_checks_of_removals_in_their_own_threads_take_turns(fake: FakeKubeAPI, api: Any) -> None:
+    """The removals in flight share the actuator's evaluation cache, whose simulation state
+    serves one check at a time: their re-checks run one after the other, never together."""
+    for name in ("n4", "n5"):  # destinations that are never candidates
+        node = node_json(name)
+        node["metadata"]["annotations"] = {"cluster-autoscaler.kubernetes.io/scale-down-disabled": "true"}
+        fake.load_objects([node, metrics_json("NodeMetrics", name, "200m")])
+    Slow.inside = Slow.most = Slow.calls = 0
+    plugins = Plugins(config(), (*resolve_plugins(config()).filter_classes, Slow), ())
+    h = Harness(api, dispatcher=in_threads, plugins=plugins)
+    assert h.actuator.start(h.plan("n1", "n2")) == []
+    wait_for(h.actuator.idle, what="both removals to end")
+    h.actuator.stop(timeout=30)
+    assert sorted((o.node, o.ok) for o in h.outcomes) == [("n1", True), ("n2", True)]
+    assert Slow.calls >= 2 and Slow.most == 1
 
 
 def test_a_stale_view_holds_the_recheck_until_it_is_fresh(fake: FakeKubeAPI, api: Any) -> None:

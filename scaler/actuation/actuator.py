@@ -244,6 +244,9 @@ class Actuator:
         self.cloud = cloud
         self.fresh_snapshot = fresh_snapshot
         self._cache = EvaluationCache()  # what one re-check keeps for the next
+        # The re-checks share that cache, whose state serves one check at a time: in live mode
+        # each removal runs in its own thread, so their re-checks take turns.
+        self._recheck_lock = threading.Lock()
         self.metrics = metrics
         self.on_done = on_done
         self.registry = registry or default_registry()
@@ -471,17 +474,18 @@ class Actuator:
             with self._lock:
                 others = {n for n in self.in_flight if n != node.name}
             filters, scorers = self.plugins.build()
-            check = recheck(
-                self.fresh_snapshot(),
-                self.config,
-                node.name,
-                expect_empty=not is_drain,
-                excluded=others,
-                filters=filters,
-                scorers=scorers,
-                cache=self._cache,
-                plan=plan,
-            )
+            with self._recheck_lock:
+                check = recheck(
+                    self.fresh_snapshot(),
+                    self.config,
+                    node.name,
+                    expect_empty=not is_drain,
+                    excluded=others,
+                    filters=filters,
+                    scorers=scorers,
+                    cache=self._cache,
+                    plan=plan,
+                )
             if not check.ok:
                 raise _Abort(f"recheck: {check.reason}")
             if check.pods:

@@ -86,7 +86,8 @@ def recheck(
         excluded: other nodes being deleted (never destinations).
         filters, scorers: the plugins the evaluation uses (``None`` loads them from ``config``).
         cache: what the previous re-checks kept (:mod:`scaler.simulator.cache`: per-node
-            facts); the answer is the same without.
+            facts, the simulation state's rows); the answer is the same without. One re-check
+            at a time per cache.
         plan: the evaluation's moves of the node's pods (pod, destination), validated first
             (see the module doc); ``None``: the node is checked in full.
 

@@ -57,6 +57,15 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    as the current pods at the same places in the node's list. A passing answer charges the
    tracker as the rules would.
 
+6. *The simulation state's rows* (:class:`~scaler.simulator.state.ClusterState`: each node's
+   pods, their requests and anti-affinity terms) are taken over from the state of the previous
+   context made through the cache, once every change simulated in it is undone, for the nodes
+   whose counted pods are the same node facts of rule 1 (a row is a function of those pods,
+   kept while the node's revision is the same); the others are built anew. Usage, the clock and everything derived from several nodes (the node
+   table, topology domains, pod trackers, Dynamic Resource Allocation) are built for each
+   context. A context made through the cache is usable until the next one is: one context at a
+   time per cache (the actuator makes its re-checks one at a time).
+
 A reused answer leaves the simulation state as the full check would have: a failed check
 reverts every change, and a first pod that fits nowhere moves no round-robin position.
 
@@ -71,7 +80,7 @@ the filter is one of the structural ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -103,6 +112,7 @@ from scaler.simulator.cluster import (
 )
 from scaler.simulator.pod_index import PodIndex
 from scaler.simulator.removal import PlacementFailure, StructuralRefusal, placement_order
+from scaler.simulator.state import ClusterState
 
 __all__ = ["EvaluationCache", "clock_stable_until", "pdb_level"]
 
@@ -152,6 +162,7 @@ class EvaluationCache:
         self.verdicts = _Verdicts()
         self._drains: dict[str, _Drained] = {}
         self._pdb_keys: dict[str, tuple[int, int, int, tuple[PdbKey, ...]]] = {}
+        self._state: ClusterState | None = None
         self.hits = 0
         self.misses = 0
         self.drain_hits = 0
@@ -175,6 +186,7 @@ class EvaluationCache:
         self.verdicts = _Verdicts()
         self._drains.clear()
         self._pdb_keys.clear()
+        self._state = None
 
     def facts(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> dict[str, NodeFacts]:
         """Every node's :class:`NodeFacts` for ``snapshot`` and ``config`` (rule 1); nodes gone
@@ -312,6 +324,21 @@ class EvaluationCache:
         else:
             cpu_sum, mem_sum = readings.sums(rows, offsets)
         return dict(zip(facts, zip(cpu_sum.tolist(), mem_sum.tolist(), strict=True), strict=True))
+
+    def state(
+        self,
+        snapshot: ClusterSnapshot,
+        config: ScalerConfig,
+        build: Callable[[ClusterState | None], ClusterState],
+    ) -> ClusterState:
+        """The simulation state of a new context on ``snapshot`` (rule 6): ``build(prior)``
+        makes it, taking over the rows of ``prior``, the state this cache made last, whose
+        node facts (rule 1) are kept; ``build(None)`` for a snapshot without numbers of this
+        cache's source. The state made last is no longer usable after."""
+        prior, self._state = self._state, None
+        state = build(prior if self.revisions(snapshot, config) is not None else None)
+        self._state = state
+        return state
 
     def tracker(self, snapshot: ClusterSnapshot, config: ScalerConfig) -> RemainingPdbTracker:
         """A fresh :class:`~scaler.drain.pdb.RemainingPdbTracker` of ``snapshot.pdbs`` (rule

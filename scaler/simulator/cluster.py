@@ -14,7 +14,7 @@ the same PDB view.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -129,6 +129,16 @@ class ContextCache(Protocol):
         with them, with ``ctx.tracker`` (charged as that function charges it)."""
         ...
 
+    def state(
+        self,
+        snapshot: ClusterSnapshot,
+        config: ScalerConfig,
+        build: Callable[[ClusterState | None], ClusterState],
+    ) -> ClusterState:
+        """The simulation state of a new context: ``build(prior)``, taking over rows of the
+        state made last through the cache."""
+        ...
+
 
 class RemovalContext:
     """What every node-removal check of one evaluation (or one re-check) shares.
@@ -201,7 +211,11 @@ class RemovalContext:
             return cpu or 0, mem or 0
 
         index = cache.index if cache is not None else None
-        self.state = ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti, index)
+
+        def build(prior: ClusterState | None) -> ClusterState:
+            return ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti, index, prior)
+
+        self.state = build(None) if cache is None else cache.state(snapshot, config, build)
         self.simulator = RemovalSimulator(self.state, filters, scorers)
         self.tracker = (
             cache.tracker(snapshot, config) if cache is not None else RemainingPdbTracker(snapshot.pdbs)

@@ -310,6 +310,14 @@ class ClusterState:
         index: the :class:`PodIndex` of ``pods_by_node`` (the very sequences), when the
             caller keeps one; the state reads it (never changes it) while it is at the
             version it had here, and builds its own on first use otherwise.
+        prior: an earlier state whose rows this one may take over instead of building them
+            (the evaluation cache passes the state of the previous context). Every change made
+            in ``prior``, committed or not, is undone first; ``prior`` is then emptied and must
+            not be used again. A node's row is taken over when its counted pods are the very
+            tuple ``prior`` was built with (the evaluation cache's node facts, kept while the
+            node's revision is the same): a row is a function of those pods alone, the node
+            object being set anew. Any other row is built anew. With or without ``prior``, the
+            state is the same.
     """
 
     def __init__(
@@ -321,12 +329,15 @@ class ClusterState:
         requested: Mapping[str, Resources] | None = None,
         anti_affinity: Mapping[str, Sequence[Pod]] | None = None,
         index: PodIndex | None = None,
+        prior: ClusterState | None = None,
     ) -> None:
         self.snapshot = snapshot
         self._pod_load = pod_load
         self.nodes: dict[str, NodeState] = {}
         self.names: list[str] = []
         self._journal: list[Callable[[], None]] = []
+        self._committed: list[Callable[[], None]] = []  # the undo of every committed change
+        self._unsettled = 0  # changes begun and not journaled (an error half-way leaves it > 0)
         self._domain_index: dict[str, dict[str, list[str]]] = {}
         self._static: dict[Hashable, Any] = {}
         self._per_flags: dict[Hashable, Any] = {}
@@ -353,41 +364,90 @@ class ClusterState:
         self._dra: DraState | None = None
         usage = usage or {}
         use_index = index is not None
+        rows = self._take_over(prior, snapshot, pods_by_node) if prior is not None else {}
         for i, node in enumerate(snapshot.nodes):
-            source = pods_by_node.get(node.name, ()) if pods_by_node is not None else None
+            name = node.name
+            source = pods_by_node.get(name, ()) if pods_by_node is not None else None
             if source is not None:
-                pods = list(source)
-                if use_index and index is not None and index.pods_of(node.name) is not source:
+                if use_index and index is not None and index.pods_of(name) is not source:
                     use_index = False  # not the index of these pods: build one if asked
-                self._initial[node.name] = source
+                self._initial[name] = source
+            u = usage.get(name)
+            ns = rows.get(name)
+            if ns is not None:  # taken over from ``prior``: its pods, requests and holders stay
+                held = ns.pods if anti_affinity is None else anti_affinity.get(name, ())
+                if held:
+                    for p in held:
+                        for term in p.required_anti_affinity:
+                            self.anti_affinity_keys.add(term.topology_key)
+                ns.node, ns.position = node, i
+                ns.usage_cpu_millicores = u[0] if u else None
+                ns.usage_memory_bytes = u[1] if u else None
             else:
-                pods = [p for p in snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
-                self._initial[node.name] = list(pods)
-            u = usage.get(node.name)
-            req = requested.get(node.name) if requested is not None else None
-            with_terms = (
-                [p for p in pods if p.required_anti_affinity]
-                if anti_affinity is None
-                else anti_affinity.get(node.name, ())
-            )
-            for p in with_terms:
-                for term in p.required_anti_affinity:
-                    self.anti_affinity_keys.add(term.topology_key)
-                self._count_anti_affinity(node.name, 1)
-                self._hold(p, node.name, True)
-            self.nodes[node.name] = NodeState(
-                node=node,
-                pods=pods,
-                requested=req if req is not None else sum_requests(pods),
-                usage_cpu_millicores=u[0] if u else None,
-                usage_memory_bytes=u[1] if u else None,
-                position=i,
-            )
-            self.names.append(node.name)
+                if source is not None:
+                    pods = list(source)
+                else:
+                    pods = [p for p in snapshot.pods_by_node.get(name, ()) if not p.is_terminal]
+                    self._initial[name] = list(pods)
+                req = requested.get(name) if requested is not None else None
+                with_terms = (
+                    [p for p in pods if p.required_anti_affinity]
+                    if anti_affinity is None
+                    else anti_affinity.get(name, ())
+                )
+                for p in with_terms:
+                    for term in p.required_anti_affinity:
+                        self.anti_affinity_keys.add(term.topology_key)
+                    self._count_anti_affinity(name, 1)
+                    self._hold(p, name, True)
+                ns = NodeState(
+                    node=node,
+                    pods=pods,
+                    requested=req if req is not None else sum_requests(pods),
+                    usage_cpu_millicores=u[0] if u else None,
+                    usage_memory_bytes=u[1] if u else None,
+                    position=i,
+                )
+            self.nodes[name] = ns
+            self.names.append(name)
         if not use_index or (index is not None and len(index) != len(self.nodes)):
             self._index = None
         self._index_version = self._index.version if self._index is not None else -1
         self.table = NodeTable(list(self.nodes.values()))
+
+    def _take_over(
+        self,
+        prior: ClusterState,
+        snapshot: ClusterSnapshot,
+        pods_by_node: Mapping[str, Sequence[Pod]] | None,
+    ) -> dict[str, NodeState]:
+        """Undo every change of ``prior``, take its anti-affinity holders and counts, and return
+        the rows this state keeps (see ``prior`` in the class doc): those of nodes still in
+        ``snapshot`` whose counted pods are the tuple ``prior`` was built with. The others'
+        holders and counts are dropped. Nothing is taken from a ``prior`` in which a change
+        was begun and never journaled (an error half-way): every row is built anew."""
+        rows, initial = prior.nodes, prior._initial
+        if prior._unsettled:
+            prior.nodes, prior.names, prior._initial = {}, [], {}
+            return {}
+        prior.revert(0)
+        while prior._committed:
+            prior._committed.pop()()
+        prior.nodes, prior.names, prior._initial = {}, [], {}
+        self._holders, self._loose_holders = prior._holders, prior._loose_holders
+        self.anti_affinity_pods = prior.anti_affinity_pods
+        node_by_name = snapshot.node_by_name
+        kept: dict[str, NodeState] = {}
+        for name, ns in rows.items():
+            source = pods_by_node.get(name) if pods_by_node is not None else None
+            if source is initial[name] and isinstance(source, tuple) and name in node_by_name:
+                kept[name] = ns
+                continue
+            for p in ns.pods:
+                if p.required_anti_affinity:
+                    self._count_anti_affinity(name, -1)
+                    self._hold(p, name, False)
+        return kept
 
     # ---- queries -------------------------------------------------------------------------
     @property
@@ -609,13 +669,16 @@ class ClusterState:
             self._journal.pop()()
 
     def commit(self) -> None:
-        """Keep every change so far and forget how to undo it (CA's ``Commit``)."""
+        """Keep every change so far (CA's ``Commit``): :meth:`revert` no longer undoes them.
+        (Their undo is kept for a later state that takes this one's rows over.)"""
+        self._committed.extend(self._journal)
         self._journal.clear()
 
     def unschedule(self, pod: Pod, node_name: str) -> None:
         """Take ``pod`` off ``node_name``."""
         ns = self.nodes[node_name]
         idx = next(i for i, p in enumerate(ns.pods) if p.uid == pod.uid)
+        self._unsettled += 1
         removed_pod = ns.pods.pop(idx)
         ns.edits += 1
         old = ns.requested
@@ -641,12 +704,14 @@ class ClusterState:
             self._moved(removed_pod, ns.position, 1)
 
         self._journal.append(undo)
+        self._unsettled -= 1
 
     def place(self, pod: Pod, node_name: str) -> None:
         """Put ``pod`` on ``node_name`` as a moved pod: its requests (those it is placed with,
         :attr:`~scaler.model.records.Pod.placement_requests`) join the node's requested
         resources and its :meth:`load` TargetUsage's Σ term."""
         ns = self.nodes[node_name]
+        self._unsettled += 1
         if pod.resource_claims:
             self.dra.place(pod, ns.node)  # journals its own undo
         ns.pods.append(pod)
@@ -676,10 +741,12 @@ class ClusterState:
             self._moved(pod, ns.position, -1)
 
         self._journal.append(undo)
+        self._unsettled -= 1
 
     def set_flags(self, node_name: str, *, ghost: bool | None = None, removed: bool | None = None) -> None:
         """Mark a node as the ghost under simulation and/or as removed."""
         ns = self.nodes[node_name]
+        self._unsettled += 1
         old = (ns.ghost, ns.removed)
         if ghost is not None:
             ns.ghost = ghost
@@ -694,6 +761,7 @@ class ClusterState:
             self._per_flags.clear()
 
         self._journal.append(undo)
+        self._unsettled -= 1
 
     def unschedule_all(self, pods: Iterable[Pod], node_name: str) -> None:
         """Take every pod in ``pods`` off ``node_name``."""
