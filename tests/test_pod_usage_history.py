@@ -2,7 +2,8 @@
 a plain per-pod tuple of samples keeps: within each pod's window, a reading appended only when
 newer than the pod's newest sample, pods off the recorded nodes forgotten; whether the readings
 come as PodMetrics records or as columns (PodMetricsColumns, rows kept per node revision), and
-across the growth of the buffers' capacity."""
+across the growth of the buffers' capacity; and each pod's aggregate read from the buffers is the
+one of its samples."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from scaler.model.records import Pod, PodMetrics
 from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.planner import UsageSample
-from scaler.usage_history import PodUsageHistory, record_pod_usage
+from scaler.usage_history import Aggregation, PodUsageHistory, aggregate_usage, record_pod_usage
 
 T0 = 1_800_000_000.0
 NODES = [make_node(f"n{k}", pool=f"pool-{k % 2}") for k in range(3)]
@@ -76,8 +77,8 @@ def test_the_ring_buffers_keep_what_a_tuple_per_pod_keeps(
         now = T0 + 120 * step
         ts = now - 60 * age
         pods: list[Pod] = [make_pod(f"p{i}", node=n) for i, n in enumerate(where)]
-        cpu = np.array([10 * step + i for i in range(6)], dtype=np.int64)
-        mem = np.array([GI + i for i in range(6)], dtype=np.int64)
+        cpu = np.array([(37 * step + 11 * i) % 101 for i in range(6)], dtype=np.int64)  # rises and falls
+        mem = np.array([GI + (7 * step + i) % 5 for i in range(6)], dtype=np.int64)
         readings = [PodMetrics("default", f"p{i}", ts, 30.0, int(cpu[i]), int(mem[i])) for i in range(6) if has[i]]
         snap = ClusterSnapshot.create(now=now, nodes=NODES, pods=pods, pod_metrics=readings)
         if columns:  # the same readings as columns, with revision numbers
@@ -94,3 +95,32 @@ def test_the_ring_buffers_keep_what_a_tuple_per_pod_keeps(
         history = got
         assert dict(history) == expected
         assert len(history) == len(expected) and all(k in history for k in expected)
+        for key, samples in expected.items():  # the maxima read from the arrays, wrapped or not
+            for method in Aggregation:
+                assert history.aggregate(key, method) == aggregate_usage(samples, method)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    usage=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 10 * GI)), min_size=1, max_size=30),
+    window=st.sampled_from([120.0, 300.0, 600.0, 3000.0]),
+)
+def test_a_pods_aggregate_read_from_its_ring_buffer_is_that_of_its_samples(
+    usage: list[tuple[int, int]], window: float
+) -> None:
+    """One pod sampled every 120 s: its window's samples wrap around the buffer's end as the
+    head moves, and the maxima read from the arrays count the samples on both sides of it."""
+    history: PodUsageHistory | dict[Key, tuple[UsageSample, ...]] = {}
+    for step, (cpu, mem) in enumerate(usage):
+        now = T0 + 120 * step
+        snap = ClusterSnapshot.create(
+            now=now,
+            nodes=NODES,
+            pods=[make_pod("p0", node="n0")],
+            pod_metrics=[PodMetrics("default", "p0", now, 30.0, cpu, mem)],
+        )
+        history = record_pod_usage(history, snap, window, None, {})
+        assert isinstance(history, PodUsageHistory)
+        samples = history[("default", "p0")]
+        for method in Aggregation:
+            assert history.aggregate(("default", "p0"), method) == aggregate_usage(samples, method)
