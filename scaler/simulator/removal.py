@@ -376,12 +376,18 @@ class RemovalSimulator:
             order = np.concatenate((pos[start:], pos[:start])) if start else pos
             scan.append(order[~(t.ghost[order] | t.removed[order])])
         found = refusal.codes[np.concatenate(scan)] if scan else refusal.codes[:0]
-        if (found < 0).any():
-            return None
-        codes, first, counts = np.unique(found, return_index=True, return_counts=True)
         reasons: Counter[str] = Counter()
-        for k in np.argsort(first, kind="stable").tolist():
-            reasons[refusal.labels[int(codes[k])]] += int(counts[k])
+        n = len(found)
+        if n == 0:
+            return reasons
+        if found.min() < 0:
+            return None
+        labels = refusal.labels
+        counts = np.bincount(found, minlength=len(labels)).tolist()
+        first = np.full(len(labels), n, dtype=np.intp)
+        np.minimum.at(first, found, np.arange(n))  # where the scan first meets each code
+        for _, code in sorted((at, code) for code, at in enumerate(first.tolist()) if at < n):
+            reasons[labels[code]] += counts[code]
         return reasons
 
     def _find_destination(
