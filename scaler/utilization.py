@@ -68,6 +68,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
+import msgspec
+
 from scaler.config import ScalerConfig
 from scaler.model.dra import Device, DraObjects, ResourceSlice
 from scaler.model.records import Node, NodeMetrics, Pod, PodMetrics
@@ -117,9 +119,10 @@ class MetricsStatus(StrEnum):
     STALE = "stale"
 
 
-@dataclass(frozen=True, slots=True)
-class NodeUtilization:
+class NodeUtilization(msgspec.Struct, frozen=True, gc=False):
     """Utilization of one node, fractions 0–1 (may exceed 1 for usage above allocatable).
+    (A frozen record made for every node at every evaluation: a ``msgspec.Struct``, which is
+    built many times faster than a frozen dataclass.)
 
     Attributes:
         cpu, memory, value: the chosen source's fractions; ``None`` when unknown (usage source
