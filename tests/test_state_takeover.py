@@ -58,6 +58,7 @@ def _state(snap: ClusterSnapshot, cache: EvaluationCache, prior: ClusterState | 
         {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity},
         cache.index,
         prior,
+        reusable=True,
     )
 
 
@@ -144,10 +145,14 @@ def test_a_state_taking_over_rows_equals_one_built_anew(
     first = dataclasses.replace(first, revisions=counter.follow(first))
     prior = _state(first, cache)
     _simulate(prior, data, pods)
-    nodes, pods = _changed(nodes, pods, data.draw(CHANGES), data)
+    old_rows = dict(prior.nodes)
+    change = data.draw(CHANGES)
+    nodes, pods = _changed(nodes, pods, change, data)
     second = ClusterSnapshot.create(now=NOW + 300, nodes=nodes, pods=pods)
     second = dataclasses.replace(second, revisions=counter.follow(second))
     taken = _state(second, cache, prior)
+    if change == "none":  # nothing changed: every row is taken over, none built
+        assert all(taken.nodes[n] is row for n, row in old_rows.items())
     assert _view(taken) == _view(_state(second, cache))
     assert not prior.nodes  # emptied: a stale use fails instead of reading rows now shared
     _simulate(taken, data, pods)  # the rows taken over move and revert as built ones do

@@ -213,7 +213,9 @@ class RemovalContext:
         index = cache.index if cache is not None else None
 
         def build(prior: ClusterState | None) -> ClusterState:
-            return ClusterState(snapshot, self.pods_by_node, usage, load, requested, anti, index, prior)
+            return ClusterState(
+                snapshot, self.pods_by_node, usage, load, requested, anti, index, prior, reusable=True
+            )
 
         self.state = build(None) if cache is None else cache.state(snapshot, config, build)
         self.simulator = RemovalSimulator(self.state, filters, scorers)

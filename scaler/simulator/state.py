@@ -317,7 +317,10 @@ class ClusterState:
             tuple ``prior`` was built with (the evaluation cache's node facts, kept while the
             node's revision is the same): a row is a function of those pods alone, the node
             object being set anew. Any other row is built anew. With or without ``prior``, the
-            state is the same.
+            state is the same. Only a ``reusable`` state can be taken over.
+        reusable: keep the undo of committed changes, so that a later state may take this
+            one's rows over (the evaluation cache's states); otherwise :meth:`commit` forgets
+            it, and nothing keeps the state alive once it is dropped.
     """
 
     def __init__(
@@ -330,13 +333,14 @@ class ClusterState:
         anti_affinity: Mapping[str, Sequence[Pod]] | None = None,
         index: PodIndex | None = None,
         prior: ClusterState | None = None,
+        reusable: bool = False,
     ) -> None:
         self.snapshot = snapshot
         self._pod_load = pod_load
         self.nodes: dict[str, NodeState] = {}
         self.names: list[str] = []
         self._journal: list[Callable[[], None]] = []
-        self._committed: list[Callable[[], None]] = []  # the undo of every committed change
+        self._committed: list[Callable[[], None]] | None = [] if reusable else None  # commits' undo
         self._unsettled = 0  # changes begun and not journaled (an error half-way leaves it > 0)
         self._domain_index: dict[str, dict[str, list[str]]] = {}
         self._static: dict[Hashable, Any] = {}
@@ -427,12 +431,12 @@ class ClusterState:
         holders and counts are dropped. Nothing is taken from a ``prior`` in which a change
         was begun and never journaled (an error half-way): every row is built anew."""
         rows, initial = prior.nodes, prior._initial
-        if prior._unsettled:
+        if prior._unsettled or prior._committed is None:
             prior.nodes, prior.names, prior._initial = {}, [], {}
             return {}
         prior.revert(0)
         while prior._committed:
-            prior._committed.pop()()
+            prior._committed.pop()()  # each undo refers to its state: popped, the cycle is gone
         prior.nodes, prior.names, prior._initial = {}, [], {}
         self._holders, self._loose_holders = prior._holders, prior._loose_holders
         self.anti_affinity_pods = prior.anti_affinity_pods
@@ -670,8 +674,9 @@ class ClusterState:
 
     def commit(self) -> None:
         """Keep every change so far (CA's ``Commit``): :meth:`revert` no longer undoes them.
-        (Their undo is kept for a later state that takes this one's rows over.)"""
-        self._committed.extend(self._journal)
+        (A reusable state keeps their undo for a later state that takes its rows over.)"""
+        if self._committed is not None:
+            self._committed.extend(self._journal)
         self._journal.clear()
 
     def unschedule(self, pod: Pod, node_name: str) -> None:
