@@ -61,10 +61,11 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    pods, their requests and anti-affinity terms) are taken over from the state of the previous
    context made through the cache, once every change simulated in it is undone, for the nodes
    whose counted pods are the same node facts of rule 1 (a row is a function of those pods,
-   kept while the node's revision is the same); the others are built anew. Usage, the clock and everything derived from several nodes (the node
-   table, topology domains, pod trackers, Dynamic Resource Allocation) are built for each
-   context. A context made through the cache is usable until the next one is: one context at a
-   time per cache (the actuator makes its re-checks one at a time).
+   kept while the node's revision is the same); the others are built anew. Usage, the clock
+   and everything derived from several nodes (the node table, topology domains, pod trackers,
+   Dynamic Resource Allocation) are built for each context. A context made through the cache
+   is usable until the next one is made: one context at a time per cache (the actuator's
+   re-checks take turns).
 
 A reused answer leaves the simulation state as the full check would have: a failed check
 reverts every change, and a first pod that fits nowhere moves no round-robin position.

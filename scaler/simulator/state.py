@@ -380,10 +380,9 @@ class ClusterState:
             ns = rows.get(name)
             if ns is not None:  # taken over from ``prior``: its pods, requests and holders stay
                 held = ns.pods if anti_affinity is None else anti_affinity.get(name, ())
-                if held:
-                    for p in held:
-                        for term in p.required_anti_affinity:
-                            self.anti_affinity_keys.add(term.topology_key)
+                for p in held:
+                    for term in p.required_anti_affinity:
+                        self.anti_affinity_keys.add(term.topology_key)
                 ns.node, ns.position = node, i
                 ns.usage_cpu_millicores = u[0] if u else None
                 ns.usage_memory_bytes = u[1] if u else None
@@ -431,13 +430,14 @@ class ClusterState:
         holders and counts are dropped. Nothing is taken from a ``prior`` in which a change
         was begun and never journaled (an error half-way): every row is built anew."""
         rows, initial = prior.nodes, prior._initial
+        prior.nodes, prior.names, prior._initial = {}, [], {}
         if prior._unsettled or prior._committed is None:
-            prior.nodes, prior.names, prior._initial = {}, [], {}
+            prior._journal.clear()  # each undo refers to its state: dropped, the cycle is gone
+            prior._committed = None
             return {}
         prior.revert(0)
         while prior._committed:
-            prior._committed.pop()()  # each undo refers to its state: popped, the cycle is gone
-        prior.nodes, prior.names, prior._initial = {}, [], {}
+            prior._committed.pop()()
         self._holders, self._loose_holders = prior._holders, prior._loose_holders
         self.anti_affinity_pods = prior.anti_affinity_pods
         node_by_name = snapshot.node_by_name
