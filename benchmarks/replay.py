@@ -345,9 +345,11 @@ WHAT_BOUNDS = (
     "view, first by checking the planned destinations alone (a full simulation only when the plan no",
     "longer holds). What the replay keeps from step to step is what real usage cannot change, keyed by",
     "the revision numbers of what changed: failed checks decided by the pods, the PDBs and the",
-    "cluster's shape alone, each node's drain-rule answers and pod facts, and the index of the pods",
-    "by label. A measure of a few steps also counts, once, the cycle collector's pass over the whole",
-    "heap when the replay ends (it runs once a simulated day during a replay).",
+    "cluster's shape alone, each node's drain-rule answers and pod facts, the index of the pods by",
+    "label, and each node's row of the simulation state (its pods, their requests and anti-affinity",
+    "terms), which a check takes over from the previous one when the node's pods did not change. A",
+    "measure of a few steps also counts, once, the cycle collector's pass over the whole heap when",
+    "the replay ends (it runs once a simulated day during a replay).",
 )
 """The paragraph under the profile table (static: it explains the table's large phases)."""
 
