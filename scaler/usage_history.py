@@ -170,15 +170,15 @@ class PodUsageHistory(Mapping[PodKey, tuple[UsageSample, ...]]):
 
     def aggregate(self, key: PodKey, method: Aggregation) -> tuple[int, int]:
         """``aggregate_usage(self[key], method)`` (CPU millicores, memory bytes); a maximum
-        (``max``, and ``p95`` of fewer than 20 samples) is read from the arrays without making
-        the samples.
+        (``max``, and ``p95`` of fewer than 20 samples: :func:`_is_maximum`) is read from the
+        arrays without making the samples.
 
         Raises:
             KeyError: the pod has no samples.
         """
         row = self._row[key]
         n = int(self._len[row])
-        if n and (method is Aggregation.MAX or (method is Aggregation.P95 and n < 20)):
+        if n and _is_maximum(method, n):
             cap = self._ts.shape[1]
             start = (int(self._head[row]) - n) % cap
             cpu, mem = self._cpu[row].tolist(), self._mem[row].tolist()  # a few samples: lists beat numpy
@@ -366,6 +366,12 @@ _MEMORY = attrgetter("memory_bytes")
 _TIMESTAMP = attrgetter("timestamp")
 
 
+def _is_maximum(method: Aggregation, count: int) -> bool:
+    """Whether ``method`` over ``count`` samples is their maximum: ``max``, and ``p95`` of fewer
+    than 20 samples (the nearest-rank p95 of n < 20 samples is rank ceil(0.95 n) = n)."""
+    return method is Aggregation.MAX or (method is Aggregation.P95 and count < 20)
+
+
 def aggregate_usage(
     samples: Sequence[UsageSample], method: Aggregation, ewma_alpha: float = 0.3
 ) -> tuple[int, int]:
@@ -380,8 +386,7 @@ def aggregate_usage(
     """
     if not samples:
         raise ValueError("no usage samples to aggregate")
-    if method is Aggregation.MAX or (method is Aggregation.P95 and len(samples) < 20):
-        # The nearest-rank p95 of fewer than 20 samples is their maximum (rank ceil(0.95 n) = n).
+    if _is_maximum(method, len(samples)):
         return max(map(_CPU, samples)), max(map(_MEMORY, samples))
     cpu = list(map(_CPU, samples))
     mem = list(map(_MEMORY, samples))
