@@ -387,36 +387,47 @@ class ClusterState:
                 ns.usage_cpu_millicores = u[0] if u else None
                 ns.usage_memory_bytes = u[1] if u else None
             else:
-                if source is not None:
-                    pods = list(source)
-                else:
-                    pods = [p for p in snapshot.pods_by_node.get(name, ()) if not p.is_terminal]
-                    self._initial[name] = list(pods)
                 req = requested.get(name) if requested is not None else None
-                with_terms = (
-                    [p for p in pods if p.required_anti_affinity]
-                    if anti_affinity is None
-                    else anti_affinity.get(name, ())
-                )
-                for p in with_terms:
-                    for term in p.required_anti_affinity:
-                        self.anti_affinity_keys.add(term.topology_key)
-                    self._count_anti_affinity(name, 1)
-                    self._hold(p, name, True)
-                ns = NodeState(
-                    node=node,
-                    pods=pods,
-                    requested=req if req is not None else sum_requests(pods),
-                    usage_cpu_millicores=u[0] if u else None,
-                    usage_memory_bytes=u[1] if u else None,
-                    position=i,
-                )
+                anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
+                ns = self._new_row(node, i, source, u, req, anti)
             self.nodes[name] = ns
             self.names.append(name)
         if not use_index or (index is not None and len(index) != len(self.nodes)):
             self._index = None
         self._index_version = self._index.version if self._index is not None else -1
         self.table = NodeTable(list(self.nodes.values()))
+
+    def _new_row(
+        self,
+        node: Node,
+        position: int,
+        source: Sequence[Pod] | None,
+        usage: tuple[int, int] | None,
+        requested: Resources | None,
+        anti_affinity: Sequence[Pod] | None,
+    ) -> NodeState:
+        """The row of ``node`` built from its counted pods ``source`` (``None``: its non-terminal
+        pods in the snapshot), registering the anti-affinity terms they hold (``anti_affinity``,
+        those pods when the caller knows them); ``requested`` is their sum when known."""
+        if source is not None:
+            pods = list(source)
+        else:
+            pods = [p for p in self.snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
+            self._initial[node.name] = list(pods)
+        with_terms = [p for p in pods if p.required_anti_affinity] if anti_affinity is None else anti_affinity
+        for p in with_terms:
+            for term in p.required_anti_affinity:
+                self.anti_affinity_keys.add(term.topology_key)
+            self._count_anti_affinity(node.name, 1)
+            self._hold(p, node.name, True)
+        return NodeState(
+            node=node,
+            pods=pods,
+            requested=requested if requested is not None else sum_requests(pods),
+            usage_cpu_millicores=usage[0] if usage else None,
+            usage_memory_bytes=usage[1] if usage else None,
+            position=position,
+        )
 
     def _take_over(
         self,
