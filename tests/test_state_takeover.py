@@ -179,3 +179,21 @@ def test_a_state_left_half_changed_by_an_error_gives_no_rows() -> None:
     taken = _state(again, cache, prior)
     assert _view(taken) == _view(_state(again, cache))
     assert all(taken.nodes[n] is not old_rows[n] for n in ("a", "b"))
+
+
+def test_a_row_taken_over_carries_the_new_node_object() -> None:
+    """A row is a function of its pods: when the same counted pods come with a changed node (a
+    taint, here given directly rather than through the cache), the row is taken over and holds
+    the new node, as a state built anew would."""
+    nodes = [make_node("a", cpu_m=4000, mem=8 * GI), make_node("b", cpu_m=4000, mem=8 * GI)]
+    pods = [_pod("a-0", "a", "x", True), _pod("b-0", "b", "y", False)]
+    counted = {"a": tuple(pods[:1]), "b": tuple(pods[1:])}
+    first = ClusterSnapshot.create(now=NOW, nodes=nodes, pods=pods)
+    prior = ClusterState(first, counted, reusable=True)
+    old_rows = dict(prior.nodes)
+    taint = Taint("ToBeDeletedByClusterAutoscaler", str(int(NOW)), "NoSchedule")
+    second = ClusterSnapshot.create(now=NOW, nodes=[dataclasses.replace(nodes[0], taints=(taint,)), nodes[1]], pods=pods)
+    taken = ClusterState(second, counted, prior=prior, reusable=True)
+    assert all(taken.nodes[n] is old_rows[n] for n in ("a", "b"))
+    assert _view(taken) == _view(ClusterState(second, counted))
+    assert taken.table.to_be_deleted.tolist() == [True, False]
