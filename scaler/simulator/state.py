@@ -377,10 +377,10 @@ class ClusterState:
                     use_index = False  # not the index of these pods: build one if asked
                 self._initial[name] = source
             u = usage.get(name)
+            anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
             ns = rows.get(name)
             if ns is not None:  # taken over from ``prior``: its pods, requests and holders stay
-                held = ns.pods if anti_affinity is None else anti_affinity.get(name, ())
-                for p in held:
+                for p in ns.pods if anti is None else anti:
                     for term in p.required_anti_affinity:
                         self.anti_affinity_keys.add(term.topology_key)
                 ns.node, ns.position = node, i
@@ -388,7 +388,6 @@ class ClusterState:
                 ns.usage_memory_bytes = u[1] if u else None
             else:
                 req = requested.get(name) if requested is not None else None
-                anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
                 ns = self._new_row(node, i, source, u, req, anti)
             self.nodes[name] = ns
             self.names.append(name)
