@@ -23,6 +23,10 @@ Reported per run: wall seconds, trials per minute, and for 2 workers the speed-u
 the efficiency (speed-up / 2). The target is a speed-up of at least 1.8. The two runs of a
 configuration must give the same frontier (checked).
 
+``--halving-from DIR`` takes the halving search from an earlier run's output (its
+``frontier.json``, whose ``run.elapsedSeconds`` is reported as the halving wall time) and runs
+only the whole-window half: the two halves of a 1,000-node week take about 1 and 2 hours.
+
 ``--trials``, ``--days``, ``--halving-days``, ``--halving-nodes`` and ``--configs`` make smaller
 runs; results go to ``docs/tune-bench.json`` and ``docs/tune-bench.md`` (a configuration not
 run keeps its earlier results). Needs ``../shared/data/raw/bitbrains-rnd-2013/rnd-2013-7.tar.gz``.
@@ -100,14 +104,36 @@ def agreement(halved: dict[str, Any], whole: dict[str, Any]) -> dict[str, Any]:
     return {"recommendedWithHalving": a, "recommendedWithout": b, "gapPoints": gap, "agree": same}
 
 
+def _halved_from(out: Path) -> dict[str, Any]:
+    """The result of an earlier halving search written to ``out`` (see ``--halving-from``)."""
+    doc = json.loads((out / "frontier.json").read_text())
+    return {
+        "wallSeconds": doc["run"]["elapsedSeconds"],
+        "frontier": {k: v for k, v in doc.items() if k != "run"},
+    }
+
+
 def _halving(
-    name: str, snapshot: Path, days: float, trials: int, tmp: Path, trace_map: Path | None
+    name: str,
+    snapshot: Path,
+    days: float,
+    trials: int,
+    tmp: Path,
+    trace_map: Path | None,
+    halved_out: Path | None = None,
 ) -> dict[str, Any]:
-    """The halving search with 2 workers, then its trials without halving (see the module doc)."""
-    print(f"benchmarks.tune: {name}: {trials} trials over {days:g} days by successive halving …", flush=True)
-    halved = _tune(snapshot, days, trials, 2, tmp / f"{name}-halving", trace_map, ())
+    """The halving search with 2 workers (or the one written to ``halved_out``), then its trials
+    without halving (see the module doc)."""
+    if halved_out is None:
+        print(
+            f"benchmarks.tune: {name}: {trials} trials over {days:g} days by successive halving …", flush=True
+        )
+        halved_out = tmp / f"{name}-halving"
+        halved = _tune(snapshot, days, trials, 2, halved_out, trace_map, ())
+    else:
+        halved = _halved_from(halved_out)
     print(f"benchmarks.tune: {name}: the same trials over the whole window …", flush=True)
-    again = ("--no-halving", "--trials-from", str(tmp / f"{name}-halving" / "frontier.json"))
+    again = ("--no-halving", "--trials-from", str(halved_out / "frontier.json"))
     whole = _tune(snapshot, days, trials, 2, tmp / f"{name}-whole", trace_map, again)
     rungs = halved["frontier"]["search"]["halving"]
     return {
@@ -225,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--configs", default="halving", help="comma-separated: halving, example, 1k-nodes (default halving)"
     )
+    ap.add_argument(
+        "--halving-from",
+        type=Path,
+        default=None,
+        help="an earlier halving search's output directory: run only the whole-window half",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
     ap.add_argument("--note", default="", help="a line for the report (what else ran on the machine)")
     args = ap.parse_args(argv)
@@ -243,10 +275,18 @@ def main(argv: list[str] | None = None) -> int:
                 if args.halving_nodes:
                     snap, tmap = _generated(args.halving_nodes, tmp)
                     label = f"halving-{args.halving_nodes}-nodes"
-                    halving[label] = _halving(label, snap, args.halving_days, args.trials, tmp, tmap)
+                    halving[label] = _halving(
+                        label, snap, args.halving_days, args.trials, tmp, tmap, args.halving_from
+                    )
                 else:
                     halving["halving-example"] = _halving(
-                        "halving-example", EXAMPLE, args.halving_days, args.trials, tmp, None
+                        "halving-example",
+                        EXAMPLE,
+                        args.halving_days,
+                        args.trials,
+                        tmp,
+                        None,
+                        args.halving_from,
                     )
                 notes["halving"] = args.note or notes.get("halving", "")
             elif name == "example":
