@@ -135,7 +135,7 @@ class WorldIndex:
         self._slot_host = np.full(0, -1, dtype=np.int64)  # node id of its pod when bound at all
         self._slot_uid: list[str] = []
         self._slot_key: list[PodKey | None] = []
-        self._rows: tuple[int, dict[PodKey, int], int] | None = None  # bound pods' keys -> slots; last slot
+        self._rows: tuple[int, dict[PodKey, int]] | None = None  # bound pods' keys -> slots
         self._rows_changes: set[PodKey] = set()  # keys whose pod changed since the rows were made
         self._key_slot: dict[PodKey, int] = {}  # every key ever seen -> its latest slot
         self.rows_token: object = object()
@@ -315,11 +315,12 @@ class WorldIndex:
         return _pick(self._slot_key, slots.tolist()), slots  # type: ignore[arg-type]
 
     def bound_rows(self) -> dict[PodKey, int]:
-        """``(namespace, name)`` → usage slot of every pod bound to a node (existing or not), in
-        slot order: the same dict object while no pod changed (a :class:`PodMetricsColumns`
-        layout). A new dict each time pods changed: the previous one with the changes applied
-        when that keeps slot order (pods unbound or gone, pods bound in new slots after every
-        other), else made from every bound pod."""
+        """``(namespace, name)`` → usage slot of every pod bound to a node (existing or not):
+        the same dict object while no pod changed (a :class:`PodMetricsColumns` layout). A new
+        dict each time pods changed: the previous one with the changes applied (pods unbound or
+        gone dropped, pods bound or moved to another slot set), else, when many pods changed,
+        made from every bound pod in slot order. The order of its keys is not part of the
+        answer: readers look pods up by key."""
         self.sync()
         if self._rows is not None and self._rows[0] == self._pod_rev and self.exact:
             return self._rows[1]
@@ -327,21 +328,20 @@ class WorldIndex:
         made = self._patched_rows(changes) if self._rows is not None and self.exact and self._unique else None
         if made is None:
             keys, slots = self.bound()
-            made = (dict(zip(keys, slots.tolist(), strict=True)), int(slots[-1]) if len(slots) else -1)
-        self._rows = (self._pod_rev, *made)
-        return made[0]
+            made = dict(zip(keys, slots.tolist(), strict=True))
+        self._rows = (self._pod_rev, made)
+        return made
 
-    def _patched_rows(self, changes: set[PodKey]) -> tuple[dict[PodKey, int], int] | None:
-        """The last :meth:`bound_rows` with the pods of ``changes`` (keys) as they are now, and
-        its last slot; ``None`` when that would not be the dict a rebuild makes, in its order:
-        a pod bound again in an earlier slot (it would go last), or more than an eighth of the
-        pods changed, and more than 64 (a rebuild is as quick)."""
+    def _patched_rows(self, changes: set[PodKey]) -> dict[PodKey, int] | None:
+        """The last :meth:`bound_rows` with the pods of ``changes`` (keys) as they are now;
+        ``None`` when more than an eighth of the pods changed, and more than 64 (a rebuild is as
+        quick)."""
         assert self._rows is not None
-        _, old, last = self._rows
+        _, old = self._rows
         if len(changes) > max(64, len(old) // 8):
             return None
         gone: list[PodKey] = []
-        joined: list[tuple[int, PodKey]] = []
+        joined: list[tuple[PodKey, int]] = []
         for key in changes:
             uid = self._key_uid.get(key)
             slot = self._slot_of.get(uid, -1) if uid is not None else -1
@@ -351,21 +351,15 @@ class WorldIndex:
                 and self._slot_key[slot] == key
             )
             was = old.get(key)
-            if bound and was is None:
-                joined.append((slot, key))
-            elif bound and was != slot:
-                return None  # the key moved to another slot: its place in slot order changed
+            if bound and was != slot:
+                joined.append((key, slot))
             elif not bound and was is not None:
                 gone.append(key)
-        joined.sort()
-        if joined and joined[0][0] <= last:
-            return None
         rows = dict(old)
         for key in gone:
             del rows[key]
-        for slot, key in joined:
-            rows[key] = slot
-        return rows, (joined[-1][0] if joined else last)
+        rows.update(sorted(joined, key=lambda j: j[1]))  # in slot order: the same on every run
+        return rows
 
     def layout(self) -> PodLayout:
         """The pods sorted and grouped as a snapshot holds them (:class:`PodLayout`)."""
