@@ -205,10 +205,16 @@ class RemovalContext:
             if u.destination_cpu_millicores is not None and u.destination_memory_bytes is not None:
                 usage[name] = (u.destination_cpu_millicores, u.destination_memory_bytes)
 
+        loads: dict[str, tuple[Pod, tuple[int, int]]] = {}  # uid → (the pod, its load), per context
+
         def load(pod: Pod) -> tuple[int, int]:
+            kept = loads.get(pod.uid)
+            if kept is not None and kept[0] is pod:  # the very object: the same load in this snapshot
+                return kept[1]
             cpu, mem = pod_load(pod, snapshot, config)
             # Unknown loads never reach a placement (simulate_node_removal refuses them first).
-            return cpu or 0, mem or 0
+            answer = loads[pod.uid] = pod, (cpu or 0, mem or 0)
+            return answer[1]
 
         index = cache.index if cache is not None else None
 
