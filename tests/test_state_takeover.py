@@ -44,9 +44,12 @@ def clusters(draw: st.DrawFn) -> tuple[list, list[Pod]]:
     return nodes, pods
 
 
-def _state(snap: ClusterSnapshot, cache: EvaluationCache, prior: ClusterState | None = None) -> ClusterState:
+def _state(
+    snap: ClusterSnapshot, cache: EvaluationCache, prior: ClusterState | None = None, known: bool = True
+) -> ClusterState:
     """A state of ``snap`` as a removal context builds it through ``cache`` (rows from the
-    node facts, usage from the nodes' metrics)."""
+    node facts, usage from the nodes' metrics); not ``known``: as the replay world's scheduler
+    builds it, from the same pods without their requests, anti-affinity pods or index."""
     facts = cache.facts(snap, CFG)
     usage = {n.name: (100 * (i + 1), (i + 1) * GI) for i, n in enumerate(snap.nodes)}
     return ClusterState(
@@ -54,9 +57,9 @@ def _state(snap: ClusterSnapshot, cache: EvaluationCache, prior: ClusterState | 
         {name: f.counted for name, f in facts.items()},
         usage,
         None,
-        {name: f.requested for name, f in facts.items()},
-        {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity},
-        cache.index,
+        {name: f.requested for name, f in facts.items()} if known else None,
+        {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity} if known else None,
+        cache.index if known else None,
         prior,
         reusable=True,
     )
@@ -140,20 +143,21 @@ def test_a_state_taking_over_rows_equals_one_built_anew(
     cluster: tuple[list, list[Pod]], data: st.DataObject
 ) -> None:
     nodes, pods = cluster
+    known = data.draw(st.booleans())
     counter, cache = RevisionCounter(), EvaluationCache()
     first = ClusterSnapshot.create(now=NOW, nodes=nodes, pods=pods)
     first = dataclasses.replace(first, revisions=counter.follow(first))
-    prior = _state(first, cache)
+    prior = _state(first, cache, known=known)
     _simulate(prior, data, pods)
     old_rows = dict(prior.nodes)
     change = data.draw(CHANGES)
     nodes, pods = _changed(nodes, pods, change, data)
     second = ClusterSnapshot.create(now=NOW + 300, nodes=nodes, pods=pods)
     second = dataclasses.replace(second, revisions=counter.follow(second))
-    taken = _state(second, cache, prior)
+    taken = _state(second, cache, prior, known)
     if change == "none":  # nothing changed: every row is taken over, none built
         assert all(taken.nodes[n] is row for n, row in old_rows.items())
-    assert _view(taken) == _view(_state(second, cache))
+    assert _view(taken) == _view(_state(second, cache, known=known))
     assert not prior.nodes  # emptied: a stale use fails instead of reading rows now shared
     _simulate(taken, data, pods)  # the rows taken over move and revert as built ones do
     taken.revert(0)

@@ -75,6 +75,7 @@ class WorldScheduler(UsageModel):
         self._pod_index = PodIndex()  # the scheduler's pods indexed, updated node by node
         self._sched_pass = Prefilter(self._sched_filters)
         self._place_pass = Prefilter(self._place_filters) if scheduler_plugins else self._sched_pass
+        self._state: ClusterState | None = None  # the last state, whose rows the next one takes over
 
     def _feasible(
         self, pod: Pod, state: ClusterState, positions: npt.NDArray[np.intp]
@@ -103,6 +104,7 @@ class WorldScheduler(UsageModel):
         counted = self._index.counted_pods(snap)  # skips the terminal pods' scan when none
         if counted is not None:
             self._pod_index.follow({n.name: counted.get(n.name, ()) for n in snap.nodes})
+        prior, self._state = self._state, None
         state = ClusterState(
             self.attach(snap) if self.attach is not None else snap,
             pods_by_node=counted,
@@ -110,7 +112,10 @@ class WorldScheduler(UsageModel):
             pod_load=pod_load,
             requested=None if counted is None else self._index.requested(snap.pods_by_node),
             index=self._pod_index if counted is not None else None,
+            prior=prior,
+            reusable=True,
         )
+        self._state = state
         positions = np.arange(len(state.names), dtype=np.intp)
         placed = False
         for pod in sorted((self.pods[u] for u in self.pending), key=placement_order):

@@ -312,12 +312,15 @@ class ClusterState:
             version it had here, and builds its own on first use otherwise.
         prior: an earlier state whose rows this one may take over instead of building them
             (the evaluation cache passes the state of the previous context). Every change made
-            in ``prior``, committed or not, is undone first; ``prior`` is then emptied and must
-            not be used again. A node's row is taken over when its counted pods are the very
-            tuple ``prior`` was built with (the evaluation cache's node facts, kept while the
-            node's revision is the same): a row is a function of those pods alone, the node
-            object being set anew. Any other row is built anew. With or without ``prior``, the
-            state is the same. Only a ``reusable`` state can be taken over.
+            in ``prior``, committed or not, is undone first in its rows and anti-affinity
+            holders (its node table, pod trackers and index of moved pods, dropped with it,
+            are left as they are); ``prior`` is then emptied and must not be used again. A
+            node's row is taken over when its counted pods are the very tuple ``prior`` was
+            built with (the evaluation cache's node facts, kept while the node's revision is
+            the same; the replay world's layout, kept while the node's pods are the same): a
+            row is a function of those pods alone, the node object being set anew. Any other
+            row is built anew. With or without ``prior``, the state is the same. Only a
+            ``reusable`` state can be taken over.
         reusable: keep the undo of committed changes, so that a later state may take this
             one's rows over (the evaluation cache's states); otherwise :meth:`commit` forgets
             it, and nothing keeps the state alive once it is dropped.
@@ -342,6 +345,7 @@ class ClusterState:
         self._journal: list[Callable[[], None]] = []
         self._committed: list[Callable[[], None]] | None = [] if reusable else None  # commits' undo
         self._unsettled = 0  # changes begun and not journaled (an error half-way leaves it > 0)
+        self._dropping = False  # undoing for a take-over: only rows and holders are restored
         self._domain_index: dict[str, dict[str, list[str]]] = {}
         self._static: dict[Hashable, Any] = {}
         self._per_flags: dict[Hashable, Any] = {}
@@ -380,7 +384,9 @@ class ClusterState:
             anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
             ns = rows.get(name)
             if ns is not None:  # taken over from ``prior``: its pods, requests and holders stay
-                for p in ns.pods if anti is None else anti:
+                # A node counted in ``anti_affinity_pods`` (taken over too) holds pods with terms.
+                with_terms = anti if anti is not None else ns.pods if name in self.anti_affinity_pods else ()
+                for p in with_terms:
                     for term in p.required_anti_affinity:
                         self.anti_affinity_keys.add(term.topology_key)
                 ns.node, ns.position = node, i
@@ -445,6 +451,7 @@ class ClusterState:
             prior._journal.clear()  # each undo refers to its state: dropped, the cycle is gone
             prior._committed = None
             return {}
+        prior._dropping = True  # its table, trackers and pod index go with it: not restored
         prior.revert(0)
         while prior._committed:
             prior._committed.pop()()
@@ -711,12 +718,13 @@ class ClusterState:
             ns.pods.insert(idx, removed_pod)
             ns.edits -= 1
             ns.requested = old
-            self._index_restore(removed_pod, node_name, placed)
             if removed_pod.required_anti_affinity:
                 self._count_anti_affinity(node_name, 1)
                 self._hold(removed_pod, node_name, True)
-            self.table.sync(ns)
-            self._moved(removed_pod, ns.position, 1)
+            if not self._dropping:
+                self._index_restore(removed_pod, node_name, placed)
+                self.table.sync(ns)
+                self._moved(removed_pod, ns.position, 1)
 
         self._journal.append(undo)
         self._unsettled -= 1
@@ -748,12 +756,13 @@ class ClusterState:
             ns.pods.pop()
             ns.edits -= 1
             ns.requested, ns.moved_cpu_millicores, ns.moved_memory_bytes = old
-            self._index_remove(pod)
             if pod.required_anti_affinity:
                 self._count_anti_affinity(node_name, -1)
                 self._hold(pod, node_name, False)
-            self.table.sync(ns)
-            self._moved(pod, ns.position, -1)
+            if not self._dropping:
+                self._index_remove(pod)
+                self.table.sync(ns)
+                self._moved(pod, ns.position, -1)
 
         self._journal.append(undo)
         self._unsettled -= 1
@@ -772,8 +781,9 @@ class ClusterState:
 
         def undo() -> None:
             ns.ghost, ns.removed = old
-            self.table.sync(ns)
-            self._per_flags.clear()
+            if not self._dropping:
+                self.table.sync(ns)
+                self._per_flags.clear()
 
         self._journal.append(undo)
         self._unsettled -= 1
