@@ -367,6 +367,7 @@ class ClusterState:
         """Topology keys of the required anti-affinity terms of every pod ever in the state."""
         self.anti_affinity_pods: dict[str, int] = {}
         """Node name → how many pods with required anti-affinity terms it holds now (absent: 0)."""
+        self._row_keys: dict[str, frozenset[str]] = {}  # node → its initial pods' anti-affinity keys
         self._holders: dict[tuple[str, str], dict[tuple[int, int], Holder]] = {}
         self._loose_holders: dict[tuple[int, int], Holder] = {}
         self._dra: DraState | None = None
@@ -383,12 +384,10 @@ class ClusterState:
             u = usage.get(name)
             anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
             ns = rows.get(name)
-            if ns is not None:  # taken over from ``prior``: its pods, requests and holders stay
-                # A node counted in ``anti_affinity_pods`` (taken over too) holds pods with terms.
-                with_terms = anti if anti is not None else ns.pods if name in self.anti_affinity_pods else ()
-                for p in with_terms:
-                    for term in p.required_anti_affinity:
-                        self.anti_affinity_keys.add(term.topology_key)
+            if ns is not None:  # taken over from ``prior``: its pods, requests, holders and keys stay
+                keys = self._row_keys.get(name)
+                if keys:
+                    self.anti_affinity_keys |= keys
                 ns.node, ns.position = node, i
                 ns.usage_cpu_millicores = u[0] if u else None
                 ns.usage_memory_bytes = u[1] if u else None
@@ -420,9 +419,11 @@ class ClusterState:
             pods = [p for p in self.snapshot.pods_by_node.get(node.name, ()) if not p.is_terminal]
             self._initial[node.name] = list(pods)
         with_terms = [p for p in pods if p.required_anti_affinity] if anti_affinity is None else anti_affinity
+        if with_terms:
+            keys = frozenset(term.topology_key for p in with_terms for term in p.required_anti_affinity)
+            self._row_keys[node.name] = keys
+            self.anti_affinity_keys |= keys
         for p in with_terms:
-            for term in p.required_anti_affinity:
-                self.anti_affinity_keys.add(term.topology_key)
             self._count_anti_affinity(node.name, 1)
             self._hold(p, node.name, True)
         return NodeState(
@@ -457,12 +458,15 @@ class ClusterState:
             prior._committed.pop()()
         self._holders, self._loose_holders = prior._holders, prior._loose_holders
         self.anti_affinity_pods = prior.anti_affinity_pods
+        row_keys = prior._row_keys
         node_by_name = snapshot.node_by_name
         kept: dict[str, NodeState] = {}
         for name, ns in rows.items():
             source = pods_by_node.get(name) if pods_by_node is not None else None
             if source is initial[name] and isinstance(source, tuple) and name in node_by_name:
                 kept[name] = ns
+                if name in row_keys:
+                    self._row_keys[name] = row_keys[name]
                 continue
             for p in ns.pods:
                 if p.required_anti_affinity:
