@@ -99,6 +99,10 @@ def test_world_index_answers_as_a_full_rebuild(initial: dict[str, str], rounds: 
         # while no pod changed.
         rows = index.bound_rows()
         assert rows == dict(bound) and len(rows) == len(bound) and index.bound_rows() is rows
+        for key, slot in bound:  # read as PodMetricsColumns reads it
+            assert key in rows and rows.get(key) == slot and rows[key] == slot
+        for key in [("default", "never"), *(("default", p.name) for p in pods.values() if not p.node_name)]:
+            assert key not in rows and rows.get(key, -1) == -1
         layout, fresh = index.layout(), PodLayout.build(pods.values())
         assert [id(p) for p in layout.pods] == [id(p) for p in fresh.pods]
         assert {k: [id(p) for p in v] for k, v in layout.by_node.items()} == {

@@ -8,12 +8,13 @@ the world's ``pods`` and ``nodes`` changed (whoever changed them), and :class:`W
 applies only those changes to what it keeps. Every answer is the one a full rebuild gives, in
 the same order: pods follow the order of the world's ``pods`` dict (the order their usage slots
 were made in), and where that no longer holds (a slot made for a pod already there, a bound pod
-without a slot) the index falls back to full rebuilds.
+without a slot) the index falls back to full rebuilds. The one exception is the key order of the
+bound pods' rows (:meth:`WorldIndex.bound_rows`), which readers look up by key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from operator import itemgetter
 from typing import Any, TypeVar, cast
@@ -27,13 +28,63 @@ from scaler.model.revisions import RevisionCounter
 from scaler.model.snapshot import ClusterSnapshot
 from scaler.simulator.state import sum_requests
 
-__all__ = ["TrackedDict", "WorldIndex"]
+__all__ = ["PatchedRows", "TrackedDict", "WorldIndex"]
 
 K = TypeVar("K")
 V = TypeVar("V")
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 PodKey = tuple[str, str]
+
+
+class PatchedRows(Mapping[PodKey, int]):
+    """A mapping of pod keys to usage slots given as a base dict and a patch over it: a key the
+    patch holds maps to the patch's slot, or is absent where the patch holds -1 (slots are never
+    negative); any other key is as in the base. Neither is ever changed, so a new mapping with a
+    few more changes copies the patch alone, not the base (:meth:`patched`)."""
+
+    __slots__ = ("_base", "_len", "_patch")
+
+    def __init__(self, base: dict[PodKey, int], patch: dict[PodKey, int]) -> None:
+        self._base, self._patch = base, patch
+        self._len = len(base) + sum((v >= 0) - (k in base) for k, v in patch.items())
+
+    def patched(self, changes: Mapping[PodKey, int]) -> Mapping[PodKey, int]:
+        """This mapping with ``changes`` (key → slot, -1: absent) applied; a plain dict once
+        the patch would hold more than an eighth as many keys as the base (and more than 64)."""
+        patch = {**self._patch, **changes}
+        if len(patch) > max(64, len(self._base) // 8):
+            merged = {k: v for k, v in self._base.items() if k not in patch}
+            merged.update((k, v) for k, v in patch.items() if v >= 0)
+            return merged
+        return PatchedRows(self._base, patch)
+
+    def __getitem__(self, key: PodKey) -> int:
+        v = self._patch.get(key)
+        if v is None:
+            return self._base[key]
+        if v < 0:
+            raise KeyError(key)
+        return v
+
+    def get(self, key: PodKey, default: Any = None) -> Any:
+        """The slot of ``key``, ``default`` when absent."""
+        v = self._patch.get(key)
+        if v is None:
+            return self._base.get(key, default)
+        return default if v < 0 else v
+
+    def __contains__(self, key: object) -> bool:
+        v = self._patch.get(key)  # type: ignore[call-overload]
+        return key in self._base if v is None else v >= 0
+
+    def __iter__(self) -> Iterator[PodKey]:
+        patch = self._patch
+        yield from (k for k in self._base if k not in patch)
+        yield from (k for k, v in patch.items() if v >= 0)
+
+    def __len__(self) -> int:
+        return self._len
 
 
 class TrackedDict(dict[K, V]):
@@ -135,7 +186,7 @@ class WorldIndex:
         self._slot_host = np.full(0, -1, dtype=np.int64)  # node id of its pod when bound at all
         self._slot_uid: list[str] = []
         self._slot_key: list[PodKey | None] = []
-        self._rows: tuple[int, dict[PodKey, int]] | None = None  # bound pods' keys -> slots
+        self._rows: tuple[int, Mapping[PodKey, int]] | None = None  # bound pods' keys -> slots
         self._rows_changes: set[PodKey] = set()  # keys whose pod changed since the rows were made
         self._key_slot: dict[PodKey, int] = {}  # every key ever seen -> its latest slot
         self.rows_token: object = object()
@@ -314,13 +365,13 @@ class WorldIndex:
         slots = np.flatnonzero(self._slot_bound).astype(np.int64)
         return _pick(self._slot_key, slots.tolist()), slots  # type: ignore[arg-type]
 
-    def bound_rows(self) -> dict[PodKey, int]:
+    def bound_rows(self) -> Mapping[PodKey, int]:
         """``(namespace, name)`` → usage slot of every pod bound to a node (existing or not):
-        the same dict object while no pod changed (a :class:`PodMetricsColumns` layout). A new
-        dict each time pods changed: the previous one with the changes applied (pods unbound or
-        gone dropped, pods bound or moved to another slot set), else, when many pods changed,
-        made from every bound pod in slot order. The order of its keys is not part of the
-        answer: readers look pods up by key."""
+        the same mapping object while no pod changed (a :class:`PodMetricsColumns` layout). A
+        new one each time pods changed: the previous one with the changes applied (pods unbound
+        or gone dropped, pods bound or moved to another slot set) as a :class:`PatchedRows`,
+        else, when many pods changed, a dict made from every bound pod in slot order. The order
+        of its keys is not part of the answer: readers look pods up by key."""
         self.sync()
         if self._rows is not None and self._rows[0] == self._pod_rev and self.exact:
             return self._rows[1]
@@ -332,7 +383,7 @@ class WorldIndex:
         self._rows = (self._pod_rev, made)
         return made
 
-    def _patched_rows(self, changes: set[PodKey]) -> dict[PodKey, int] | None:
+    def _patched_rows(self, changes: set[PodKey]) -> Mapping[PodKey, int] | None:
         """The last :meth:`bound_rows` with the pods of ``changes`` (keys) as they are now;
         ``None`` when more than an eighth of the pods changed, and more than 64 (a rebuild is as
         quick)."""
@@ -340,9 +391,8 @@ class WorldIndex:
         _, old = self._rows
         if len(changes) > max(64, len(old) // 8):
             return None
-        gone: list[PodKey] = []
-        joined: list[tuple[PodKey, int]] = []
-        for key in changes:
+        patch: dict[PodKey, int] = {}  # key -> its slot now, -1: no longer bound
+        for key in sorted(changes):  # sorted: the same mapping, iterated alike, on every run
             uid = self._key_uid.get(key)
             slot = self._slot_of.get(uid, -1) if uid is not None else -1
             bound = (
@@ -352,14 +402,14 @@ class WorldIndex:
             )
             was = old.get(key)
             if bound and was != slot:
-                joined.append((key, slot))
+                patch[key] = slot
             elif not bound and was is not None:
-                gone.append(key)
-        rows = dict(old)
-        for key in gone:
-            del rows[key]
-        rows.update(sorted(joined, key=lambda j: j[1]))  # in slot order: the same on every run
-        return rows
+                patch[key] = -1
+        if not patch:
+            return old
+        if isinstance(old, PatchedRows):
+            return old.patched(patch)
+        return PatchedRows(cast("dict[PodKey, int]", old), patch)
 
     def layout(self) -> PodLayout:
         """The pods sorted and grouped as a snapshot holds them (:class:`PodLayout`)."""
