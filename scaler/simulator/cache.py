@@ -81,7 +81,7 @@ the filter is one of the structural ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -278,14 +278,19 @@ class EvaluationCache:
         return answer
 
     def pod_sums(
-        self, snapshot: ClusterSnapshot, config: ScalerConfig, facts: Mapping[str, NodeFacts]
+        self,
+        snapshot: ClusterSnapshot,
+        config: ScalerConfig,
+        facts: Mapping[str, NodeFacts],
+        only: Collection[str] | None = None,
     ) -> dict[str, tuple[int, int]] | None:
-        """Per node of ``facts``, the summed CPU millicores and memory bytes of the newest
-        fresh PodMetrics of its counted pods (the sum :func:`scaler.utilization.node_utilization`
-        compares its NodeMetrics with), when the snapshot gives them as columns
-        (:class:`~scaler.model.pod_usage.PodMetricsColumns`, no partial reading): segment sums
-        over the pods' rows, which are kept per node while its revision and the columns' layout
-        are the same (rule 1). ``None`` otherwise (each node sums its own)."""
+        """Per node of ``facts`` (of those in ``only`` too, when given), the summed CPU
+        millicores and memory bytes of the newest fresh PodMetrics of its counted pods (the sum
+        :func:`scaler.utilization.node_utilization` compares its NodeMetrics with), when the
+        snapshot gives them as columns (:class:`~scaler.model.pod_usage.PodMetricsColumns`, no
+        partial reading): segment sums over the pods' rows, which are kept per node while its
+        revision and the columns' layout are the same (rule 1; a call with ``only`` keeps the
+        other nodes' rows as they were). ``None`` otherwise (each node sums its own)."""
         readings = snapshot.newest_pod_metrics or snapshot.pod_metrics
         rev = self.revisions(snapshot, config)
         if rev is None or not isinstance(readings, PodMetricsColumns) or snapshot.partial_pod_metrics:
@@ -294,10 +299,13 @@ class EvaluationCache:
             return None  # stale: no reading counts (each node finds so)
         if readings.layout is not self._rows_layout:
             self._rows, self._rows_layout = {}, readings.layout
-        old, kept = self._rows, {}
+        names = list(facts) if only is None else [n for n in only if n in facts]
+        old = self._rows
+        kept: dict[str, tuple[int, npt.NDArray[np.intp]]] = {} if only is None else old
         rows_of = readings.rows
         parts = []
-        for name, f in facts.items():
+        for name in names:
+            f = facts[name]
             number = rev.nodes.get(name, -1)
             entry = old.get(name)
             if entry is None or entry[0] != number or number < 0:
@@ -324,7 +332,7 @@ class EvaluationCache:
             )
         else:
             cpu_sum, mem_sum = readings.sums(rows, offsets)
-        return dict(zip(facts, zip(cpu_sum.tolist(), mem_sum.tolist(), strict=True), strict=True))
+        return dict(zip(names, zip(cpu_sum.tolist(), mem_sum.tolist(), strict=True), strict=True))
 
     def state(
         self,

@@ -119,9 +119,14 @@ class ContextCache(Protocol):
         ...
 
     def pod_sums(
-        self, snapshot: ClusterSnapshot, config: ScalerConfig, facts: Mapping[str, NodeFacts]
+        self,
+        snapshot: ClusterSnapshot,
+        config: ScalerConfig,
+        facts: Mapping[str, NodeFacts],
+        only: Collection[str] | None = None,
     ) -> Mapping[str, tuple[int, int]] | None:
-        """Per node, the summed newest fresh PodMetrics of its counted pods, when known."""
+        """Per node (of ``only``, when given), the summed newest fresh PodMetrics of its
+        counted pods, when known."""
         ...
 
     def pods_to_move(self, ctx: RemovalContext, node_name: str) -> PodsToMove:
@@ -192,7 +197,7 @@ class RemovalContext:
                     self.pods_by_node[name] = counted_pods_of(pods, config)
             requested = {name: f.requested for name, f in facts.items()}
             anti = {name: f.anti_affinity for name, f in facts.items() if f.anti_affinity}
-            sums = cache.pod_sums(snapshot, config, facts) or {}
+            sums = cache.pod_sums(snapshot, config, facts, only) or {}
             self.utils = {
                 n.name: node_utilization(
                     n, facts[n.name].counted, snapshot, config, facts[n.name].pods, sums.get(n.name)
