@@ -303,6 +303,31 @@ def test_a_nodes_drain_rules_are_answered_again_and_charge_its_pdbs() -> None:
     assert verdicts["b"].startswith("pod default/b-app: NotEnoughPdb"), verdicts
 
 
+def test_a_nodes_drain_answers_at_two_allowance_levels_are_both_kept() -> None:
+    """Rule 5 keeps several answers per node: a PDB allowing 1 covers a's pod and b's pod b-app.
+    When a is removed first (idle), its removal spends the allowance and b-app blocks b's drain;
+    when a stays (busy), b's bare pod blocks. Busy, idle, busy: the third pass answers b's drain
+    rules from the answer of the first, kept beside the second's, and every pass equals a full
+    evaluation."""
+    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
+    pods = [
+        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
+        make_pod("b-app", node="b", cpu_m=500, owner_name="y", labels={"app": "guarded"}),
+        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
+        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
+    ]
+    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+    cache, counter = EvaluationCache(), RevisionCounter()
+    first = _snapshot(NOW, nodes, pods, 1, {**usage, "a-1": 35.0})
+    hits = []
+    for step, a_usage in enumerate((35.0, 0.5, 35.0)):
+        fresh = _snapshot(NOW + step * STEP, nodes, pods, 1, {**usage, "a-1": a_usage})
+        snap = dataclasses.replace(first, now=fresh.now, node_metrics=fresh.node_metrics, pod_metrics=fresh.pod_metrics)
+        _both(snap, cache, counter)
+        hits.append(cache.drain_hits)
+    assert hits[2] > hits[1], hits
+
+
 def test_a_kept_drain_answer_is_not_used_for_a_node_whose_pods_moved_in_the_state() -> None:
     """Rule 5 holds only while the simulation state holds the node's pods as the snapshot gave
     them: with one pod taken off b and a bare pod put on it (the same count), b's drain rules

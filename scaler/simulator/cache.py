@@ -55,7 +55,8 @@ never compared by identity. **The rules**, each the whole condition for a reuse:
    plan), only while the simulation state holds the node's pods as the snapshot gave them
    (:attr:`~scaler.simulator.state.NodeState.edits` is 0: no pod moved onto it or off it), and
    as the current pods at the same places in the node's list. A passing answer charges the
-   tracker as the rules would.
+   tracker as the rules would. Several answers are kept per node
+   (:data:`DRAIN_ANSWERS_PER_NODE`), each answered again when its own conditions hold.
 
 6. *The simulation state's rows* (:class:`~scaler.simulator.state.ClusterState`: each node's
    pods, their requests and anti-affinity terms) are taken over from the state of the previous
@@ -161,8 +162,8 @@ class EvaluationCache:
         self._rows_layout: object = None
         self.index = PodIndex()
         self.verdicts = _Verdicts()
-        self._drains: dict[str, _Drained] = {}
-        self._pdb_keys: dict[str, tuple[int, int, int, tuple[PdbKey, ...]]] = {}
+        self._drains: dict[str, list[_Drained]] = {}  # newest first
+        self._pdb_keys: dict[str, _PdbKeys] = {}
         self._state: ClusterState | None = None
         self.hits = 0
         self.misses = 0
@@ -230,14 +231,21 @@ class EvaluationCache:
     ) -> tuple[tuple[PdbKey, int | None], ...]:
         """The :func:`pdb_level` of every PDB covering one of the first ``read`` of ``pods``
         (the node's pods as the snapshot gives them: the drain rules stop at the blocking
-        pod), by PDB key; which PDBs cover them is kept per node while its revision, ``pdbs``
-        and ``read`` are the same."""
+        pod), by PDB key; which PDBs cover each pod is kept per node while its revision and
+        ``pdbs`` are the same."""
         node = rev.nodes.get(node_name, -1)
         kept = self._pdb_keys.get(node_name)
-        if kept is None or kept[:3] != (node, rev.pdbs, read) or node < 0:
-            found = {(pdb.namespace, pdb.name) for p in pods[:read] for pdb in tracker.matching(p)}
-            kept = self._pdb_keys[node_name] = (node, rev.pdbs, read, tuple(sorted(found)))
-        return tuple((k, pdb_level(tracker.remaining_of(k))) for k in kept[3])
+        if (
+            kept is None
+            or (kept.node, kept.pdbs, len(kept.per_pod)) != (node, rev.pdbs, len(pods))
+            or node < 0
+        ):
+            per_pod = tuple(tuple((pdb.namespace, pdb.name) for pdb in tracker.matching(p)) for p in pods)
+            kept = self._pdb_keys[node_name] = _PdbKeys(node, rev.pdbs, per_pod, {})
+        keys = kept.by_read.get(read)
+        if keys is None:
+            keys = kept.by_read[read] = tuple(sorted({k for of_pod in kept.per_pod[:read] for k in of_pod}))
+        return tuple((k, pdb_level(tracker.remaining_of(k))) for k in keys)
 
     def pods_to_move(self, ctx: RemovalContext, node_name: str) -> PodsToMove:
         """:func:`~scaler.drain.rules.get_pods_to_move` on the node's pods in ``ctx`` (which
@@ -250,22 +258,21 @@ class EvaluationCache:
         if rev is None:
             return get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
         number = rev.nodes.get(node_name, -1)
-        d = self._drains.get(node_name)
-        if (
-            d is not None
-            and number >= 0
-            and d.node == number
-            and d.pdbs == rev.pdbs
-            and d.workloads == rev.workloads
-            and d.learnt_at <= now <= d.until
-            and len(pods) == d.count
-            and d.levels == self.pdb_levels(rev, tracker, node_name, pods, d.read)
-        ):
-            self.drain_hits += 1
-            answer = d.answer(pods)
-            if answer.blocking is None:
-                tracker.remove_pods(answer.pods)
-            return answer
+        kept = self._drains.get(node_name, [])
+        for d in kept if number >= 0 else ():
+            if (
+                d.node == number
+                and d.pdbs == rev.pdbs
+                and d.workloads == rev.workloads
+                and d.learnt_at <= now <= d.until
+                and len(pods) == d.count
+                and d.levels == self.pdb_levels(rev, tracker, node_name, pods, d.read)
+            ):
+                self.drain_hits += 1
+                answer = d.answer(pods)
+                if answer.blocking is None:
+                    tracker.remove_pods(answer.pods)
+                return answer
         levels = self.pdb_levels(rev, tracker, node_name, pods, len(pods))  # before any charge
         answer = get_pods_to_move(pods, DrainContext(ctx.snapshot, ctx.options, now, tracker))
         if number >= 0:
@@ -274,7 +281,8 @@ class EvaluationCache:
             if drained.read < len(pods):  # blocked: the rules read the pods up to the blocking one
                 levels = self.pdb_levels(rev, tracker, node_name, pods, drained.read)
                 drained = replace(drained, levels=levels)
-            self._drains[node_name] = drained
+            same = [d for d in kept if (d.node, d.pdbs, d.workloads) == (number, rev.pdbs, rev.workloads)]
+            self._drains[node_name] = [drained, *same[: DRAIN_ANSWERS_PER_NODE - 1]]
         return answer
 
     def pod_sums(
@@ -358,6 +366,23 @@ class EvaluationCache:
         if self._pdbs is None or self._pdbs[0] != rev.pdbs:
             self._pdbs = (rev.pdbs, RemainingPdbTracker(snapshot.pdbs))
         return self._pdbs[1].copy()
+
+
+DRAIN_ANSWERS_PER_NODE = 4
+"""How many drain-rule answers rule 5 keeps per node, one per allowance levels met (the newest
+first): the PDBs a node's pods share with nodes drained earlier in a pass are exhausted in one
+pass and not in the next, and each answer is answered again when its levels come back."""
+
+
+@dataclass(frozen=True, slots=True)
+class _PdbKeys:
+    """Which PDBs cover each of a node's pods (in its list's order), as learnt at the node's
+    revision and ``pdbs``, and their sorted union over the first pods, by how many."""
+
+    node: int
+    pdbs: int
+    per_pod: tuple[tuple[PdbKey, ...], ...]
+    by_read: dict[int, tuple[PdbKey, ...]]
 
 
 @dataclass(frozen=True, slots=True)
