@@ -11,6 +11,11 @@ node** (:meth:`PodIndex.set_node`, :meth:`PodIndex.remove_node`): the evaluation
 its own moves beside it (it never changes the index).
 
 Keys are node names, not table rows: a state resolves a name to its row.
+
+A state given no index (one evaluation without a cache, as ``scaler dry-run`` runs it) reads a
+:class:`LazyPodIndex` instead: the same answers, each kind built on its first question (the
+pods by namespace, by UID, by one label key), since such a state asks about a few label keys
+and indexing every label of every pod would cost more than the evaluation's placements.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import TypeVar
 
 from scaler.model.records import Pod
 
-__all__ = ["LabelKey", "PodIndex"]
+__all__ = ["LabelKey", "LazyPodIndex", "PodIndex"]
 
 K = TypeVar("K", bound=Hashable)
 LabelKey = tuple[str, str, str]
@@ -114,6 +119,63 @@ class PodIndex:
 
 
 _EMPTY: Mapping[str, list[Pod]] = {}
+
+
+class LazyPodIndex:
+    """The answers of :class:`PodIndex` for fixed ``pods_by_node`` (node name → its counted
+    pods), each index built when first asked: by namespace, by UID, and by label key (one pass
+    over the pods per key asked). The pods of a node are listed in their order and the nodes in
+    the order of ``pods_by_node``, as :meth:`PodIndex.of` lists them."""
+
+    __slots__ = ("_by_key", "_by_namespace", "_by_uid", "_pods")
+
+    version = 0
+    """Never changes (:class:`PodIndex` counts updates; this index has none)."""
+
+    def __init__(self, pods_by_node: Mapping[str, Sequence[Pod]]) -> None:
+        self._pods = pods_by_node
+        self._by_namespace: dict[str, dict[str, list[Pod]]] | None = None
+        self._by_uid: dict[str, dict[str, list[Pod]]] | None = None
+        self._by_key: dict[str, dict[tuple[str, str], dict[str, list[Pod]]]] = {}
+
+    def __len__(self) -> int:
+        """The number of nodes indexed."""
+        return len(self._pods)
+
+    def with_label(self, namespace: str, key: str = "", value: str = "") -> Mapping[str, list[Pod]]:
+        """As :meth:`PodIndex.with_label`."""
+        if not key:
+            return self._namespaces().get(namespace, _EMPTY)
+        by_value = self._by_key.get(key)
+        if by_value is None:
+            by_value = self._by_key[key] = {}
+            for name, pods in self._pods.items():
+                for p in pods:
+                    v = p.labels.get(key)
+                    if v is not None:
+                        _add(by_value, (p.namespace, v), name, p)
+        return by_value.get((namespace, value), _EMPTY)
+
+    def with_uid(self, uid: str) -> Mapping[str, list[Pod]]:
+        """As :meth:`PodIndex.with_uid`."""
+        if self._by_uid is None:
+            self._by_uid = {}
+            for name, pods in self._pods.items():
+                for p in pods:
+                    _add(self._by_uid, p.uid, name, p)
+        return self._by_uid.get(uid, _EMPTY)
+
+    def namespaces(self) -> Iterator[str]:
+        """Every namespace with an indexed pod."""
+        return iter(self._namespaces())
+
+    def _namespaces(self) -> dict[str, dict[str, list[Pod]]]:
+        if self._by_namespace is None:
+            self._by_namespace = {}
+            for name, pods in self._pods.items():
+                for p in pods:
+                    _add(self._by_namespace, p.namespace, name, p)
+        return self._by_namespace
 
 
 def _add(index: dict[K, dict[str, list[Pod]]], key: K, name: str, pod: Pod) -> None:

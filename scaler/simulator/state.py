@@ -33,7 +33,7 @@ import numpy.typing as npt
 from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, PodAffinityTerm, Resources
 from scaler.model.snapshot import ClusterSnapshot, SnapshotError
 from scaler.simulator.dra_state import DraState
-from scaler.simulator.pod_index import LabelKey, PodIndex
+from scaler.simulator.pod_index import LabelKey, LazyPodIndex, PodIndex
 
 __all__ = [
     "BatchScorePlugin",
@@ -351,7 +351,7 @@ class ClusterState:
         self._per_flags: dict[Hashable, Any] = {}
         # The pods the state starts with, indexed (shared, never changed here), and the moves
         # since: base pods taken off their node (by id), pods placed (by id, with their node).
-        self._index = index
+        self._index: PodIndex | LazyPodIndex | None = index
         self._initial: dict[str, Sequence[Pod]] = {}
         self._gone: dict[int, int] = {}
         self._extra: dict[int, tuple[Pod, str]] = {}
@@ -538,10 +538,11 @@ class ClusterState:
             value = self._per_flags[key] = compute()
         return value
 
-    def _base(self) -> PodIndex:
-        """The index of the pods the state started with (built on first use when not given)."""
+    def _base(self) -> PodIndex | LazyPodIndex:
+        """The index of the pods the state started with (a :class:`LazyPodIndex` of them when
+        not given)."""
         if self._index is None or self._index.version != self._index_version:  # not given, or updated since
-            self._index = PodIndex.of(self._initial)
+            self._index = LazyPodIndex(self._initial)
             self._index_version = self._index.version
         return self._index
 
