@@ -125,27 +125,33 @@ class LazyPodIndex:
     """The answers of :class:`PodIndex` for fixed ``pods_by_node`` (node name → its counted
     pods), each index built when first asked: by namespace, by UID, and by label key (one pass
     over the pods per key asked). The pods of a node are listed in their order and the nodes in
-    the order of ``pods_by_node``, as :meth:`PodIndex.of` lists them."""
+    the order of ``pods_by_node``, as :meth:`PodIndex.of` lists them.
 
-    __slots__ = ("_by_key", "_by_namespace", "_by_uid", "_pods")
+    It keeps node names only (per namespace, per label pair, per UID) and picks each answer's
+    pods from those nodes' lists when asked: a few hundred containers instead of a few for every
+    pod, which the cycle collector would walk once the evaluation holding them ends."""
+
+    __slots__ = ("_by_key", "_namespace_nodes", "_pods", "_uid_more", "_uid_node")
 
     version = 0
     """Never changes (:class:`PodIndex` counts updates; this index has none)."""
 
     def __init__(self, pods_by_node: Mapping[str, Sequence[Pod]]) -> None:
         self._pods = pods_by_node
-        self._by_namespace: dict[str, dict[str, list[Pod]]] | None = None
-        self._by_uid: dict[str, dict[str, list[Pod]]] | None = None
-        self._by_key: dict[str, dict[tuple[str, str], dict[str, list[Pod]]]] = {}
+        self._namespace_nodes: dict[str, list[str]] | None = None
+        self._uid_node: dict[str, str] | None = None  # the first node holding the UID
+        self._uid_more: dict[str, list[str]] = {}  # the other nodes holding it (a UID may repeat)
+        self._by_key: dict[str, dict[tuple[str, str], list[str]]] = {}
 
     def __len__(self) -> int:
         """The number of nodes indexed."""
         return len(self._pods)
 
     def with_label(self, namespace: str, key: str = "", value: str = "") -> Mapping[str, list[Pod]]:
-        """As :meth:`PodIndex.with_label`."""
+        """As :meth:`PodIndex.with_label` (a new mapping each time)."""
         if not key:
-            return self._namespaces().get(namespace, _EMPTY)
+            names = self._namespaces().get(namespace)
+            return {n: [p for p in self._pods[n] if p.namespace == namespace] for n in names or ()}
         by_value = self._by_key.get(key)
         if by_value is None:
             by_value = self._by_key[key] = {}
@@ -153,29 +159,47 @@ class LazyPodIndex:
                 for p in pods:
                     v = p.labels.get(key)
                     if v is not None:
-                        _add(by_value, (p.namespace, v), name, p)
-        return by_value.get((namespace, value), _EMPTY)
+                        _note(by_value, (p.namespace, v), name)
+        return {
+            n: [p for p in self._pods[n] if p.namespace == namespace and p.labels.get(key) == value]
+            for n in by_value.get((namespace, value), ())
+        }
 
     def with_uid(self, uid: str) -> Mapping[str, list[Pod]]:
-        """As :meth:`PodIndex.with_uid`."""
-        if self._by_uid is None:
-            self._by_uid = {}
+        """As :meth:`PodIndex.with_uid` (a new mapping each time)."""
+        if self._uid_node is None:
+            first: dict[str, str] = {}
             for name, pods in self._pods.items():
                 for p in pods:
-                    _add(self._by_uid, p.uid, name, p)
-        return self._by_uid.get(uid, _EMPTY)
+                    was = first.setdefault(p.uid, name)
+                    if was != name:
+                        _note(self._uid_more, p.uid, name)
+            self._uid_node = first
+        node = self._uid_node.get(uid)
+        if node is None:
+            return _EMPTY
+        return {n: [p for p in self._pods[n] if p.uid == uid] for n in (node, *self._uid_more.get(uid, ()))}
 
     def namespaces(self) -> Iterator[str]:
         """Every namespace with an indexed pod."""
         return iter(self._namespaces())
 
-    def _namespaces(self) -> dict[str, dict[str, list[Pod]]]:
-        if self._by_namespace is None:
-            self._by_namespace = {}
+    def _namespaces(self) -> dict[str, list[str]]:
+        if self._namespace_nodes is None:
+            self._namespace_nodes = {}
             for name, pods in self._pods.items():
                 for p in pods:
-                    _add(self._by_namespace, p.namespace, name, p)
-        return self._by_namespace
+                    _note(self._namespace_nodes, p.namespace, name)
+        return self._namespace_nodes
+
+
+def _note(index: dict[K, list[str]], key: K, name: str) -> None:
+    """Add node ``name`` to ``index[key]`` unless it is its last (nodes come one by one)."""
+    names = index.get(key)
+    if names is None:
+        index[key] = [name]
+    elif names[-1] != name:
+        names.append(name)
 
 
 def _add(index: dict[K, dict[str, list[Pod]]], key: K, name: str, pod: Pod) -> None:
