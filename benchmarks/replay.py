@@ -40,7 +40,7 @@ TRACE = ROOT.parent / "shared" / "data" / "raw" / "bitbrains-rnd-2013" / "rnd-20
 START = 1372636800.0  # 2013-07-01T00:00:00Z
 STEP = 300.0
 WEEK, MONTH = 2016, 8640
-DEFAULT_STEPS = {100: 2016, 1000: 288, 5000: 48}
+DEFAULT_STEPS = {100: 2016, 1000: 288, 5000: 288}  # a week, then a whole day: never less than a day
 BUNDLED_POLICIES = ("scaler", "seed", "scaler-relief")
 
 
@@ -294,7 +294,9 @@ def markdown(saved: dict[str, Any]) -> str:
         "`scaler replay` of one policy over generated clusters whose application pods follow the Bitbrains",
         '"Rnd" series of the VM their usage shape was drawn from, 5-minute steps from 2013-07-01'
         f" (`python -m benchmarks.replay`; {saved['machine']}). Week (2,016 steps) and month (8,640",
-        "steps) are extrapolated from the time per step of the steps measured. A full evaluation is one",
+        "steps) are extrapolated from the time per step of the steps measured (by default a week at 100 nodes",
+        "and a whole day, 288 steps, at 1,000 and 5,000: the first steps also pay, once, for building the",
+        "world and the controller and for the first evaluation without anything kept). A full evaluation is one",
         "`evaluate()` of the starting cluster, as a live loop would run it. The first steps of a generated",
         "cluster are its busiest: a third of its nodes are underused, and each removal re-checks the node on a",
         "fresh view of the world and re-places its pods, so a measurement of the first steps overstates the time",
@@ -387,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000,5000", help="node counts, comma-separated (0: none)")
     ap.add_argument(
-        "--steps", help="steps measured per size, e.g. 100=2016,1000=288,5000=48 or one number for all"
+        "--steps", help="steps measured per size, e.g. 100=2016,1000=288,5000=288 or one number for all"
     )
     ap.add_argument("--policy", default="scaler", help="the policy replayed over the generated clusters")
     ap.add_argument("--runs", type=int, default=3, help="runs per measure (median reported)")
