@@ -303,12 +303,9 @@ def test_a_nodes_drain_rules_are_answered_again_and_charge_its_pdbs() -> None:
     assert verdicts["b"].startswith("pod default/b-app: NotEnoughPdb"), verdicts
 
 
-def test_a_nodes_drain_answers_at_two_allowance_levels_are_both_kept() -> None:
-    """Rule 5 keeps several answers per node: a PDB allowing 1 covers a's pod and b's pod b-app.
-    When a is removed first (idle), its removal spends the allowance and b-app blocks b's drain;
-    when a stays (busy), b's bare pod blocks. Busy, idle, busy: the third pass answers b's drain
-    rules from the answer of the first, kept beside the second's, and every pass equals a full
-    evaluation."""
+def _guarded() -> tuple[list, list[Pod], dict[str, float]]:
+    """Nodes a, b and c; a PDB's selector (app=guarded) covers a's pod and b's pod b-app, b also
+    holds a bare pod, c a big one; the usage of all pods but a's."""
     nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
     pods = [
         make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
@@ -316,7 +313,16 @@ def test_a_nodes_drain_answers_at_two_allowance_levels_are_both_kept() -> None:
         make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
         make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
     ]
-    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+    return nodes, pods, {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+
+
+def test_a_nodes_drain_answers_at_two_allowance_levels_are_both_kept() -> None:
+    """Rule 5 keeps several answers per node: a PDB allowing 1 covers a's pod and b's pod b-app.
+    When a is removed first (idle), its removal spends the allowance and b-app blocks b's drain;
+    when a stays (busy), b's bare pod blocks. Busy, idle, busy: the third pass answers b's drain
+    rules from the answer of the first, kept beside the second's, and every pass equals a full
+    evaluation."""
+    nodes, pods, usage = _guarded()
     cache, counter = EvaluationCache(), RevisionCounter()
     first = _snapshot(NOW, nodes, pods, 1, {**usage, "a-1": 35.0})
     hits = []
@@ -362,14 +368,7 @@ def test_a_blocked_drain_is_checked_again_when_a_removal_charged_its_pdb(a_first
     in one pass must not answer the other (the allowance it read went below 1). Allowing 3, b
     sees 2 or 3, both "at least 1", the only level the drain rules read (rule 3): its bare pod
     blocks both times and the second evaluation answers it from the cache."""
-    nodes = [make_node("a", cpu_m=4000), make_node("b", cpu_m=4000), make_node("c", cpu_m=16000)]
-    pods = [
-        make_pod("a-1", node="a", cpu_m=100, owner_name="x", labels={"app": "guarded"}),
-        make_pod("b-app", node="b", cpu_m=500, owner_name="y", labels={"app": "guarded"}),
-        make_pod("b-bare", node="b", cpu_m=500, owner_kind=None),
-        make_pod("c-big", node="c", cpu_m=9000, owner_name="z"),
-    ]
-    usage = {"b-app": 0.5, "b-bare": 0.5, "c-big": 0.4}
+    nodes, pods, usage = _guarded()
     cache, counter = EvaluationCache(), RevisionCounter()
     first = _snapshot(NOW, nodes, pods, allowed, {**usage, "a-1": a_first})
     details = []
