@@ -477,10 +477,19 @@ class AggregatedPodMetrics(Mapping[tuple[str, str], PodMetrics]):
         self._done: dict[tuple[str, str], PodMetrics] = {}
 
     def __getitem__(self, key: tuple[str, str]) -> PodMetrics:
+        pm = self.get(key)
+        if pm is None:
+            raise KeyError(key)
+        return pm
+
+    def get(self, key: tuple[str, str], default: PodMetrics | None = None) -> PodMetrics | None:  # type: ignore[override]
+        """The pod's (aggregated) PodMetrics, ``default`` without a reading."""
         done = self._done.get(key)
         if done is not None:
             return done
-        pm = self._newest[key]
+        pm = self._newest.get(key)
+        if pm is None:
+            return default
         history = self._history
         found: tuple[int, int] | None = None
         if isinstance(history, PodUsageHistory):
@@ -496,10 +505,6 @@ class AggregatedPodMetrics(Mapping[tuple[str, str], PodMetrics]):
                 pm = msgspec.structs.replace(pm, cpu_millicores=cpu, memory_bytes=mem)
         self._done[key] = pm
         return pm
-
-    def get(self, key: tuple[str, str], default: PodMetrics | None = None) -> PodMetrics | None:  # type: ignore[override]
-        """The pod's (aggregated) PodMetrics, ``default`` without a reading."""
-        return self[key] if key in self._newest else default
 
     def __contains__(self, key: object) -> bool:
         return key in self._newest

@@ -56,7 +56,16 @@ class PodMetricsColumns(Mapping[PodKey, PodMetrics]):
         self._made: dict[int, PodMetrics] = {}
 
     def __getitem__(self, key: PodKey) -> PodMetrics:
-        row = self.rows[key]
+        made = self.get(key)
+        if made is None:
+            raise KeyError(key)
+        return made
+
+    def get(self, key: PodKey, default: PodMetrics | None = None) -> PodMetrics | None:  # type: ignore[override]
+        """The reading of ``key``, ``default`` without one (one look-up of ``rows``)."""
+        row = self.rows.get(key)
+        if row is None:
+            return default
         made = self._made.get(row)
         if made is None or (made.namespace, made.name) != key:
             made = self._made[row] = PodMetrics(

@@ -225,7 +225,15 @@ class RemovalContext:
 
         def build(prior: ClusterState | None) -> ClusterState:
             return ClusterState(
-                snapshot, self.pods_by_node, usage, load, requested, anti, index, prior, reusable=cache is not None
+                snapshot,
+                self.pods_by_node,
+                usage,
+                load,
+                requested,
+                anti,
+                index,
+                prior,
+                reusable=cache is not None,
             )
 
         self.state = build(None) if cache is None else cache.state(snapshot, config, build)
