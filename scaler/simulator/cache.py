@@ -307,7 +307,7 @@ class EvaluationCache:
             return None  # stale: no reading counts (each node finds so)
         if readings.layout is not self._rows_layout:
             self._rows, self._rows_layout = {}, readings.layout
-        names = list(facts) if only is None else [n for n in only if n in facts]
+        names = list(facts) if only is None else sorted(n for n in only if n in facts)
         old = self._rows
         kept: dict[str, tuple[int, npt.NDArray[np.intp]]] = {} if only is None else old
         rows_of = readings.rows
