@@ -382,7 +382,6 @@ class ClusterState:
                     use_index = False  # not the index of these pods: build one if asked
                 self._initial[name] = source
             u = usage.get(name)
-            anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
             ns = rows.get(name)
             if ns is not None:  # taken over from ``prior``: its pods, requests, holders and keys stay
                 keys = self._row_keys.get(name)
@@ -393,6 +392,7 @@ class ClusterState:
                 ns.usage_memory_bytes = u[1] if u else None
             else:
                 req = requested.get(name) if requested is not None else None
+                anti = anti_affinity.get(name, ()) if anti_affinity is not None else None
                 ns = self._new_row(node, i, source, u, req, anti)
             self.nodes[name] = ns
             self.names.append(name)
