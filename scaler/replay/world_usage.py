@@ -82,20 +82,28 @@ class UsageModel(WorldStore):
         self._slot_row.append(row)
         self._slot_const.append(const)
         self._slot_limit.append(pod_limits(pod))
-        self._slot_arrays = None
 
     # ---- reading ------------------------------------------------------------------------------------
     def _slots(self) -> tuple[int, IntArray, FloatArray, FloatArray, FloatArray, FloatArray]:
         """(slot count, series rows, constant cpu, constant memory, cpu limits, memory limits)
-        of every usage slot as arrays (cached until a slot is added)."""
+        of every usage slot as arrays. Slots are only ever appended: the arrays are kept and
+        extended by the slots added since (a replacement pod adds one)."""
         n = len(self._slot_row)
-        if self._slot_arrays is None or self._slot_arrays[0] != n:
-            rows = np.asarray(self._slot_row, dtype=np.int64)
-            const = np.asarray(self._slot_const, dtype=np.float64).reshape(n, 2)
-            limit = np.asarray(self._slot_limit, dtype=np.float64).reshape(n, 2)
-            self._slot_arrays = (
-                n, rows, const[:, 0].copy(), const[:, 1].copy(), limit[:, 0].copy(), limit[:, 1].copy()
-            )  # fmt: skip
+        kept = self._slot_arrays
+        if kept is not None and kept[0] == n:
+            return kept
+        at = 0 if kept is None else kept[0]
+        rows = np.asarray(self._slot_row[at:], dtype=np.int64)
+        const = np.asarray(self._slot_const[at:], dtype=np.float64).reshape(n - at, 2)
+        limit = np.asarray(self._slot_limit[at:], dtype=np.float64).reshape(n - at, 2)
+        cpu_c, mem_c = const[:, 0].copy(), const[:, 1].copy()
+        cpu_l, mem_l = limit[:, 0].copy(), limit[:, 1].copy()
+        if kept is not None:
+            _, rows0, cpu_c0, mem_c0, cpu_l0, mem_l0 = kept
+            rows = np.concatenate((rows0, rows))
+            cpu_c, mem_c = np.concatenate((cpu_c0, cpu_c)), np.concatenate((mem_c0, mem_c))
+            cpu_l, mem_l = np.concatenate((cpu_l0, cpu_l)), np.concatenate((mem_l0, mem_l))
+        self._slot_arrays = (n, rows, cpu_c, mem_c, cpu_l, mem_l)
         return self._slot_arrays
 
     def _demand_now(self) -> tuple[FloatArray, FloatArray]:
