@@ -73,17 +73,33 @@ class PodIndex:
                 self.set_node(name, pods)
 
     def set_node(self, name: str, pods: Sequence[Pod]) -> None:
-        """Index ``pods`` as node ``name``'s pods (replacing what it held)."""
-        if name in self._pods:
-            self.remove_node(name)
+        """Index ``pods`` as node ``name``'s pods (replacing what it held).
+
+        Only the difference is indexed when the node held pods before: the pods no longer
+        there (by identity) are dropped and the new ones added, so a node that gained one pod
+        costs one pod's keys, not all of its pods'. A node's pods are then listed in no
+        particular order (every reader counts them)."""
+        old = self._pods.get(name)
         self.version += 1
         self._pods[name] = pods
+        if old is None:
+            for p in pods:
+                self._add_pod(name, p)
+            return
+        before = {id(p) for p in old}
+        after = {id(p) for p in pods}
+        if len(before) != len(old) or len(after) != len(pods):  # a pod listed twice: index it all again
+            for p in old:
+                self._drop_pod(name, p)
+            for p in pods:
+                self._add_pod(name, p)
+            return
+        for p in old:
+            if id(p) not in after:
+                self._drop_pod(name, p)
         for p in pods:
-            _add(self._by_namespace, p.namespace, name, p)
-            _add(self._by_uid, p.uid, name, p)
-            ns = p.namespace
-            for k, v in p.labels.items():
-                _add(self._by_label, (ns, k, v), name, p)
+            if id(p) not in before:
+                self._add_pod(name, p)
 
     def remove_node(self, name: str) -> None:
         """Forget node ``name``'s pods."""
@@ -97,6 +113,20 @@ class PodIndex:
             ns = p.namespace
             for k, v in p.labels.items():
                 _drop(self._by_label, (ns, k, v), name)
+
+    def _add_pod(self, name: str, p: Pod) -> None:
+        _add(self._by_namespace, p.namespace, name, p)
+        _add(self._by_uid, p.uid, name, p)
+        ns = p.namespace
+        for k, v in p.labels.items():
+            _add(self._by_label, (ns, k, v), name, p)
+
+    def _drop_pod(self, name: str, p: Pod) -> None:
+        _drop_one(self._by_namespace, p.namespace, name, p)
+        _drop_one(self._by_uid, p.uid, name, p)
+        ns = p.namespace
+        for k, v in p.labels.items():
+            _drop_one(self._by_label, (ns, k, v), name, p)
 
     def __len__(self) -> int:
         """The number of nodes indexed."""
@@ -212,6 +242,20 @@ def _add(index: dict[K, dict[str, list[Pod]]], key: K, name: str, pod: Pod) -> N
         by_node[name] = [pod]
     else:
         pods.append(pod)
+
+
+def _drop_one(index: dict[K, dict[str, list[Pod]]], key: K, name: str, pod: Pod) -> None:
+    """Take ``pod`` (this very object) out of ``index[key][name]``, and the emptied entries."""
+    by_node = index[key]
+    pods = by_node[name]
+    for i, q in enumerate(pods):
+        if q is pod:
+            del pods[i]
+            break
+    if not pods:
+        del by_node[name]
+        if not by_node:
+            del index[key]
 
 
 def _drop(index: dict[K, dict[str, list[Pod]]], key: K, name: str) -> None:
