@@ -944,3 +944,36 @@ def test_a_container_nobody_measures_stays_unmeasured_in_the_replay() -> None:
     w.evict(batch)
     w.schedule_pending()
     assert ("default", "batch-x-0") in w.snapshot().partial_pod_metrics
+
+
+def _scale_up_one_node(extra_pods: list[Pod]) -> World:
+    """A world of :func:`small_cluster` (with ``extra_pods``) that added one node for a pod too
+    big for the free room (as in the test above), five minutes on."""
+    inp = replay_input(small_cluster(extra_pods), idle_trace(3), 3)
+    w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, provision_delay=120)
+    w.mark_to_be_deleted("n1", w.now, "scaler")
+    assert w.evict(next(p for p in w.pods.values() if p.name == "web-abc-0")).ok
+    w.schedule_pending()  # to n4, whose room is then too small for the big pod
+    big = make_pod("big-0", node="", cpu_m=3500, mem=GI, owner_name="batch-x", phase="Pending")
+    w.pods[big.uid] = big
+    w.pending[big.uid] = w.now
+    w.schedule_pending()
+    assert w.scale_up() == 1
+    w.advance(1)
+    assert w.stats.nodes_added == 1
+    return w
+
+
+def test_a_new_nodes_daemonset_pod_never_takes_a_name_a_pod_holds() -> None:
+    def agent(name: str, node: str) -> Pod:
+        return make_pod(name, node=node, cpu_m=10, mem=MI, owner_kind="DaemonSet", owner_name="agent")
+
+    first = _scale_up_one_node([agent("agent-x7k2p", "n1")])
+    new = next(n for n in first.nodes if n not in {"n1", "n2", "n3", "n4"})
+    taken = next(p.name for p in first.pods.values() if p.name.startswith("agent-") and p.node_name == new)
+    # The same world, but a pod on another node already holds the name the new one would get.
+    w = _scale_up_one_node([agent("agent-x7k2p", "n1"), agent(taken, "n3")])
+    keys = [(p.namespace, p.name) for p in w.pods.values()]
+    assert len(keys) == len(set(keys))
+    renamed = next(p.name for p in w.pods.values() if p.name.startswith("agent-") and p.node_name == new)
+    assert renamed != taken

@@ -234,6 +234,11 @@ class WorldIndex:
             self.revisions.nodes_changed(changed_nodes)
             self.revisions.nodes_changed(added_nodes)
 
+    def holds(self, key: PodKey) -> bool:
+        """Whether a pod of the world is named ``key`` (namespace, name) now."""
+        self.sync()
+        return key in self._key_uid
+
     def _count(self, uid: str) -> None:
         """Number the change of pod ``uid``: the node it left and the node it is on now."""
         pod = self._pods.get(uid)

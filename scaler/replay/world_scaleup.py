@@ -7,7 +7,8 @@ bin-packed by requests (first fit, in scheduling order) onto nodes of that pool 
 provisioned, then onto as many new nodes as needed, within the pool's ``--nodes`` maximum. A new
 node is a copy of the template (same machine type, labels, taints, DaemonSet pods) that joins
 ``--provision-delay`` after the request, with ``creationTimestamp`` then; it is billed from the
-request. A pod that fits no pool's empty template is *unschedulable* and never triggers a
+request. Its DaemonSet pods are named ``<daemonset>-<suffix>`` with a suffix no pod of the world
+holds (the API server refuses a name taken in the namespace). A pod that fits no pool's empty template is *unschedulable* and never triggers a
 scale-up.
 
 Each pool's template is its first node (by name) at the start, cleaned of scaler's taint and
@@ -229,8 +230,11 @@ class ScaleUp(WorldScheduler):
         for p, use in zip(tpl.pods, tpl.pod_usage, strict=True):
             if tpl.node.name in p.name:  # a static pod's mirror is named after its node
                 pname = p.name.replace(tpl.node.name, name)
-            else:  # a DaemonSet pod: <daemonset>-<random suffix>
-                pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}"
+            else:  # a DaemonSet pod: <daemonset>-<random suffix>, a suffix no pod of it holds
+                pname, attempt = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name)}", 0
+                while self._index.holds((p.namespace, pname)):  # as the API server refuses a taken name
+                    attempt += 1
+                    pname = f"{p.name.rsplit('-', 1)[0]}-{_short_hash(name, p.name, attempt)}"
             uid = f"replay-{_short_hash(pname, at, n=16)}"
             self.pods[uid] = replace_pod(p, name=pname, uid=uid, node_name=name, creation_ts=at, start_ts=at)
             self._add_slot(uid, -1, use, p)
