@@ -533,16 +533,17 @@ class Node:
     uid: str = ""
     to_be_deleted_ts: float | None = None  # value of the ToBeDeleted taint, Unix seconds
     resource_version: str = ""  # set only by the actuator: the version its delete step verified
+    node_group: str = field(init=False, repr=False, compare=False)
+    """The GKE node pool name (label ``cloud.google.com/gke-nodepool``), or ``""`` when the node
+    is not in one; read from ``labels`` when the node is made (every loop reads it per node)."""
+    zone: str = field(init=False, repr=False, compare=False)
+    """``topology.kubernetes.io/zone`` (or the beta label), or ``""``; read from ``labels`` when
+    the node is made."""
 
-    @property
-    def node_group(self) -> str:
-        """The GKE node pool name, or ``""`` when the node is not in one."""
-        return self.labels.get(LABEL_NODEPOOL, "")
-
-    @property
-    def zone(self) -> str:
-        """``topology.kubernetes.io/zone`` (or the beta label), or ``""``."""
-        return self.labels.get(LABEL_ZONE) or self.labels.get(LABEL_ZONE_BETA, "")
+    def __post_init__(self) -> None:
+        labels = self.labels
+        object.__setattr__(self, "node_group", labels.get(LABEL_NODEPOOL, ""))
+        object.__setattr__(self, "zone", labels.get(LABEL_ZONE) or labels.get(LABEL_ZONE_BETA, ""))
 
 
 @dataclass(frozen=True, slots=True)
