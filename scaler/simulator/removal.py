@@ -195,6 +195,24 @@ class Passing:
                 idx = idx[res[0] == 0]
         return idx, scalar
 
+    @property
+    def by_mask(self) -> bool:
+        """Whether every filter answered for every row at once (no filter is left to ask)."""
+        return not self._vector and not self._scalar
+
+    def first(self, rows: Positions, start: int) -> int:
+        """With :attr:`by_mask`: the index into ``rows`` of the first passing row in
+        round-robin order from index ``start`` (``0 <= start < len(rows)``), ``-1`` when
+        none passes. The answer of :meth:`among`'s first index at or after ``start``, else
+        its first."""
+        passing = self._mask[rows]
+        if start:
+            k = int(passing[start:].argmax())  # the first True (argmax stops there), or 0
+            if passing[start + k]:
+                return start + k
+        k = int(passing.argmax())
+        return k if passing[k] else -1
+
     def rows(self, rows: Positions) -> Positions:
         """The rows of ``rows`` that every filter passes, in order."""
         idx, scalar = self.among(rows)
@@ -401,6 +419,12 @@ class RemovalSimulator:
             if n == 0:
                 continue
             start = self._offsets.get(t, 0) % n
+            if not self.scorers and passing.by_mask:  # the first in round-robin order from start
+                j = passing.first(pos, start)
+                if j < 0:
+                    continue
+                self._offsets[t] = j + 1
+                return state.names[int(pos[j])]
             idx, scalar = passing.among(pos)  # indexes into pos, ascending
             if len(idx) == 0:
                 continue
