@@ -387,6 +387,15 @@ def test_kube_scheduler_prefers_nodes_without_intolerable_prefer_no_schedule_tai
         ClusterSnapshot.create(NOW, [node("a", cpu_m=16000), other], [pod("x", "b", req=3000)])
     )
     assert plain.names[kube_scheduler_choice(pod("new", "", req=100), plain, both)] == "a", "LeastAllocated"
+    # A soft-tainted node that is not feasible counts for no feasible node.
+    three = ClusterState(
+        ClusterSnapshot.create(
+            NOW,
+            [emptiest, node("b", cpu_m=16000), node("c", cpu_m=4000)],
+            [pod("x", "c", req=3000)],
+        )
+    )
+    assert three.names[kube_scheduler_choice(pod("new", "", req=100), three, np.array([1, 2]))] == "b"
 
 
 # ---- scaler dry-run --hot-node-relief ---------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from scaler.model.records import Pod
+from scaler.model.records import Pod, Taint
 from scaler.simulator.state import ClusterState
 
 __all__ = ["TAINT_TOLERATION_WEIGHT", "kube_scheduler_choice"]
@@ -21,7 +21,7 @@ TAINT_TOLERATION_WEIGHT = 3
 
 
 def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
-    """The table position, among ``feasible`` (positions of nodes that pass the filters, in name
+    """The table position, among ``feasible`` (ascending positions of nodes that pass the filters, in name
     order), of the node kube-scheduler's default profile would pick for ``pod``, by its two
     scores that differ between nodes here:
 
@@ -43,21 +43,27 @@ def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[n
         t.alloc_mem[feasible], 1
     )
     score = (cpu_free + mem_free) / 2 * 100
-    names = state.names
-    counts = np.fromiter(
-        (
-            sum(
-                1
-                for taint in state.nodes[names[int(i)]].node.taints
-                if taint.effect == "PreferNoSchedule"
-                and not any(tol.tolerates(taint) for tol in pod.tolerations)
-            )
-            for i in feasible
-        ),
-        dtype=np.int64,
-        count=len(feasible),
-    )
+    counts = np.zeros(len(feasible), dtype=np.int64)
+    for row, taints in _soft_taints(state).items():  # the few nodes with PreferNoSchedule taints
+        j = int(np.searchsorted(feasible, row))
+        if j < len(feasible) and feasible[j] == row:
+            counts[j] = sum(1 for taint in taints if not any(tol.tolerates(taint) for tol in pod.tolerations))
     most = int(counts.max()) if len(counts) else 0
     taint_score = np.full(len(feasible), 100, dtype=np.int64) if most == 0 else 100 - counts * 100 // most
     score = score + TAINT_TOLERATION_WEIGHT * taint_score
     return int(feasible[int(np.argmax(score))])
+
+
+def _soft_taints(state: ClusterState) -> dict[int, tuple[Taint, ...]]:
+    """Table row → the node's ``PreferNoSchedule`` taints, for the nodes that have any
+    (memoized per state)."""
+
+    def compute() -> dict[int, tuple[Taint, ...]]:
+        out: dict[int, tuple[Taint, ...]] = {}
+        for ns in state.nodes.values():
+            soft = tuple(t for t in ns.node.taints if t.effect == "PreferNoSchedule")
+            if soft:
+                out[ns.position] = soft
+        return out
+
+    return state.static(("kube-scheduler", "PreferNoSchedule"), compute)
