@@ -260,6 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs")
     ap.add_argument("--note", default="", help="a line for the report (what else ran on the machine)")
     args = ap.parse_args(argv)
+    if args.halving_from is not None:
+        try:
+            _halved_from(args.halving_from)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            why = f"{type(e).__name__}: {e}" if not isinstance(e, OSError) else e.strerror
+            print(
+                f"benchmarks.tune: --halving-from {args.halving_from}: not the output of a scaler tune ({why})",
+                file=sys.stderr,
+            )
+            return 2
     if not TRACE.exists():
         print(f"benchmarks.tune: skipped: {TRACE} is absent (needs ../shared)")
         return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import tune
 from benchmarks.generate import FILES, Cluster, generate
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -107,3 +108,13 @@ def test_floor_and_steady_loop_benchmarks_run(cluster: Cluster, tmp_path: Path) 
     assert loop["requests_per_loop"] == [2, 2]
     assert loop["requests"] == ["GET /apis/metrics.k8s.io/v1beta1/nodes", "GET /apis/metrics.k8s.io/v1beta1/pods"]
     assert loop["evaluated_nodes"] == 30
+
+
+def test_the_tune_benchmark_refuses_a_halving_dir_that_is_no_tune_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "frontier.json").write_text('{"run": {}}')
+    for bad in (tmp_path / "absent", tmp_path):
+        assert tune.main(["--halving-from", str(bad), "--out", str(tmp_path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"--halving-from {bad}:" in err
