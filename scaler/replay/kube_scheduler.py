@@ -21,9 +21,9 @@ TAINT_TOLERATION_WEIGHT = 3
 
 
 def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[np.intp]) -> int:
-    """The table position, among ``feasible`` (ascending positions of nodes that pass the filters, in name
-    order), of the node kube-scheduler's default profile would pick for ``pod``, by its two
-    scores that differ between nodes here:
+    """The table position, among ``feasible`` (positions of nodes that pass the filters,
+    ascending, that is in name order), of the node kube-scheduler's default profile would pick
+    for ``pod``, by its two scores that differ between nodes here:
 
     * ``TaintToleration`` (``pkg/scheduler/framework/plugins/tainttoleration``): the number of
       ``PreferNoSchedule`` taints of the node the pod does not tolerate, normalised with

@@ -8,8 +8,8 @@ provisioned, then onto as many new nodes as needed, within the pool's ``--nodes`
 node is a copy of the template (same machine type, labels, taints, DaemonSet pods) that joins
 ``--provision-delay`` after the request, with ``creationTimestamp`` then; it is billed from the
 request. Its DaemonSet pods are named ``<daemonset>-<suffix>`` with a suffix no pod of the world
-holds (the API server refuses a name taken in the namespace). A pod that fits no pool's empty template is *unschedulable* and never triggers a
-scale-up.
+holds (the API server refuses a name taken in the namespace). A pod that fits no pool's empty
+template is *unschedulable* and never triggers a scale-up.
 
 Each pool's template is its first node (by name) at the start, cleaned of scaler's taint and
 annotations, with its DaemonSet and mirror pods, their usage, the node's overhead and the
