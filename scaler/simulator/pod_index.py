@@ -21,7 +21,7 @@ and indexing every label of every pod would cost more than the evaluation's plac
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scaler.model.records import Pod
 
@@ -108,25 +108,24 @@ class PodIndex:
             return
         self.version += 1
         for p in pods:
-            _drop(self._by_namespace, p.namespace, name)
-            _drop(self._by_uid, p.uid, name)
-            ns = p.namespace
-            for k, v in p.labels.items():
-                _drop(self._by_label, (ns, k, v), name)
+            for index, key in self._keys(p):
+                _drop(index, key, name)
+
+    def _keys(self, p: Pod) -> Iterator[tuple[dict[Any, dict[str, list[Pod]]], Hashable]]:
+        """Each index ``p`` is listed in, with its key there."""
+        yield self._by_namespace, p.namespace
+        yield self._by_uid, p.uid
+        ns = p.namespace
+        for k, v in p.labels.items():
+            yield self._by_label, (ns, k, v)
 
     def _add_pod(self, name: str, p: Pod) -> None:
-        _add(self._by_namespace, p.namespace, name, p)
-        _add(self._by_uid, p.uid, name, p)
-        ns = p.namespace
-        for k, v in p.labels.items():
-            _add(self._by_label, (ns, k, v), name, p)
+        for index, key in self._keys(p):
+            _add(index, key, name, p)
 
     def _drop_pod(self, name: str, p: Pod) -> None:
-        _drop_one(self._by_namespace, p.namespace, name, p)
-        _drop_one(self._by_uid, p.uid, name, p)
-        ns = p.namespace
-        for k, v in p.labels.items():
-            _drop_one(self._by_label, (ns, k, v), name, p)
+        for index, key in self._keys(p):
+            _drop_one(index, key, name, p)
 
     def __len__(self) -> int:
         """The number of nodes indexed."""
