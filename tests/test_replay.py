@@ -948,7 +948,9 @@ def test_a_container_nobody_measures_stays_unmeasured_in_the_replay() -> None:
 
 def _scale_up_one_node(extra_pods: list[Pod]) -> World:
     """A world of :func:`small_cluster` (with ``extra_pods``) that added one node for a pod too
-    big for the free room (as in the test above), five minutes on."""
+    big for the free room (as in
+    ``test_scheduler_places_evicted_pods_least_allocated_and_scale_up_adds_a_node``), five
+    minutes on."""
     inp = replay_input(small_cluster(extra_pods), idle_trace(3), 3)
     w = World(inp.snapshot, inp.usage, inp.pod_series, parse_policies(["scaler"])[0].config, provision_delay=120)
     w.mark_to_be_deleted("n1", w.now, "scaler")
