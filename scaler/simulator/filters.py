@@ -172,12 +172,12 @@ class NodeResourcesFit(BaseFilter):
         codes = np.zeros(len(nodes), dtype=np.int16)
         # Assigned from the last check to the first, so that the first failing check wins.
         if req.ephemeral_storage_bytes > 0:
-            codes[t.req_eph[nodes] + req.ephemeral_storage_bytes > t.alloc_eph[nodes]] = 4
+            codes[t.free_eph[nodes] < req.ephemeral_storage_bytes] = 4
         if req.memory_bytes > 0:
-            codes[t.req_mem[nodes] + req.memory_bytes > t.alloc_mem[nodes]] = 3
+            codes[t.free_mem[nodes] < req.memory_bytes] = 3
         if req.cpu_millicores > 0:
-            codes[t.req_cpu[nodes] + req.cpu_millicores > t.alloc_cpu[nodes]] = 2
-        codes[t.pod_count[nodes] + 1 > t.alloc_pods[nodes]] = 1
+            codes[t.free_cpu[nodes] < req.cpu_millicores] = 2
+        codes[t.free_pods[nodes] < 1] = 1
         if not any(v > 0 for v in req.extended.values()):
             return codes, self._REASONS
         # Extended resources are not tabled: check them on the nodes that passed the rest.
@@ -199,14 +199,14 @@ class NodeResourcesFit(BaseFilter):
         req = pod.placement_requests
         if any(v > 0 for v in req.extended.values()):
             return None
-        t = state.table
-        ok = t.pod_count + 1 <= t.alloc_pods
+        t = state.table  # used + request <= allocatable, as request <= allocatable - used
+        ok = t.free_pods >= 1
         if req.cpu_millicores > 0:
-            ok &= t.req_cpu + req.cpu_millicores <= t.alloc_cpu
+            ok &= t.free_cpu >= req.cpu_millicores
         if req.memory_bytes > 0:
-            ok &= t.req_mem + req.memory_bytes <= t.alloc_mem
+            ok &= t.free_mem >= req.memory_bytes
         if req.ephemeral_storage_bytes > 0:
-            ok &= t.req_eph + req.ephemeral_storage_bytes <= t.alloc_eph
+            ok &= t.free_eph >= req.ephemeral_storage_bytes
         return ok
 
 

@@ -198,7 +198,9 @@ class NodeTable:
     ``usage_mem`` (0 where unknown), ``has_usage``, ``to_be_deleted`` (carries the
     ``ToBeDeletedByClusterAutoscaler`` taint), ``cordoned``. Columns kept in step with the node
     states by :class:`ClusterState`'s mutations: ``req_cpu``, ``req_mem``, ``req_eph``,
-    ``pod_count`` (``len(NodeState.pods)``), ``moved_cpu``, ``moved_mem``, ``ghost``, ``removed``.
+    ``pod_count`` (``len(NodeState.pods)``), the room they leave (``free_cpu``, ``free_mem``,
+    ``free_eph``: allocatable minus requests; ``free_pods``: allocatable pods minus
+    ``pod_count``), ``moved_cpu``, ``moved_mem``, ``ghost``, ``removed``.
     Extended resources are not tabled (filters read them from the node states).
     """
 
@@ -227,6 +229,11 @@ class NodeTable:
             "ephemeral-storage requests of its pods (bytes)",
         )
         self.pod_count = col(len(s.pods) for s in states)
+        # Both terms lie in [0, 2**63): their difference fits int64.
+        self.free_cpu = self.alloc_cpu - self.req_cpu
+        self.free_mem = self.alloc_mem - self.req_mem
+        self.free_eph = self.alloc_eph - self.req_eph
+        self.free_pods = self.alloc_pods - self.pod_count
         self.moved_cpu = col(s.moved_cpu_millicores for s in states)
         self.moved_mem = col(s.moved_memory_bytes for s in states)
         self.has_usage = flag(
@@ -259,6 +266,11 @@ class NodeTable:
         self.req_mem[i] = r.memory_bytes
         self.req_eph[i] = r.ephemeral_storage_bytes
         self.pod_count[i] = len(ns.pods)
+        a = ns.node.allocatable
+        self.free_cpu[i] = a.cpu_millicores - r.cpu_millicores
+        self.free_mem[i] = a.memory_bytes - r.memory_bytes
+        self.free_eph[i] = a.ephemeral_storage_bytes - r.ephemeral_storage_bytes
+        self.free_pods[i] = a.pods - len(ns.pods)
         self.moved_cpu[i] = ns.moved_cpu_millicores
         self.moved_mem[i] = ns.moved_memory_bytes
         self.magnitude = max(self.magnitude, abs(ns.moved_cpu_millicores), abs(ns.moved_memory_bytes))
