@@ -242,7 +242,8 @@ class Prefilter:
     def of(self, pod: Pod, state: ClusterState) -> Passing:
         """Where ``pod`` may go in ``state`` now."""
         t = state.table
-        mask = ~(t.ghost | t.removed)
+        live: Mask = state.per_flags(("Prefilter.live",), lambda: ~(t.ghost | t.removed))
+        mask: Mask | None = None  # a new array once a filter gave one; ``live`` is never changed
         vector: list[FilterPlugin] = []
         scalar: list[FilterPlugin] = []
         for f, fit, has_vector in self._filters:
@@ -250,8 +251,11 @@ class Prefilter:
             if m is None:
                 (vector if has_vector else scalar).append(f)
             elif m is not True:
-                mask &= m
-        return Passing(pod, state, mask, vector, scalar)
+                if mask is None:
+                    mask = live & m
+                else:
+                    mask &= m
+        return Passing(pod, state, live if mask is None else mask, vector, scalar)
 
 
 class RemovalSimulator:
