@@ -43,13 +43,13 @@ from scaler.eviction.sort import class_and_priority, ordered_by, running_time, u
 from scaler.history.profiles import workload_key
 from scaler.model.profiles import HOURS, WorkloadProfile, hour_of_day
 from scaler.model.records import Node, Pod, Resources
+from scaler.simulator.node_table import NodeTable
 from scaler.simulator.state import (
     BatchScorePlugin,
     ClusterState,
     Codes,
     FilterPlugin,
     NodeState,
-    NodeTable,
     Positions,
     ScorePlugin,
     VectorFilterPlugin,

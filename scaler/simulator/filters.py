@@ -19,8 +19,8 @@ extended resources in whole units.
 
 Speed: the filters that read only numbers, labels and taints also answer for many nodes at once
 (``filter_nodes``, :class:`~scaler.simulator.state.VectorFilterPlugin`) from the state's
-:class:`~scaler.simulator.state.NodeTable` and from per-state memos of snapshot-only facts (which
-nodes carry a label, which tolerate a set of tolerations); the pod-scanning filters look pods up
+:class:`~scaler.simulator.node_table.NodeTable` and from per-state memos of snapshot-only facts
+(which nodes carry a label, which tolerate a set of tolerations); the pod-scanning filters look pods up
 through the state's indexes (topology domains, pods by label) instead of scanning the cluster.
 Every ``filter_nodes`` gives, node by node, exactly the verdict and reason of ``filter``.
 
