@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from scaler.replay import trace_grid
 from scaler.replay.inputs import build_grid, usage_table
-from scaler.replay.traces import TraceError, load_trace
+from scaler.replay.traces import TraceError, load_trace, sums_in_order
 
 T0 = 1_700_000_100.0
 STEP = 300.0
@@ -139,3 +139,37 @@ def test_a_file_off_its_grid_or_with_a_bad_value_is_read_the_general_way(tmp_pat
 def test_columns_equal_rows_for_any_export(tmp_path: Path, cells: list[tuple[int, str, str, float, int]]) -> None:
     rows = rows_of(cells)
     same(load_trace(write(tmp_path / "e.parquet", rows, 12)), load_trace(write(tmp_path / "r.parquet", rows, 12, grid=False)))
+
+
+def test_many_samples_of_one_instant_over_row_groups_add_up_as_row_by_row(tmp_path: Path) -> None:
+    # Twelve samples of one series and instant over two row groups: the sum depends on its
+    # order to the last bit (NumPy adds long runs pairwise, which a batch-by-batch sum is not).
+    cores = [53.533533, 30.486605, 40.900361, 9.639451, 40.631082, 55.5549, 33.483597]  # a row group
+    cores += [47.440119, 42.970334, 4.098012, 48.526736, 37.830373]  # the next
+    rows = rows_of([(0, "a", "p-0", c, 0) for c in cores])
+    columns = load_trace(write(tmp_path / "e.parquet", rows, 12))
+    assert columns.grid is not None
+    same(columns, load_trace(write(tmp_path / "r.parquet", rows, 12, grid=False)))
+    total = 0.0
+    for c in cores:  # one by one, in file order
+        total += c * 1000.0
+    assert columns.series["a/p-0"].cpu_millicores.tolist() == [total]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runs=st.lists(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=12), min_size=1, max_size=8),
+    held=st.lists(st.one_of(st.none(), st.floats(0, 1e6, allow_nan=False)), min_size=8, max_size=8),
+)
+def test_sums_in_order_add_each_run_up_one_by_one(runs: list[list[float]], held: list[float | None]) -> None:
+    values = np.array([x for run in runs for x in run])
+    start = np.cumsum([0] + [len(r) for r in runs[:-1]])
+    initial = np.array([np.nan if h is None else h for h in held[: len(runs)]])
+    want = []
+    for run, h in zip(runs, initial.tolist(), strict=True):
+        total = run[0] if np.isnan(h) else h + run[0]
+        for x in run[1:]:
+            total += x
+        want.append(total)
+    assert sums_in_order(values, start, initial).tolist() == want
+    assert sums_in_order(values, start).tolist() == sums_in_order(values, start, np.full(len(runs), np.nan)).tolist()

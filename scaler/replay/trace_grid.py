@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.replay.sim_records import UsageTable
+from scaler.replay.traces import sums_in_order
 
 __all__ = ["GridSeries", "GridUsage", "load_grid", "memory_limit"]
 
@@ -253,8 +254,7 @@ def load_grid(
             k = np.rint((t - t0) / step)
             if not (np.all(np.abs(t - (t0 + k * step)) <= _TOLERANCE) and k.min() >= 0 and k.max() < steps):
                 raise _NotGrid
-            k = k.astype(np.int64)
-            rows = names.rows(batch)
+            rows, k, order, start = _cells(names.rows(batch), k.astype(np.int64))
             values = []
             for name, scale in zip(columns[3:5], (1000.0, 1.0), strict=True):
                 c = batch.column(batch.schema.get_field_index(name))
@@ -263,7 +263,11 @@ def load_grid(
                 v = np.asarray(c.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
                 if not np.all(np.isfinite(v)) or np.any(v < 0):
                     raise _NotGrid
-                values.append(v * scale if scale != 1.0 else v)
+                v = v * scale if scale != 1.0 else v
+                values.append(v if order is None else v[order])
+            # Each cell's samples of this batch added up in file order, after what it holds.
+            held = [m[rows, k] for m in mats] if mats else [None] * len(values)
+            values = [sums_in_order(v, start, h) for v, h in zip(values, held, strict=True)]
             if not mats:  # the first batch decides float32 or float64; a later one may widen
                 for i, v in enumerate(values):
                     if not _exact32(v):
@@ -272,7 +276,8 @@ def load_grid(
             for i, v in enumerate(values):
                 if mats[i].dtype == np.float32 and not _exact32(v):
                     mats[i] = store.widen(mats[i])
-            _put(mats, rows, k, values)
+            for m, v in zip(mats, values, strict=True):
+                m[rows, k] = v
     except _NotGrid:
         return None
     except (pa.ArrowInvalid, ValueError):
@@ -372,19 +377,17 @@ def _exact32(v: FloatArray) -> bool:
     return bool(np.array_equal(v.astype(np.float32).astype(np.float64), v))
 
 
-def _put(mats: list[Matrix], rows: IntArray, steps: IntArray, values: list[FloatArray]) -> None:
-    """Add each ``(row, step)``'s values into the matrices' cells (a NaN cell takes the value;
-    duplicates within the batch are summed first; an export's batches have none, in order)."""
+def _cells(rows: IntArray, steps: IntArray) -> tuple[IntArray, IntArray, IntArray | None, IntArray]:
+    """The distinct ``(row, step)`` cells of a batch, sorted, with the order that groups the
+    batch's entries by cell (file order within a cell; ``None`` when they already are, one per
+    cell, as in an export) and where each cell's entries begin in that order."""
     key = rows * (int(steps.max()) + 1) + steps
-    if len(key) > 1 and not np.all(key[1:] > key[:-1]):
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        start = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        rows, steps = rows[order][start], steps[order][start]
-        values = [np.add.reduceat(v[order], start) for v in values]
-    for m, v in zip(mats, values, strict=True):
-        current = m[rows, steps]
-        m[rows, steps] = np.where(np.isnan(current), v, current + v)
+    if len(key) < 2 or np.all(key[1:] > key[:-1]):
+        return rows, steps, None, np.arange(len(key), dtype=np.intp)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    start = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    return rows[order][start], steps[order][start], order, start
 
 
 def _fill(mats: list[Matrix], first: IntArray, last: IntArray) -> dict[int, IntArray]:

@@ -62,6 +62,7 @@ __all__ = [
     "csv_members",
     "load_trace",
     "resample",
+    "sums_in_order",
     "trace_kind",
 ]
 
@@ -120,6 +121,28 @@ class Trace:
         return float(min(firsts)), float(max(lasts))
 
 
+def sums_in_order(
+    values: npt.NDArray[np.float64], start: npt.NDArray[np.intp], initial: npt.NDArray[Any] | None = None
+) -> npt.NDArray[np.float64]:
+    """The sum of each run of ``values`` (runs begin at the ascending indexes ``start`` and end
+    where the next begins), added up one by one from the first, after ``initial[i]`` where it
+    is given and not NaN. Floating-point sums depend on their order: every reader of a trace
+    adds a series' samples of one instant up this way, in file order, so that they agree to
+    the last bit (NumPy's own sums add long runs pairwise)."""
+    lengths = np.append(start[1:], len(values)) - start
+    out = values[start].astype(np.float64)
+    if initial is not None:
+        have = ~np.isnan(initial)
+        out[have] = initial[have] + out[have]
+    runs = np.flatnonzero(lengths > 1)  # one pass per place in a run: a run's j-th values at once
+    j = 1
+    while len(runs):
+        out[runs] += values[start[runs] + j]
+        j += 1
+        runs = runs[lengths[runs] > j]
+    return out
+
+
 def _series(times: npt.ArrayLike, cpu: npt.ArrayLike, mem: npt.ArrayLike, *, sum_duplicates: bool) -> Series:
     """Sort by time and merge equal timestamps (sum, or keep the last row)."""
     t = np.asarray(times, dtype=np.float64)
@@ -130,8 +153,7 @@ def _series(times: npt.ArrayLike, cpu: npt.ArrayLike, mem: npt.ArrayLike, *, sum
     if len(t) > 1 and np.any(t[1:] == t[:-1]):
         uniq, start = np.unique(t, return_index=True)
         if sum_duplicates:
-            c = np.add.reduceat(c, start)
-            m = np.add.reduceat(m, start)
+            c, m = sums_in_order(c, start), sums_in_order(m, start)
         else:  # the last of each run of equal timestamps
             last = np.append(start[1:], len(t)) - 1
             c, m = c[last], m[last]
@@ -525,7 +547,7 @@ def _columnar_trace(batches: Iterable[Any], names: list[str], source: str) -> Tr
     new[1:] = (index[1:] != index[:-1]) | (t[1:] != t[:-1])
     starts = np.flatnonzero(new)
     index, t = index[starts], t[starts]
-    cpu, mem = np.add.reduceat(cpu, starts), np.add.reduceat(mem, starts)
+    cpu, mem = sums_in_order(cpu, starts), sums_in_order(mem, starts)
     labels = list(ids)
     bounds = np.flatnonzero(np.diff(index)) + 1
     series: dict[str, Series] = {}
