@@ -6,19 +6,43 @@ node states (:meth:`NodeTable.sync` after every change of a node)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from scaler.model.records import TAINT_TO_BE_DELETED
+from scaler.model.records import TAINT_TO_BE_DELETED, Node, Pod, Resources
 from scaler.model.snapshot import SnapshotError
 
-if TYPE_CHECKING:
-    from scaler.simulator.state import NodeState
+__all__ = ["NodeRow", "NodeTable"]
 
-__all__ = ["NodeTable"]
+
+class NodeRow(Protocol):
+    """What the table reads of one node's state (:class:`~scaler.simulator.state.NodeState`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def node(self) -> Node: ...
+    @property
+    def pods(self) -> Sequence[Pod]: ...
+    @property
+    def requested(self) -> Resources: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def ghost(self) -> bool: ...
+    @property
+    def removed(self) -> bool: ...
+    @property
+    def moved_cpu_millicores(self) -> int: ...
+    @property
+    def moved_memory_bytes(self) -> int: ...
+    @property
+    def usage_cpu_millicores(self) -> int | None: ...
+    @property
+    def usage_memory_bytes(self) -> int | None: ...
 
 
 class NodeTable:
@@ -37,7 +61,7 @@ class NodeTable:
     Extended resources are not tabled (filters read them from the node states).
     """
 
-    def __init__(self, states: list[NodeState]) -> None:
+    def __init__(self, states: Sequence[NodeRow]) -> None:
         def col(values: Iterable[int], what: str = "") -> npt.NDArray[np.int64]:
             items = list(values)
             try:
@@ -91,7 +115,7 @@ class NodeTable:
         and moved columns (it never decreases): lets arithmetic on them check int64 overflow
         without a pass over the arrays."""
 
-    def sync(self, ns: NodeState) -> None:
+    def sync(self, ns: NodeRow) -> None:
         """Copy the mutable numbers of ``ns`` into its row."""
         i = ns.position
         r = ns.requested
@@ -111,7 +135,7 @@ class NodeTable:
         self.removed[i] = ns.removed
 
 
-def _overflow(states: list[NodeState], values: list[int], what: str) -> SnapshotError:
+def _overflow(states: Sequence[NodeRow], values: list[int], what: str) -> SnapshotError:
     """The one-line error for a node whose ``what`` does not fit int64: only a sum can (its
     pods' requests, or its usage plus the pods not yet in its metrics), every single quantity
     being bounded when it is parsed (:data:`scaler.model.quantity.MAX_QUANTITY`)."""
