@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from scaler.replay import trace_grid
 from scaler.replay.inputs import build_grid, usage_table
-from scaler.replay.traces import TraceError, load_trace, sums_in_order
+from scaler.replay.trace_grid import sums_in_order
+from scaler.replay.traces import TraceError, load_trace
 
 T0 = 1_700_000_100.0
 STEP = 300.0

@@ -46,9 +46,8 @@ import numpy as np
 import numpy.typing as npt
 
 from scaler.replay.sim_records import UsageTable
-from scaler.replay.traces import sums_in_order
 
-__all__ = ["GridSeries", "GridUsage", "load_grid", "memory_limit"]
+__all__ = ["GridSeries", "GridUsage", "load_grid", "memory_limit", "sums_in_order"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -255,16 +254,7 @@ def load_grid(
             if not (np.all(np.abs(t - (t0 + k * step)) <= _TOLERANCE) and k.min() >= 0 and k.max() < steps):
                 raise _NotGrid
             rows, k, order, start = _cells(names.rows(batch), k.astype(np.int64))
-            values = []
-            for name, scale in zip(columns[3:5], (1000.0, 1.0), strict=True):
-                c = batch.column(batch.schema.get_field_index(name))
-                if c.null_count:
-                    raise _NotGrid
-                v = np.asarray(c.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-                if not np.all(np.isfinite(v)) or np.any(v < 0):
-                    raise _NotGrid
-                v = v * scale if scale != 1.0 else v
-                values.append(v if order is None else v[order])
+            values = [v if order is None else v[order] for v in _usage_columns(batch, columns)]
             # Each cell's samples of this batch added up in file order, after what it holds.
             held = [m[rows, k] for m in mats] if mats else [None] * len(values)
             values = [sums_in_order(v, start, h) for v, h in zip(values, held, strict=True)]
@@ -368,6 +358,28 @@ def _batches(pf: Any, columns: list[str]) -> Iterator[Any]:
         yield from pf.read_row_group(i, columns=columns).to_batches(max_chunksize=_BATCH_ROWS)
 
 
+def sums_in_order(
+    values: npt.NDArray[np.float64], start: npt.NDArray[np.intp], initial: npt.NDArray[Any] | None = None
+) -> npt.NDArray[np.float64]:
+    """The sum of each run of ``values`` (runs begin at the ascending indexes ``start`` and end
+    where the next begins), added up one by one from the first, after ``initial[i]`` where it
+    is given and not NaN. Floating-point sums depend on their order: every reader of a trace
+    (:mod:`scaler.replay.traces`, this module) adds a series' samples of one instant up this way, in file order, so that they agree to
+    the last bit (NumPy's own sums add long runs pairwise)."""
+    lengths = np.append(start[1:], len(values)) - start
+    out = values[start].astype(np.float64)
+    if initial is not None:
+        have = ~np.isnan(initial)
+        out[have] = initial[have] + out[have]
+    runs = np.flatnonzero(lengths > 1)  # one pass per place in a run: a run's j-th values at once
+    j = 1
+    while len(runs):
+        out[runs] += values[start[runs] + j]
+        j += 1
+        runs = runs[lengths[runs] > j]
+    return out
+
+
 class _NotGrid(Exception):
     """The file does not fit its grid, or holds a value to report row by row (private)."""
 
@@ -375,6 +387,27 @@ class _NotGrid(Exception):
 def _exact32(v: FloatArray) -> bool:
     """Every value of ``v`` is exactly a float32."""
     return bool(np.array_equal(v.astype(np.float32).astype(np.float64), v))
+
+
+def _usage_columns(batch: Any, columns: list[str]) -> list[FloatArray]:
+    """A batch's CPU (millicores, from cores) and memory (bytes) columns as float64 arrays.
+
+    Raises:
+        _NotGrid: a null, or a value that is not a finite number >= 0 (the general reader
+            names its row).
+    """
+    import pyarrow as pa  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    values = []
+    for name, scale in zip(columns[3:5], (1000.0, 1.0), strict=True):
+        c = batch.column(batch.schema.get_field_index(name))
+        if c.null_count:
+            raise _NotGrid
+        v = np.asarray(c.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise _NotGrid
+        values.append(v * scale if scale != 1.0 else v)
+    return values
 
 
 def _cells(rows: IntArray, steps: IntArray) -> tuple[IntArray, IntArray, IntArray | None, IntArray]:

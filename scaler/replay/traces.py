@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from scaler.errors import InputError
 from scaler.model.times import timestamp_seconds
+from scaler.replay.trace_grid import sums_in_order
 
 __all__ = [
     "LONG_COLUMNS",
@@ -62,7 +63,6 @@ __all__ = [
     "csv_members",
     "load_trace",
     "resample",
-    "sums_in_order",
     "trace_kind",
 ]
 
@@ -119,28 +119,6 @@ class Trace:
         if not firsts:
             raise TraceError(f"{self.source}: the trace holds no sample")
         return float(min(firsts)), float(max(lasts))
-
-
-def sums_in_order(
-    values: npt.NDArray[np.float64], start: npt.NDArray[np.intp], initial: npt.NDArray[Any] | None = None
-) -> npt.NDArray[np.float64]:
-    """The sum of each run of ``values`` (runs begin at the ascending indexes ``start`` and end
-    where the next begins), added up one by one from the first, after ``initial[i]`` where it
-    is given and not NaN. Floating-point sums depend on their order: every reader of a trace
-    adds a series' samples of one instant up this way, in file order, so that they agree to
-    the last bit (NumPy's own sums add long runs pairwise)."""
-    lengths = np.append(start[1:], len(values)) - start
-    out = values[start].astype(np.float64)
-    if initial is not None:
-        have = ~np.isnan(initial)
-        out[have] = initial[have] + out[have]
-    runs = np.flatnonzero(lengths > 1)  # one pass per place in a run: a run's j-th values at once
-    j = 1
-    while len(runs):
-        out[runs] += values[start[runs] + j]
-        j += 1
-        runs = runs[lengths[runs] > j]
-    return out
 
 
 def _series(times: npt.ArrayLike, cpu: npt.ArrayLike, mem: npt.ArrayLike, *, sum_duplicates: bool) -> Series:
