@@ -36,12 +36,8 @@ def kube_scheduler_choice(pod: Pod, state: ClusterState, feasible: npt.NDArray[n
     ``feasible``."""
     t = state.table
     r = pod.requests
-    cpu_free = (t.alloc_cpu[feasible] - t.req_cpu[feasible] - r.cpu_millicores) / np.maximum(
-        t.alloc_cpu[feasible], 1
-    )
-    mem_free = (t.alloc_mem[feasible] - t.req_mem[feasible] - r.memory_bytes) / np.maximum(
-        t.alloc_mem[feasible], 1
-    )
+    cpu_free = (t.free_cpu[feasible] - r.cpu_millicores) / np.maximum(t.alloc_cpu[feasible], 1)
+    mem_free = (t.free_mem[feasible] - r.memory_bytes) / np.maximum(t.alloc_mem[feasible], 1)
     score = (cpu_free + mem_free) / 2 * 100
     counts = np.zeros(len(feasible), dtype=np.int64)
     for row, taints in _soft_taints(state).items():  # the few nodes with PreferNoSchedule taints
