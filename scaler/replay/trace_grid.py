@@ -364,8 +364,9 @@ def sums_in_order(
     """The sum of each run of ``values`` (runs begin at the ascending indexes ``start`` and end
     where the next begins), added up one by one from the first, after ``initial[i]`` where it
     is given and not NaN. Floating-point sums depend on their order: every reader of a trace
-    (:mod:`scaler.replay.traces`, this module) adds a series' samples of one instant up this way, in file order, so that they agree to
-    the last bit (NumPy's own sums add long runs pairwise)."""
+    (:mod:`scaler.replay.traces`, this module) adds a series' samples of one instant up this
+    way, in file order, so that they agree to the last bit (NumPy's own sums add long runs
+    pairwise)."""
     lengths = np.append(start[1:], len(values)) - start
     out = values[start].astype(np.float64)
     if initial is not None:
