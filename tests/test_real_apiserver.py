@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 import pytest
-from faultcheck import ClusterRecorder, holders, leftovers, stale_windows, violations
+from faultcheck import ClusterRecorder, NodeState, holders, leftovers, stale_windows, violations
 from realk8s import (
     CA_NAMESPACE,
     GI,
@@ -1109,8 +1109,15 @@ def test_fault_a_cluster_autoscaler_starting_strips_the_taint_mid_drain(fx: Faul
                                       and e.verb in ("patch", "update") and "cluster-autoscaler" in e.user_agent],
                              15, "cluster-autoscaler's write of the node in the audit log (else someone else removed "
                              "the taint)")  # fmt: skip
-            # What cluster-autoscaler left: no taint, still cordoned (until scaler's rollback).
-            assert any(not s.tainted and s.cordoned for s in fx.rec.nodes[under]), fx.rec.nodes[under]
+            # What cluster-autoscaler left: no taint, still cordoned (until scaler's rollback). The
+            # recorder's watch may lag the reads above on a busy machine: wait until it saw the
+            # taint go.
+            def since_tainted() -> list[NodeState]:
+                states = list(fx.rec.nodes.get(under, []))
+                return states[next((i for i, s in enumerate(states) if s.tainted), len(states)):]
+
+            wait_for(lambda: any(not s.tainted for s in since_tainted()), 30, "the recorder to see the taint go")
+            assert any(not s.tainted and s.cordoned for s in since_tainted()), since_tainted()
             wait_for(lambda: w.events_for(under, "ScaleDownFailed"), 30, "scaler's ScaleDownFailed")
             ca.kill()
         fx.settle(under)
