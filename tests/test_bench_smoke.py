@@ -4,12 +4,13 @@ here asserts on time."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from benchmarks import tune
+from benchmarks import placement_kernel, tune
 from benchmarks.generate import FILES, Cluster, generate
 from scaler.config import ScalerConfig
 from scaler.engine import evaluate
@@ -118,3 +119,19 @@ def test_the_tune_benchmark_refuses_a_halving_dir_that_is_no_tune_output(
         assert tune.main(["--halving-from", str(bad), "--out", str(tmp_path)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"--halving-from {bad}:" in err
+
+
+def test_the_placement_kernel_measure_refuses_bad_sizes_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--nodes", "0"], ["--steps", "-3"]):
+        assert placement_kernel.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "must be at least 1" in err and argv[1] in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is not None, reason="numba is installed here")
+def test_the_placement_kernel_measure_says_in_one_line_that_it_needs_numba(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert placement_kernel.main(["--nodes", "10", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install numba" in err
