@@ -10,9 +10,8 @@ for the whole node table at once (no Score plugin, no extended resources: the pa
 simulator takes for nearly every pod) also finds the pod's destination with a first fit compiled
 by numba, at the same moment, on the same state: one pass over the destination tier in
 round-robin order that stops at the first node where the pod fits, reading NodeResourcesFit's
-room left, TargetUsage's rooms and moved load, and the masks of the other filters as the
-project computes them (memoized for the filters that read only the cluster's structure, so the
-pass costs them nothing more). Both must choose the same node at every placement (else exit 1):
+room left, TargetUsage's rooms and moved load, and the mask of the other filters, asked as the
+removal simulator asks them (:class:`~scaler.simulator.removal.Prefilter`). Both must choose the same node at every placement (else exit 1):
 the compiled pass keeps the semantics the filter tests pin. The two are timed alternately, each
 first on every other placement.
 
@@ -41,19 +40,16 @@ MONTH = 8640
 
 def _kernel() -> Any:
     """The compiled first fit: the index into ``pos`` of the first row from ``start`` (wrapping
-    round) where every mask is true and the pod fits by NodeResourcesFit and TargetUsage,
-    ``-1`` when none. The arithmetic is the one of the filters' ``fit_mask`` on int64 columns."""
+    round) where ``passing`` (the other filters' mask) is true and the pod fits by
+    NodeResourcesFit and TargetUsage, ``-1`` when none. The arithmetic is the one of the
+    filters' ``fit_mask`` on int64 columns."""
     import numba  # type: ignore[import-not-found,unused-ignore]
 
     @numba.njit(cache=False, nogil=True)  # type: ignore[untyped-decorator,unused-ignore]
     def first_fit(
         pos: Any,
         start: int,
-        m0: Any,
-        m1: Any,
-        m2: Any,
-        m3: Any,
-        m4: Any,
+        passing: Any,
         free_pods: Any,
         free_cpu: Any,
         free_mem: Any,
@@ -74,7 +70,7 @@ def _kernel() -> Any:
             if j >= n:
                 j -= n
             r = pos[j]
-            if not (m0[r] and m1[r] and m2[r] and m3[r] and m4[r]) or free_pods[r] < 1:
+            if not passing[r] or free_pods[r] < 1:
                 continue
             if (req_cpu > 0 and free_cpu[r] < req_cpu) or (req_mem > 0 and free_mem[r] < req_mem):
                 continue
@@ -99,48 +95,41 @@ class _Compiled:
         self.seconds_compiled = 0.0
         self.kernel_seconds = 0.0  # in the compiled pass itself, over the timed placements
         self.warm = False
+        # Per simulator's filters: them, whether NodeResourcesFit is one, TargetUsage, a Prefilter of the others.
+        self._prefilters: dict[int, tuple[Any, bool, Any, Any]] = {}
 
     def destination(self, sim: Any, pod: Any, tiers: Any, offsets: dict[int, int]) -> str | bool | None:
         """The compiled path's answer for ``pod`` (``False``: it cannot take this pod)."""
-        import numpy as np
-
         state = sim.state
-        masks: list[Any] = [
-            state.per_flags(("Prefilter.live",), lambda: ~(state.table.ghost | state.table.removed))
-        ]
-        nrf = tu = None
-        for f in sim.filters:
-            if f.name == "NodeResourcesFit":
-                nrf = f
-                if any(v > 0 for v in pod.placement_requests.extended.values()):
-                    return False
-                continue
-            if f.name == "TargetUsage":
-                tu = f
-                continue
-            m = f.fit_mask(pod, state) if hasattr(f, "fit_mask") else None
-            if m is None:
-                return False
-            if m is not True:
-                masks.append(m)
-        if nrf is None or tu is None or sim.scorers:
+        kept = self._prefilters.get(id(sim.filters))
+        if kept is None or kept[0] is not sim.filters:
+            from scaler.simulator.removal import Prefilter
+
+            named = {f.name: f for f in sim.filters}
+            nrf, tu = named.get("NodeResourcesFit"), named.get("TargetUsage")
+            others = Prefilter([f for f in sim.filters if f is not nrf and f is not tu])
+            kept = self._prefilters[id(sim.filters)] = (sim.filters, nrf is not None, tu, others)
+        _, has_nrf, tu, others = kept
+        if not has_nrf or tu is None or sim.scorers:
+            return False
+        if any(v > 0 for v in pod.placement_requests.extended.values()):
+            return False
+        passing = others.of(pod, state)  # the other filters, asked as the simulator asks them
+        if not passing.by_mask:
             return False
         t = state.table
         load_cpu, load_mem = state.load(pod)
         if t.magnitude + abs(load_cpu) + abs(load_mem) >= 2**62:
             return False
         cpu_room, _, mem_room, _, _ = tu._rooms(state)
-        if len(masks) > 5:
-            masks = [*masks[:4], np.logical_and.reduce(masks[4:])]
-        masks += [masks[0]] * (5 - len(masks))
         req = pod.placement_requests
         for i, tier in enumerate(tiers):
-            pos = tier.positions if hasattr(tier, "positions") else state.positions(tier)
+            pos = sim._positions(tier)
             if len(pos) == 0:
                 continue
             k0 = time.perf_counter()
             j = self.first_fit(
-                pos, offsets.get(i, 0) % len(pos), *masks,
+                pos, offsets.get(i, 0) % len(pos), passing._mask,
                 t.free_pods, t.free_cpu, t.free_mem, t.free_eph,
                 req.cpu_millicores, req.memory_bytes, req.ephemeral_storage_bytes,
                 t.moved_cpu, t.moved_mem, cpu_room, mem_room, load_cpu, load_mem,
